@@ -1,0 +1,118 @@
+// VerifyAndInfer: structural checks with precise errors, then shape/dtype inference in
+// topological order. Errors are InvalidArgument naming the node (and its source line).
+//   - dangling name / unknown value id, duplicate names
+//   - arity (inputs and outputs) against ops.def
+//   - cycle (a node that depends on itself through its inputs)
+//   - unbound symbol (a symbol in an attribute that no input shape binds)
+//   - dtype / shape mismatch (from each op's inference), and declared types that disagree
+#include <set>
+
+#include <fmt/format.h>
+
+#include "opfuse/graph.h"
+#include "ops/op_def.h"
+
+namespace opfuse {
+namespace {
+
+Status CheckStructure(const Graph& g) {
+  const int nv = static_cast<int>(g.values.size());
+  std::set<std::string> names;
+  for (const auto& v : g.values) {
+    if (v.name.empty()) return InvalidArgument("a value has an empty name");
+    if (!names.insert(v.name).second) return InvalidArgument(fmt::format("duplicate value name '{}'", v.name));
+  }
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.dead) continue;
+    const OpInfo& info = GetOpInfo(n.op);
+    const int nin = static_cast<int>(n.inputs.size());
+    if (nin < info.min_inputs || (info.max_inputs >= 0 && nin > info.max_inputs)) {
+      std::string want = info.min_inputs == info.max_inputs ? std::to_string(info.min_inputs)
+                         : info.max_inputs < 0 ? fmt::format("at least {}", info.min_inputs)
+                                               : fmt::format("{} to {}", info.min_inputs, info.max_inputs);
+      return NodeError(n, fmt::format("arity: takes {} input{}, got {}", want, want == "1" ? "" : "s", nin));
+    }
+    if (static_cast<int>(n.outputs.size()) != info.num_outputs)
+      return NodeError(n, fmt::format("arity: produces {} output{}, {} bound", info.num_outputs,
+                                      info.num_outputs == 1 ? "" : "s", n.outputs.size()));
+    for (int v : n.inputs)
+      if (v < 0 || v >= nv) return NodeError(n, fmt::format("dangling input (value id {})", v));
+    for (int v : n.outputs)
+      if (v < 0 || v >= nv || g.values[v].producer != static_cast<int>(i))
+        return NodeError(n, "output value is not owned by this node");
+  }
+  if (g.outputs.empty()) return InvalidArgument("graph has no outputs");
+  for (int v : g.outputs)
+    if (v < 0 || v >= nv) return InvalidArgument(fmt::format("dangling graph output (value id {})", v));
+  return Status::Ok();
+}
+
+// Topological order of live nodes, or a cycle error naming a node on the cycle.
+StatusOr<std::vector<int>> TopoOrder(const Graph& g) {
+  const int nn = static_cast<int>(g.nodes.size());
+  std::vector<int> state(nn, 0), order;  // 0 new, 1 on stack, 2 done
+  for (int root = 0; root < nn; ++root) {
+    if (g.nodes[root].dead || state[root]) continue;
+    std::vector<std::pair<int, size_t>> stack{{root, 0}};
+    state[root] = 1;
+    while (!stack.empty()) {
+      auto& [n, k] = stack.back();
+      if (k < g.nodes[n].inputs.size()) {
+        int v = g.nodes[n].inputs[k++];
+        int p = g.values[v].kind == ValueKind::kNode ? g.values[v].producer : -1;
+        if (p < 0) continue;
+        if (g.nodes[p].dead) return NodeError(g.nodes[n], fmt::format("uses '{}' of a removed node", g.values[v].name));
+        if (state[p] == 1)
+          return NodeError(g.nodes[p], fmt::format("cycle: '{}' depends on itself", g.values[g.nodes[p].outputs[0]].name));
+        if (state[p] == 0) {
+          state[p] = 1;
+          stack.push_back({p, 0});
+        }
+      } else {
+        state[n] = 2;
+        order.push_back(n);
+        stack.pop_back();
+      }
+    }
+  }
+  return order;
+}
+
+}  // namespace
+
+Status VerifyAndInfer(Graph& g) {
+  OPFUSE_RETURN_IF_ERROR(CheckStructure(g));
+  OPFUSE_ASSIGN_OR_RETURN(std::vector<int> order, TopoOrder(g));
+  const auto symbols = g.Symbols();
+  const std::set<std::string> symset(symbols.begin(), symbols.end());
+  for (int v : g.inputs)
+    for (const auto& d : g.values[v].type.shape)
+      if (d.is_static() && d.value < 0)
+        return InvalidArgument(fmt::format("input '{}': negative dim {}", g.values[v].name, d.value));
+  for (int id : order) {
+    Node& n = g.nodes[id];
+    for (const auto& [key, attr] : n.attrs)
+      if (const auto* dims = std::get_if<DimList>(&attr))
+        for (const auto& d : *dims)
+          if (!d.is_static() && !symset.count(d.sym))
+            return NodeError(n, fmt::format("unbound symbol '{}' in attribute {} (no input shape uses it)", d.sym, key));
+    const OpDef& def = GetOpDef(n.op);
+    if (!def.infer) return NodeError(n, "op has no shape inference (internal)");
+    std::vector<TensorType> in;
+    for (int v : n.inputs) in.push_back(g.values[v].type);
+    auto out = def.infer(n, in);
+    if (!out.ok()) return out.status();
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      Value& val = g.values[n.outputs[k]];
+      if (val.declared && !(val.type == (*out)[k]))
+        return NodeError(n, fmt::format("{} mismatch: '{}' declared {} but computes {}",
+                                        val.type.dtype != (*out)[k].dtype ? "dtype" : "shape", val.name,
+                                        val.type.ToString(), (*out)[k].ToString()));
+      val.type = (*out)[k];
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace opfuse

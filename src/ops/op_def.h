@@ -1,0 +1,46 @@
+// OpDef: the one definition record of each op (DESIGN.md "One source of truth for ops").
+//
+// Each family file in src/ops/ fills the records of its ops: shape/dtype inference, the CPU
+// reference, and for composite ops the decomposition into primitives. Capabilities such as
+// "has a CPU reference" or "can be decomposed" are read off these records — never a second list.
+// The scalar math of elementwise ops (shared by the CPU reference, the kernel-IR interpreter and
+// the CUDA emitter) lives in scalar_ops.h.
+#pragma once
+#include <vector>
+
+#include "opfuse/graph.h"
+#include "runtime/host_tensor.h"
+
+namespace opfuse {
+
+using InferFn = StatusOr<std::vector<TensorType>> (*)(const Node& node, const std::vector<TensorType>& in);
+// Outputs are preallocated by the caller with the bound output shapes.
+using CpuFn = Status (*)(const Node& node, const std::vector<const HostTensor*>& in,
+                         const std::vector<HostTensor*>& out);
+// Appends primitive nodes to `g` computing `node`'s outputs from its inputs; returns the value ids
+// that replace node.outputs (same order). Types are left for VerifyAndInfer.
+using DecomposeFn = StatusOr<std::vector<int>> (*)(Graph& g, const Node& node);
+
+struct OpDef {
+  InferFn infer = nullptr;
+  CpuFn cpu = nullptr;
+  DecomposeFn decompose = nullptr;
+};
+
+const OpDef& GetOpDef(OpKind op);
+
+// Family registration (called once by the registry, in op_registry.cc).
+using OpDefTable = std::vector<OpDef>;
+void RegisterElementwiseOps(OpDefTable& t);
+void RegisterReductionOps(OpDefTable& t);
+void RegisterCompositeOps(OpDefTable& t);
+void RegisterLibraryOps(OpDefTable& t);
+void RegisterViewOps(OpDefTable& t);
+void RegisterSourceOps(OpDefTable& t);
+
+// Shared inference helpers.
+StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b);
+std::string NodeLabel(const Node& n);  // "mul (line 7)" / "mul"
+Status NodeError(const Node& n, const std::string& msg);  // InvalidArgument("line 7: mul: msg")
+
+}  // namespace opfuse

@@ -1,0 +1,7 @@
+// Shared main for every test binary: GoogleTest, plus OPFUSE_LOG quiet by default.
+#include <gtest/gtest.h>
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
