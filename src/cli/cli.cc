@@ -17,6 +17,7 @@ int g_exit_code = 0;
 void RegisterAll(CLI::App& app) {
   RegisterExplain(app);
   RegisterRun(app);
+  RegisterCompile(app);
 }
 
 void SetExitCode(int code) { g_exit_code = code; }

@@ -11,6 +11,7 @@ namespace opfuse::cli {
 void RegisterAll(CLI::App& app);
 void RegisterExplain(CLI::App& app);
 void RegisterRun(CLI::App& app);
+void RegisterCompile(CLI::App& app);
 
 void SetExitCode(int code);
 int ExitCode();

@@ -1,0 +1,39 @@
+// CUDA C emitter for the kernel IR.
+//
+// Generated source is self-contained (no #include: NVRTC compiles it in tens of milliseconds, and
+// f16/bf16 conversions are single PTX cvt instructions), opens with a comment naming the fused ops
+// and the ABI, and the kernel is named after its contents (fz_add_rms_norm_bf16_h2048_v8).
+// Memory: 16-byte vectorised, coalesced loads/stores when the caller guarantees alignment (the
+// `aligned` variant), f32 math for f16/bf16. Pointwise kernels: a grid-stride loop over vectors.
+// Row kernels: one block per row (grid-stride over rows), warp-shuffle then shared-memory block
+// reductions, and when the static row fits (<= kMaxRegIters vectors per thread) every input row is
+// loaded once into registers and reused by every pass.
+// ABI: kernel(inputs..., outputs..., long long <symbol>...) in Kernel order; launch with
+// `threads` threads per block; grid: rows (row kernels) or ceil(N / vec / threads), capped by the
+// caller from the SM count (any grid size is correct).
+#pragma once
+#include <string>
+
+#include "codegen/kernel_ir.h"
+
+namespace opfuse::codegen {
+
+struct EmitOptions {
+  bool aligned = true;  // every pointer 16-byte aligned: allows vector accesses
+  int max_threads = 256;
+};
+
+struct EmittedKernel {
+  std::string function;  // extern "C" name
+  std::string source;
+  int threads = 256;
+  int vec = 1;
+  bool row_in_registers = false;
+  bool row = false;
+};
+
+inline constexpr int kMaxRegIters = 8;
+
+StatusOr<EmittedKernel> EmitCuda(const Kernel& k, const EmitOptions& opts = {});
+
+}  // namespace opfuse::codegen

@@ -1,0 +1,78 @@
+// NVRTC wrapper (see nvrtc_compiler.h). Every NVRTC call is checked; the log is returned with
+// errors so a failing generated kernel can be diagnosed from the message alone.
+#include "jit/nvrtc_compiler.h"
+
+#include <chrono>
+#include <regex>
+
+#include <fmt/format.h>
+
+#ifdef OPFUSE_WITH_NVRTC
+#include <nvrtc.h>
+#endif
+
+namespace opfuse::jit {
+
+bool NvrtcAvailable() {
+#ifdef OPFUSE_WITH_NVRTC
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::string NvrtcVersion() {
+#ifdef OPFUSE_WITH_NVRTC
+  int major = 0, minor = 0;
+  if (nvrtcVersion(&major, &minor) == NVRTC_SUCCESS) return fmt::format("nvrtc-{}.{}", major, minor);
+#endif
+  return "nvrtc-none";
+}
+
+std::vector<std::string> NvrtcOptions(const std::string& arch) {
+  return {"--gpu-architecture=" + arch, "--std=c++17", "--fmad=true"};
+}
+
+StatusOr<NvrtcOutput> CompileCuda(const std::string& source, const std::string& program_name, const std::string& arch) {
+#ifndef OPFUSE_WITH_NVRTC
+  (void)source;
+  (void)program_name;
+  (void)arch;
+  return Unavailable("NVRTC is not built into this opfuse (no CUDA toolkit at build time)");
+#else
+  static const std::regex kArch("sm_[0-9]+a?");
+  if (!std::regex_match(arch, kArch)) return InvalidArgument(fmt::format("bad --arch '{}': expected e.g. sm_90 or sm_90a", arch));
+  auto t0 = std::chrono::steady_clock::now();
+  nvrtcProgram prog;
+  nvrtcResult rc = nvrtcCreateProgram(&prog, source.c_str(), (program_name + ".cu").c_str(), 0, nullptr, nullptr);
+  if (rc != NVRTC_SUCCESS) return Internal(fmt::format("nvrtcCreateProgram: {}", nvrtcGetErrorString(rc)));
+  auto opts = NvrtcOptions(arch);
+  std::vector<const char*> copts;
+  for (const auto& o : opts) copts.push_back(o.c_str());
+  rc = nvrtcCompileProgram(prog, static_cast<int>(copts.size()), copts.data());
+  NvrtcOutput out;
+  size_t log_size = 0;
+  if (nvrtcGetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 1) {
+    out.log.resize(log_size);
+    nvrtcGetProgramLog(prog, out.log.data());
+    while (!out.log.empty() && (out.log.back() == '\0' || out.log.back() == '\n')) out.log.pop_back();
+  }
+  if (rc != NVRTC_SUCCESS) {
+    nvrtcDestroyProgram(&prog);
+    return InvalidArgument(fmt::format("NVRTC failed to compile {} for {}: {}\n{}", program_name, arch, nvrtcGetErrorString(rc), out.log));
+  }
+  size_t size = 0;
+  rc = nvrtcGetCUBINSize(prog, &size);
+  if (rc == NVRTC_SUCCESS) {
+    out.cubin.resize(size);
+    rc = nvrtcGetCUBIN(prog, out.cubin.data());
+  }
+  nvrtcDestroyProgram(&prog);
+  if (rc != NVRTC_SUCCESS || out.cubin.empty())
+    return Internal(fmt::format("NVRTC produced no CUBIN for {} ({}): {}", program_name, arch, nvrtcGetErrorString(rc)));
+  out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+#endif
+}
+
+}  // namespace opfuse::jit

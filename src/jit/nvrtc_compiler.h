@@ -1,0 +1,26 @@
+// NVRTC: CUDA C source -> CUBIN for one GPU architecture. Needs no GPU, so CI compiles every
+// generated kernel for sm_90. When the build has no NVRTC (no CUDA toolkit), CompileCuda returns
+// Unavailable with that reason, and callers fall back (logged) to the unfused path.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "opfuse/status.h"
+
+namespace opfuse::jit {
+
+struct NvrtcOutput {
+  std::string cubin;
+  std::string log;
+  double compile_ms = 0;
+};
+
+bool NvrtcAvailable();
+// "nvrtc-13.0" (or "nvrtc-none"); part of the cache key.
+std::string NvrtcVersion();
+// The options CompileCuda passes for `arch` (part of the cache key).
+std::vector<std::string> NvrtcOptions(const std::string& arch);
+// arch like "sm_90" or "sm_90a". A compile error returns InvalidArgument carrying the compiler log.
+StatusOr<NvrtcOutput> CompileCuda(const std::string& source, const std::string& program_name, const std::string& arch);
+
+}  // namespace opfuse::jit
