@@ -1,0 +1,39 @@
+// Loading and launching JIT kernels on a CUDA device, through the CUDA runtime's library API
+// (cudaLibraryLoadData / cudaLibraryGetKernel: no driver-API context juggling, works with the
+// statically linked cudart). Built only with the CUDA backend (src/jit/cuda/); without it every
+// call returns Unavailable, so callers and tests can say "no CUDA" cleanly.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "jit/jit_compiler.h"
+
+namespace opfuse::jit {
+
+// Number of CUDA devices usable by this process (0 when built without CUDA, with no driver, or
+// with no GPU); `why` gets the reason when 0.
+int CudaDeviceCount(std::string* why = nullptr);
+// "sm_90" for the current device.
+StatusOr<std::string> CudaDeviceArch();
+
+class LoadedKernel {
+ public:
+  static StatusOr<std::shared_ptr<LoadedKernel>> Load(const JitKernel& k);
+  ~LoadedKernel();
+  // Device pointers in kernel order; symbol values in Kernel::symbols order. `stream` is a
+  // cudaStream_t (nullptr = default stream).
+  Status Launch(const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
+                const std::vector<int64_t>& symbol_values, void* stream = nullptr) const;
+  const JitKernel& jit() const { return jit_; }
+
+ private:
+  LoadedKernel() = default;
+  JitKernel jit_;
+  void* library_ = nullptr;  // cudaLibrary_t
+  void* kernel_ = nullptr;   // cudaKernel_t
+  int sm_count_ = 0;
+};
+
+}  // namespace opfuse::jit

@@ -1,0 +1,49 @@
+// Shared JIT test cases: graphs whose every node forms one fused group, used by the CPU numerics
+// test (tests/numerics/jit_kernel_test.cc) and the GPU test (tests/gpu/jit_gpu_test.cc).
+#pragma once
+#include "opfuse/graph.h"
+
+namespace opfuse::testing_cases {
+
+struct JitCase {
+  const char* name;
+  const char* text;
+  Bindings bind;
+};
+
+// Relative error bounds of a fused kernel (f32 intermediates) vs op-by-op (intermediates stored in
+// the graph dtype): a few ulps of the storage type.
+inline double Bound(DType t) {
+  switch (t) {
+    case DType::kBF16: return 3e-2;
+    case DType::kF16: return 5e-3;
+    default: return 2e-5;
+  }
+}
+
+inline const JitCase kJitCases[] = {
+    {"rms_norm", "graph g\ninput x: bf16[T, 2048]\nparam w: bf16[2048]\ny = rms_norm(x, w) {eps=1e-5}\noutput y\n", {{"T", 5}}},
+    {"rms_norm_noweight_f32", "graph g\ninput x: f32[T, 1000]\ny = rms_norm(x)\noutput y\n", {{"T", 3}}},
+    {"add_rms_norm", "graph g\ninput x: bf16[T, 2048]\ninput r: bf16[T, 2048]\nparam w: bf16[2048]\ny, s = add_rms_norm(x, r, w) {eps=1e-5}\noutput y, s\n", {{"T", 4}}},
+    {"add_rms_norm_wide", "graph g\ninput x: bf16[T, 16384]\ninput r: bf16[T, 16384]\nparam w: bf16[16384]\ny, s = add_rms_norm(x, r, w)\noutput y, s\n", {{"T", 2}}},
+    {"layer_norm_odd", "graph g\ninput x: f32[T, 1001]\nparam w: f32[1001]\nparam b: f32[1001]\ny = layer_norm(x, w, b)\noutput y\n", {{"T", 3}}},
+    {"softmax_scale_mask", "graph g\ninput x: f32[T, 77]\ninput m: f32[T, 77]\ny = softmax(x, m) {scale=0.125}\noutput y\n", {{"T", 6}}},
+    {"softmax_causal_symbolic_width", "graph g\ninput x: f16[2, T, S]\ny = softmax(x) {causal=1}\noutput y\n", {{"T", 5}, {"S", 9}}},
+    {"swiglu", "graph g\ninput g: bf16[T, 5632]\ninput u: bf16[T, 5632]\ny = swiglu(g, u)\noutput y\n", {{"T", 3}}},
+    {"geglu_f16", "graph g\ninput g: f16[T, 1000]\ninput u: f16[T, 1000]\ny = geglu(g, u)\noutput y\n", {{"T", 3}}},
+    {"rope", "graph g\ninput x: bf16[T, 4, 64]\ninput c: bf16[T, 1, 64]\ninput s: bf16[T, 1, 64]\ny = rope(x, c, s)\noutput y\n", {{"T", 5}}},
+    {"generic_pointwise_chain",
+     "graph g\ninput x: f32[T, 333]\nparam b: f32[333]\nk = constant() {value=0.5}\ne = exp(x)\nm = mul(e, k)\ny = add(m, b)\nz = tanh(y)\noutput z\n", {{"T", 4}}},
+    {"generic_silu_mul", "graph g\ninput a: bf16[T, 5632]\ninput u: bf16[T, 5632]\ns = silu(a)\ny = mul(s, u)\noutput y\n", {{"T", 3}}},
+    {"generic_row_softmax",
+     "graph g\ninput x: bf16[T, 512]\nm = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\ny = div(e, s)\noutput y\n", {{"T", 6}}},
+    {"generic_where_compare",
+     "graph g\ninput x: f32[T, 64]\ninput y: f32[T, 64]\nc = less_than(x, y)\nz = where(c, x, y)\nw = abs(z)\noutput w, c\n", {{"T", 3}}},
+    {"generic_general_broadcast", "graph g\ninput x: f32[T, 3, 8]\ninput y: f32[3, 1]\nz = mul(x, y)\nw = exp(z)\noutput w\n", {{"T", 4}}},
+    {"generic_row_scalar_input", "graph g\ninput x: bf16[T, 64]\ninput y: bf16[T, 1]\nz = add(x, y)\nw = relu(z)\noutput w\n", {{"T", 5}}},
+    {"generic_mean_row_output",
+     "graph g\ninput x: f32[T, 256]\nm = mean(x)\ny = sub(x, m)\nq = mul(y, y)\noutput m, q\n", {{"T", 3}}},
+    {"generic_cast_chain", "graph g\ninput x: bf16[T, 96]\nf = cast(x) {dtype=f32}\ne = exp2(f)\nh = cast(e) {dtype=f16}\noutput h\n", {{"T", 2}}},
+};
+
+}  // namespace opfuse::testing_cases
