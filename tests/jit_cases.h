@@ -1,6 +1,8 @@
 // Shared JIT test cases: graphs whose every node forms one fused group, used by the CPU numerics
 // test (tests/numerics/jit_kernel_test.cc) and the GPU test (tests/gpu/jit_gpu_test.cc).
 #pragma once
+#include <ostream>
+
 #include "opfuse/graph.h"
 
 namespace opfuse::testing_cases {
@@ -10,6 +12,8 @@ struct JitCase {
   const char* text;
   Bindings bind;
 };
+// GoogleTest prints parameters: show the case name, not the struct's bytes.
+inline void PrintTo(const JitCase& c, std::ostream* os) { *os << c.name; }
 
 // Relative error bounds of a fused kernel (f32 intermediates) vs op-by-op (intermediates stored in
 // the graph dtype): a few ulps of the storage type.

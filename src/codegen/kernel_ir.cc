@@ -310,6 +310,11 @@ class Lowering {
     DType dt = k_.outputs[0].tensor.type.dtype;
     const Dim& c = k_.cols();
     k_.name = fmt::format("fz_{}_{}_{}{}", body, DTypeName(dt), k_.is_row() ? "h" : "w", c.ToString());
+    // Static leading dims are baked into the kernel too (e.g. RoPE's head count): name them.
+    std::string lead;
+    for (size_t d = 0; d + 1 < k_.space.size(); ++d)
+      if (k_.space[d].is_static() && k_.space[d].value != 1) lead += (lead.empty() ? "" : "x") + std::to_string(k_.space[d].value);
+    if (!lead.empty()) k_.name += "_x" + lead;
     std::string args;
     for (size_t i = 0; i < k_.inputs.size(); ++i) args += (i ? ", " : "") + k_.inputs[i].name;
     k_.summary = fmt::format("{}({})", fmt::join(k_.ops, " -> "), args);

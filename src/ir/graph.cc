@@ -108,6 +108,8 @@ std::string AttrToString(const AttrValue& v) {
   if (auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
   if (auto* d = std::get_if<double>(&v)) {
     // Shortest text that reads back to the same double, always with a '.' or exponent.
+    // Any NaN prints as "nan" (the parser reads no "-nan").
+    if (std::isnan(*d)) return "nan";
     std::string s = fmt::format("{}", *d);
     if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
     return s;
@@ -122,7 +124,13 @@ int64_t AttrInt(const Attrs& a, const std::string& key, int64_t def) {
   auto it = a.find(key);
   if (it == a.end()) return def;
   if (auto* i = std::get_if<int64_t>(&it->second)) return *i;
-  if (auto* d = std::get_if<double>(&it->second)) return static_cast<int64_t>(*d);
+  if (auto* d = std::get_if<double>(&it->second)) {
+    // Saturate: casting a double outside int64's range (1e300, inf) is undefined behaviour.
+    if (std::isnan(*d)) return def;
+    if (*d >= 9223372036854775808.0) return INT64_MAX;
+    if (*d <= -9223372036854775808.0) return INT64_MIN;
+    return static_cast<int64_t>(*d);
+  }
   return def;
 }
 double AttrFloat(const Attrs& a, const std::string& key, double def) {
@@ -256,6 +264,7 @@ Status Graph::Compact() {
       vmap[o] = static_cast<int>(nv.size());
       nv.push_back(values[o]);
       nv.back().producer = static_cast<int>(nn_list.size());
+      o = vmap[o];  // the node's outputs are renumbered too
     }
     nn_list.push_back(std::move(n));
   }

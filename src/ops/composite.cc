@@ -69,6 +69,7 @@ void RegisterCompositeOps(OpDefTable& t) {
   for (OpKind op : {OpKind::kRmsNorm, OpKind::kAddRmsNorm, OpKind::kLayerNorm, OpKind::kSoftmax, OpKind::kSwiglu,
                     OpKind::kGeglu, OpKind::kRope})
     t[static_cast<int>(op)].infer = InferComposite;
+  RegisterCompositeDecompositions(t);
 }
 
 }  // namespace opfuse

@@ -34,6 +34,8 @@ using OpDefTable = std::vector<OpDef>;
 void RegisterElementwiseOps(OpDefTable& t);
 void RegisterReductionOps(OpDefTable& t);
 void RegisterCompositeOps(OpDefTable& t);
+void RegisterCompositeDecompositions(OpDefTable& t);  // composite_decompose.cc: fills OpDef::decompose
+void RegisterCompositeCpu(OpDefTable& t);  // composite_cpu.cc: fills OpDef::cpu only
 void RegisterLibraryOps(OpDefTable& t);
 void RegisterViewOps(OpDefTable& t);
 void RegisterSourceOps(OpDefTable& t);

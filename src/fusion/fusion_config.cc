@@ -1,0 +1,58 @@
+// FusionConfig's environment and kill-switch handling (see include/opfuse/config.h).
+// Valid names come from the pattern registry and the pipeline, so adding a pattern or an optional
+// pass adds its kill switch without touching this file.
+#include <algorithm>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "fusion/patterns.h"
+#include "opfuse/config.h"
+#include "passes/pipeline.h"
+
+namespace opfuse {
+
+std::vector<std::string> FusionConfig::KnownNames() {
+  std::vector<std::string> names;
+  for (const auto& p : fusion::AllPatterns()) names.push_back(p.name);
+  for (const auto& p : Pipeline())
+    if (p.can_disable) names.push_back(p.name);
+  return names;
+}
+
+Status FusionConfig::Disable(std::string_view list, std::string_view source) {
+  const auto known = KnownNames();
+  std::vector<std::string> names;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    std::string_view item = list.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    start = comma == std::string_view::npos ? list.size() + 1 : comma + 1;
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    if (item.empty()) continue;
+    std::string name(item);
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string valid;
+      for (const auto& k : known) valid += (valid.empty() ? "" : ", ") + k;
+      return InvalidArgument(fmt::format("{}: unknown name '{}' (valid: {})", source, name, valid));
+    }
+    names.push_back(std::move(name));
+  }
+  disabled.insert(names.begin(), names.end());
+  return Status::Ok();
+}
+
+Status FusionConfig::ApplyEnv() {
+  const char* env = std::getenv("OPFUSE_DISABLE");
+  if (!env) return Status::Ok();
+  return Disable(env, "OPFUSE_DISABLE");
+}
+
+StatusOr<FusionConfig> FusionConfig::FromEnv() {
+  FusionConfig c;
+  OPFUSE_RETURN_IF_ERROR(c.ApplyEnv());
+  return c;
+}
+
+}  // namespace opfuse
