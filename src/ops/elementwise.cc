@@ -4,6 +4,7 @@
 // "weak" and adopts the other operand's dtype, as in PyTorch. Comparisons produce bool.
 #include <fmt/format.h>
 
+#include "ops/broadcast.h"
 #include "ops/op_def.h"
 #include "ops/scalar_ops.h"
 
@@ -67,23 +68,6 @@ StatusOr<std::vector<TensorType>> InferBroadcast(const Node& n, const std::vecto
   return std::vector<TensorType>{{out, shape}};
 }
 
-// Index of the element of `in` (shape `ishape`, right-aligned) that broadcasts to flat index `i`
-// of `oshape`.
-int64_t BroadcastIndex(int64_t i, const std::vector<int64_t>& oshape, const std::vector<int64_t>& ishape) {
-  int64_t idx = 0, stride = 1;
-  const size_t off = oshape.size() - ishape.size();
-  for (size_t d = oshape.size(); d-- > 0;) {
-    int64_t coord = i % oshape[d];
-    i /= oshape[d];
-    if (d >= off) {
-      int64_t n = ishape[d - off];
-      if (n != 1) idx += coord * stride;
-      stride *= n;
-    }
-  }
-  return idx;
-}
-
 Status CpuUnary(const Node& n, const std::vector<const HostTensor*>& in, const std::vector<HostTensor*>& out) {
   const HostTensor& x = *in[0];
   HostTensor& y = *out[0];
@@ -113,8 +97,10 @@ Status CpuBroadcast(const Node& n, const std::vector<const HostTensor*>& in, con
   const bool int_math = !IsFloat(in[n.op == OpKind::kWhere ? 1 : 0]->dtype) &&
                         !(in.size() > 1 && IsFloat(in[1]->dtype));
   std::vector<int64_t> idx(in.size());
+  std::vector<BroadcastIndexer> index;
+  for (auto* t : in) index.emplace_back(y.shape, t->shape);
   for (int64_t i = 0; i < total; ++i) {
-    for (size_t k = 0; k < in.size(); ++k) idx[k] = fast ? i : BroadcastIndex(i, y.shape, in[k]->shape);
+    for (size_t k = 0; k < in.size(); ++k) idx[k] = fast ? i : index[k](i);
     if (n.op == OpKind::kWhere) {
       y.set(i, in[0]->get(idx[0]) != 0.0 ? in[1]->get(idx[1]) : in[2]->get(idx[2]));
     } else if (int_math) {

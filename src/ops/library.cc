@@ -1,7 +1,21 @@
 // Library ops (matmul, attention, embedding): opaque to the fuser; cuBLASLt / hand-written
 // kernels on CUDA, straightforward loops (f32 accumulation) on the CPU.
+//
+// CPU references: matmul converts a and b to f32 buffers once; with b [K, N] it runs a tiled
+// i-k-j loop whose inner loop is an 8-wide axpy (each output sums its products in ascending k);
+// with transpose_b (b [N, K], the Hugging Face weight layout) every output is an 8-lane dot
+// product of two contiguous rows. f32 accumulation, deterministic order in both.
+// attention: per query head, scores and softmax in double, GQA (query head h reads kv head
+// h / (Hq / Hkv)), causal aligned to the end (query i sees keys j <= i + S - T), default scale
+// 1/sqrt(D); a query that sees no key gets zeros. embedding: row copies; an id outside
+// [0, vocab) is an InvalidArgument naming the id and its position — never a silent clamp.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
 #include <fmt/format.h>
 
+#include "ops/cpu_util.h"
 #include "ops/op_def.h"
 
 namespace opfuse {
@@ -58,9 +72,155 @@ StatusOr<std::vector<TensorType>> InferLibrary(const Node& n, const std::vector<
   }
 }
 
+using In = std::vector<const HostTensor*>;
+using Out = std::vector<HostTensor*>;
+
+// 4-wide float vectors (GCC/Clang vector extensions; SSE/NEON width, so no ABI questions), two
+// per step. Unaligned loads and stores go through memcpy.
+typedef float V4 __attribute__((vector_size(16)));
+inline V4 Load4(const float* p) { V4 v; std::memcpy(&v, p, sizeof v); return v; }
+inline void Store4(float* p, V4 v) { std::memcpy(p, &v, sizeof v); }
+
+// c[0, n) += a * b[0, n)
+inline void Axpy(float* c, const float* b, float a, int64_t n) {
+  const V4 av = {a, a, a, a};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    Store4(c + j, Load4(c + j) + av * Load4(b + j));
+    Store4(c + j + 4, Load4(c + j + 4) + av * Load4(b + j + 4));
+  }
+  for (; j < n; ++j) c[j] += a * b[j];
+}
+
+// sum a[k] * b[k]: eight interleaved partial sums, then the tail (a fixed, deterministic order).
+inline float Dot(const float* a, const float* b, int64_t n) {
+  V4 acc0 = {}, acc1 = {};
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    acc0 += Load4(a + k) * Load4(b + k);
+    acc1 += Load4(a + k + 4) * Load4(b + k + 4);
+  }
+  const V4 acc = acc0 + acc1;
+  float s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  for (; k < n; ++k) s += a[k] * b[k];
+  return s;
+}
+
+Status CpuMatmul(const Node& n, const In& in, const Out& out) {
+  const HostTensor &a = *in[0], &b = *in[1];
+  const HostTensor* bias = in.size() > 2 ? in[2] : nullptr;
+  HostTensor& y = *out[0];
+  const bool tb = AttrInt(n.attrs, "transpose_b", 0) != 0;
+  const int64_t K = a.shape.back();
+  int64_t M = 1;
+  for (size_t d = 0; d + 1 < a.shape.size(); ++d) M *= a.shape[d];
+  const int64_t kb = tb ? b.shape[1] : b.shape[0], N = tb ? b.shape[0] : b.shape[1];
+  if (kb != K)
+    return NodeError(n, fmt::format("shape mismatch: a has K={} but b has K={}", K, kb));
+  if (y.numel() != M * N) return Internal(fmt::format("{}: output has {} elements, expected {}", NodeLabel(n), y.numel(), M * N));
+  const std::vector<float> A = ReadF32(a), B = ReadF32(b);
+  std::vector<float> C(static_cast<size_t>(M * N), 0.0f);
+  if (bias) {
+    const std::vector<float> bv = ReadF32(*bias);
+    for (int64_t m = 0; m < M; ++m) std::copy(bv.begin(), bv.end(), C.begin() + m * N);
+  }
+  if (tb) {
+    // b is [N, K]: every output is a dot product of two contiguous rows. Blocks of b rows stay in
+    // cache while every row of a passes over them.
+    const int64_t nb = std::max<int64_t>(1, (256 * 1024) / std::max<int64_t>(1, K * 4));
+    for (int64_t n0 = 0; n0 < N; n0 += nb) {
+      const int64_t n1 = std::min(N, n0 + nb);
+      for (int64_t m = 0; m < M; ++m) {
+        const float* arow = A.data() + m * K;
+        float* c = C.data() + m * N;
+        for (int64_t j = n0; j < n1; ++j) c[j] += Dot(arow, B.data() + j * K, K);
+      }
+    }
+  } else {
+    // b is [K, N]: i-k-j with a contiguous axpy inner loop, tiled so a b tile stays in cache.
+    constexpr int64_t kMB = 16, kKB = 128, kNB = 512;
+    for (int64_t m0 = 0; m0 < M; m0 += kMB) {
+      const int64_t m1 = std::min(M, m0 + kMB);
+      for (int64_t k0 = 0; k0 < K; k0 += kKB) {
+        const int64_t k1 = std::min(K, k0 + kKB);
+        for (int64_t n0 = 0; n0 < N; n0 += kNB) {
+          const int64_t n1 = std::min(N, n0 + kNB);
+          for (int64_t m = m0; m < m1; ++m) {
+            float* c = C.data() + m * N;
+            const float* arow = A.data() + m * K;
+            for (int64_t k = k0; k < k1; ++k) Axpy(c + n0, B.data() + k * N + n0, arow[k], n1 - n0);
+          }
+        }
+      }
+    }
+  }
+  WriteF32(y, C.data());
+  return Status::Ok();
+}
+
+Status CpuAttention(const Node& n, const In& in, const Out& out) {
+  const HostTensor &q = *in[0], &k = *in[1], &v = *in[2];
+  HostTensor& y = *out[0];
+  const int64_t T = q.shape[0], Hq = q.shape[1], D = q.shape[2];
+  const int64_t S = k.shape[0], Hkv = k.shape[1];
+  if (k.shape[2] != D || v.shape != k.shape)
+    return NodeError(n, "shape mismatch: q, k, v head dims differ");
+  if (Hkv == 0 || Hq % Hkv)
+    return NodeError(n, fmt::format("shape mismatch: {} query heads not a multiple of {} kv heads", Hq, Hkv));
+  const int64_t group = Hq / Hkv;
+  const bool causal = AttrInt(n.attrs, "causal", 1) != 0;
+  const double scale = AttrFloat(n.attrs, "scale", D > 0 ? 1.0 / std::sqrt(static_cast<double>(D)) : 1.0);
+  const std::vector<float> Q = ReadF32(q), Kf = ReadF32(k), V = ReadF32(v);
+  std::vector<float> O(static_cast<size_t>(T * Hq * D), 0.0f);
+  std::vector<double> p(static_cast<size_t>(S)), acc(static_cast<size_t>(D));
+  for (int64_t h = 0; h < Hq; ++h) {
+    const int64_t kvh = h / group;
+    for (int64_t i = 0; i < T; ++i) {
+      const int64_t visible = causal ? std::min(S, std::max<int64_t>(0, i + S - T + 1)) : S;
+      float* o = O.data() + (i * Hq + h) * D;
+      if (visible == 0) continue;  // no key to attend to: zeros
+      const float* qi = Q.data() + (i * Hq + h) * D;
+      double mx = -INFINITY;
+      for (int64_t j = 0; j < visible; ++j) {
+        const float* kj = Kf.data() + (j * Hkv + kvh) * D;
+        double dot = 0;
+        for (int64_t d = 0; d < D; ++d) dot += static_cast<double>(qi[d]) * kj[d];
+        p[j] = dot * scale;
+        mx = std::max(mx, p[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < visible; ++j) sum += (p[j] = std::exp(p[j] - mx));
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t j = 0; j < visible; ++j) {
+        const float* vj = V.data() + (j * Hkv + kvh) * D;
+        for (int64_t d = 0; d < D; ++d) acc[d] += p[j] * vj[d];
+      }
+      for (int64_t d = 0; d < D; ++d) o[d] = static_cast<float>(acc[d] / sum);
+    }
+  }
+  WriteF32(y, O.data());
+  return Status::Ok();
+}
+
+Status CpuEmbedding(const Node& n, const In& in, const Out& out) {
+  const HostTensor &table = *in[0], &ids = *in[1];
+  HostTensor& y = *out[0];
+  const int64_t V = table.shape[0], D = table.shape[1];
+  for (int64_t p = 0; p < ids.numel(); ++p) {
+    const int64_t id = ids.get_int(p);
+    if (id < 0 || id >= V)
+      return NodeError(n, fmt::format("id {} at position {} is out of range [0, {})", id, p, V));
+    CopyElements(table, id * D, y, p * D, D);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterLibraryOps(OpDefTable& t) {
+  t[static_cast<int>(OpKind::kMatmul)].cpu = CpuMatmul;
+  t[static_cast<int>(OpKind::kAttention)].cpu = CpuAttention;
+  t[static_cast<int>(OpKind::kEmbedding)].cpu = CpuEmbedding;
   for (OpKind op : {OpKind::kMatmul, OpKind::kAttention, OpKind::kEmbedding}) t[static_cast<int>(op)].infer = InferLibrary;
 }
 

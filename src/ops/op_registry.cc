@@ -11,6 +11,7 @@ const OpDef& GetOpDef(OpKind op) {
     RegisterElementwiseOps(t);
     RegisterReductionOps(t);
     RegisterCompositeOps(t);
+    RegisterCompositeCpu(t);
     RegisterLibraryOps(t);
     RegisterViewOps(t);
     RegisterSourceOps(t);

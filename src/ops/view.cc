@@ -1,8 +1,14 @@
 // Views (reshape, transpose, slice, concat). On the CPU they copy into a dense result; on CUDA
 // reshape is free and the others are small copy kernels.
+//
+// CPU references copy elements with CopyElements (a byte copy when input and output dtypes agree,
+// get/set otherwise — the executor may hand a fused group's f32 intermediate to a view whose
+// result leaves the group in the graph dtype). Slice bounds are re-checked on the bound shape,
+// since a symbolic dim is only known at run time.
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "ops/cpu_util.h"
 #include "ops/op_def.h"
 
 namespace opfuse {
@@ -116,9 +122,93 @@ StatusOr<std::vector<TensorType>> InferView(const Node& n, const std::vector<Ten
   }
 }
 
+using In = std::vector<const HostTensor*>;
+using Out = std::vector<HostTensor*>;
+
+// Product of shape[from, to).
+int64_t Prod(const std::vector<int64_t>& s, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to && i < s.size(); ++i) p *= s[i];
+  return p;
+}
+
+Status CpuReshape(const Node& n, const In& in, const Out& out) {
+  if (in[0]->numel() != out[0]->numel())
+    return NodeError(n, fmt::format("shape mismatch: cannot reshape {} elements to {}", in[0]->numel(), out[0]->numel()));
+  CopyElements(*in[0], 0, *out[0], 0, out[0]->numel());
+  return Status::Ok();
+}
+
+Status CpuTranspose(const Node& n, const In& in, const Out& out) {
+  const HostTensor& x = *in[0];
+  HostTensor& y = *out[0];
+  const auto* perm = std::get_if<DimList>(&n.attrs.at("perm"));
+  const size_t rank = x.shape.size();
+  if (!perm || perm->size() != rank) return NodeError(n, "transpose: perm does not match the rank");
+  std::vector<int64_t> istride(rank, 1);
+  for (size_t d = rank; d-- > 1;) istride[d - 1] = istride[d] * x.shape[d];
+  // Stride in x of each output dim; walk the output with an odometer.
+  std::vector<int64_t> ostep(rank), coord(rank, 0);
+  for (size_t d = 0; d < rank; ++d) ostep[d] = istride[(*perm)[d].value];
+  const int64_t total = y.numel();
+  int64_t src = 0;
+  for (int64_t i = 0; i < total; ++i) {
+    CopyElements(x, src, y, i, 1);
+    for (size_t d = rank; d-- > 0;) {
+      if (++coord[d] < y.shape[d]) {
+        src += ostep[d];
+        break;
+      }
+      src -= ostep[d] * (coord[d] - 1);
+      coord[d] = 0;
+    }
+  }
+  return Status::Ok();
+}
+
+Status CpuSlice(const Node& n, const In& in, const Out& out) {
+  const HostTensor& x = *in[0];
+  HostTensor& y = *out[0];
+  const size_t rank = x.shape.size();
+  int64_t axis = AttrInt(n.attrs, "axis", -1);
+  if (axis < 0) axis += static_cast<int64_t>(rank);
+  const int64_t dim = x.shape[axis], len = y.shape[axis];
+  int64_t start = AttrInt(n.attrs, "start", 0);
+  if (start < 0) start += dim;
+  if (start < 0 || start + len > dim)
+    return NodeError(n, fmt::format("range [{}, {}) out of bounds for axis {} of the bound shape [{}]", start, start + len,
+                                    axis, fmt::join(x.shape, ", ")));
+  const int64_t outer = Prod(x.shape, 0, axis), inner = Prod(x.shape, axis + 1, rank);
+  for (int64_t o = 0; o < outer; ++o)
+    CopyElements(x, (o * dim + start) * inner, y, o * len * inner, len * inner);
+  return Status::Ok();
+}
+
+Status CpuConcat(const Node& n, const In& in, const Out& out) {
+  HostTensor& y = *out[0];
+  const size_t rank = y.shape.size();
+  int64_t axis = AttrInt(n.attrs, "axis", -1);
+  if (axis < 0) axis += static_cast<int64_t>(rank);
+  const int64_t outer = Prod(y.shape, 0, axis), inner = Prod(y.shape, axis + 1, rank), ydim = y.shape[axis];
+  int64_t offset = 0;
+  for (const HostTensor* x : in) {
+    const int64_t xdim = x->shape[axis];
+    if (Prod(x->shape, axis + 1, rank) != inner || Prod(x->shape, 0, axis) != outer || offset + xdim > ydim)
+      return NodeError(n, "shape mismatch: concat inputs disagree with the output shape");
+    for (int64_t o = 0; o < outer; ++o)
+      CopyElements(*x, o * xdim * inner, y, (o * ydim + offset) * inner, xdim * inner);
+    offset += xdim;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterViewOps(OpDefTable& t) {
+  t[static_cast<int>(OpKind::kReshape)].cpu = CpuReshape;
+  t[static_cast<int>(OpKind::kTranspose)].cpu = CpuTranspose;
+  t[static_cast<int>(OpKind::kSlice)].cpu = CpuSlice;
+  t[static_cast<int>(OpKind::kConcat)].cpu = CpuConcat;
   for (OpKind op : {OpKind::kReshape, OpKind::kTranspose, OpKind::kSlice, OpKind::kConcat}) t[static_cast<int>(op)].infer = InferView;
 }
 
