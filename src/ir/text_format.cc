@@ -3,7 +3,10 @@
 // One statement per line; '#' starts a comment. Printing then parsing gives back the same graph
 // (tests/unit/text_format_test.cc checks print(parse(print(g))) == print(g)). Every parse error is
 // "line N: <problem>", and the parser never crashes on bad bytes (tests/fuzz/fuzz_graph_text.cc).
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -105,7 +108,10 @@ class LineLexer {
         char* end = nullptr;
         if (is_float) t.f = std::strtod(text.c_str(), &end);
         else t.i = std::strtoll(text.c_str(), &end, 10);
-        if (errno == ERANGE || end != text.c_str() + text.size())
+        // Overflow is an error; underflow (a subnormal, or a tiny value read as 0) is not: the
+        // printer writes subnormal attributes (e.g. 1e-310) and must be able to read them back.
+        bool range_error = errno == ERANGE && (!is_float || std::isinf(t.f));
+        if (range_error || end != text.c_str() + text.size())
           return Err(fmt::format("bad number '{}'", text));
         out->push_back(t);
         i = j;
@@ -181,8 +187,16 @@ class Parser {
     auto d = DTypeFromName(dt);
     if (!d) return Err(fmt::format("unknown dtype '{}' (f32, f16, bf16, i32, i64, bool)", dt));
     OPFUSE_ASSIGN_OR_RETURN(DimList dims, ParseDimList());
-    for (const auto& dim : dims)
-      if (dim.is_static() && dim.value < 0) return Err(fmt::format("negative dim {} in type", dim.value));
+    // Same bound as the verifier (kMaxElements there), checked here so the error names the line.
+    constexpr int64_t kMax = int64_t{1} << 48;
+    __int128 elems = 1;
+    for (const auto& dim : dims) {
+      if (!dim.is_static()) continue;
+      if (dim.value < 0) return Err(fmt::format("negative dim {} in type", dim.value));
+      if (dim.value > kMax) return Err(fmt::format("dim {} in type is larger than 2^48", dim.value));
+      if (dim.value > 1) elems *= dim.value;
+      if (elems > kMax) return Err(fmt::format("type {}{} has more than 2^48 elements", dt, AttrToString(dims)));
+    }
     return TensorType{*d, dims};
   }
   StatusOr<AttrValue> ParseAttrValue() {
@@ -316,7 +330,9 @@ StatusOr<Graph> ParseGraph(std::string_view text) {
     std::vector<std::string> out_names;
     std::vector<TensorType> out_types;
     for (auto& [name, type] : lhs) {
-      if (names.count(name)) return p.Err(fmt::format("value '{}' defined twice", name));
+      // Also catches `y, y = op(...)`, which would otherwise reach the verifier without a line.
+      if (names.count(name) || std::count(out_names.begin(), out_names.end(), name))
+        return p.Err(fmt::format("value '{}' defined twice", name));
       out_names.push_back(name);
       out_types.push_back(type.value_or(TensorType{}));
     }
@@ -329,7 +345,9 @@ StatusOr<Graph> ParseGraph(std::string_view text) {
     }
   }
   if (!have_header) return InvalidArgument("line 1: empty graph (expected 'graph NAME')");
-  if (!have_output) return InvalidArgument(fmt::format("line {}: missing 'output NAME, ...' statement", lineno));
+  // The last line as an editor counts it: a final '\n' ends the last line, it does not start one.
+  const int last_line = std::max(1, lineno - (!text.empty() && text.back() == '\n' ? 1 : 0));
+  if (!have_output) return InvalidArgument(fmt::format("line {}: missing 'output NAME, ...' statement", last_line));
   for (auto& [name, line] : output_names) {
     auto it = names.find(name);
     if (it == names.end()) return InvalidArgument(fmt::format("line {}: output: undefined value '{}'", line, name));

@@ -5,6 +5,8 @@
 //   - cycle (a node that depends on itself through its inputs)
 //   - unbound symbol (a symbol in an attribute that no input shape binds)
 //   - dtype / shape mismatch (from each op's inference), and declared types that disagree
+//   - sizes: static dims and dim-list attributes are bounded (kMaxElements) so that the shape
+//     arithmetic in every op's inference (products, sums) can never overflow int64
 #include <set>
 
 #include <fmt/format.h>
@@ -14,6 +16,37 @@
 
 namespace opfuse {
 namespace {
+
+// 2^48 elements: far beyond any real tensor, far below int64 overflow in shape arithmetic.
+constexpr int64_t kMaxElements = int64_t{1} << 48;
+constexpr const char* kMaxElementsText = "2^48";
+
+// Null when the static part of `s` has at most kMaxElements elements (no dim over the limit
+// either, even where another dim is 0), else the reason.
+std::optional<std::string> CheckSize(const Shape& s) {
+  __int128 prod = 1;
+  for (const auto& d : s) {
+    if (!d.is_static()) continue;
+    if (d.value > kMaxElements) return fmt::format("dim {} is larger than {}", d.value, kMaxElementsText);
+    if (d.value > 1) prod *= d.value;
+    if (prod > kMaxElements) return fmt::format("more than {} elements", kMaxElementsText);
+  }
+  return std::nullopt;
+}
+
+// Dim lists in attributes (reshape shape=, transpose perm=): each entry at most kMaxElements in
+// magnitude and the product of the magnitudes at most 2^62, so inference may multiply them.
+std::optional<std::string> CheckDimListSize(const DimList& l) {
+  __int128 prod = 1;
+  for (const auto& d : l) {
+    if (!d.is_static()) continue;
+    __int128 v = d.value < 0 ? -static_cast<__int128>(d.value) : d.value;
+    if (v > kMaxElements) return fmt::format("entry {} is larger than {} in magnitude", d.value, kMaxElementsText);
+    if (v > 1) prod *= v;
+    if (prod > (static_cast<__int128>(1) << 62)) return std::string("entries multiply to more than 2^62");
+  }
+  return std::nullopt;
+}
 
 Status CheckStructure(const Graph& g) {
   const int nv = static_cast<int>(g.values.size());
@@ -31,7 +64,8 @@ Status CheckStructure(const Graph& g) {
       std::string want = info.min_inputs == info.max_inputs ? std::to_string(info.min_inputs)
                          : info.max_inputs < 0 ? fmt::format("at least {}", info.min_inputs)
                                                : fmt::format("{} to {}", info.min_inputs, info.max_inputs);
-      return NodeError(n, fmt::format("arity: takes {} input{}, got {}", want, want == "1" ? "" : "s", nin));
+      const bool one = want == "1" || want == "at least 1";
+      return NodeError(n, fmt::format("arity: takes {} input{}, got {}", want, one ? "" : "s", nin));
     }
     if (static_cast<int>(n.outputs.size()) != info.num_outputs)
       return NodeError(n, fmt::format("arity: produces {} output{}, {} bound", info.num_outputs,
@@ -90,6 +124,10 @@ Status VerifyAndInfer(Graph& g) {
     for (const auto& d : g.values[v].type.shape)
       if (d.is_static() && d.value < 0)
         return InvalidArgument(fmt::format("input '{}': negative dim {}", g.values[v].name, d.value));
+  for (int v : g.inputs)
+    if (auto why = CheckSize(g.values[v].type.shape))
+      return InvalidArgument(fmt::format("input '{}': {} is too large: {}", g.values[v].name,
+                                         g.values[v].type.ToString(), *why));
   for (int id : order) {
     Node& n = g.nodes[id];
     for (const auto& [key, attr] : n.attrs)
@@ -97,6 +135,9 @@ Status VerifyAndInfer(Graph& g) {
         for (const auto& d : *dims)
           if (!d.is_static() && !symset.count(d.sym))
             return NodeError(n, fmt::format("unbound symbol '{}' in attribute {} (no input shape uses it)", d.sym, key));
+    for (const auto& [key, attr] : n.attrs)
+      if (const auto* dims = std::get_if<DimList>(&attr))
+        if (auto why = CheckDimListSize(*dims)) return NodeError(n, fmt::format("attribute {}: {}", key, *why));
     const OpDef& def = GetOpDef(n.op);
     if (!def.infer) return NodeError(n, "op has no shape inference (internal)");
     std::vector<TensorType> in;
@@ -110,6 +151,8 @@ Status VerifyAndInfer(Graph& g) {
                                         val.type.dtype != (*out)[k].dtype ? "dtype" : "shape", val.name,
                                         val.type.ToString(), (*out)[k].ToString()));
       val.type = (*out)[k];
+      if (auto why = CheckSize(val.type.shape))
+        return NodeError(n, fmt::format("result '{}' {} is too large: {}", val.name, val.type.ToString(), *why));
     }
   }
   return Status::Ok();

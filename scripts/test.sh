@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The test command (README.md; .ci/run runs exactly this). Two builds:
+#   1. preset `cpu` (g++, CUDA off): build everything, run every CTest label
+#      (unit, passes, numerics, error, gpu — gpu tests skip themselves without a GPU).
+#   2. preset `asan` (clang, ASan+UBSan, OPFUSE_FUZZ=ON): build the unit and error tests and the
+#      libFuzzer targets, run the unit and error tests under the sanitizers, then each fuzzer for
+#      OPFUSE_FUZZ_SECONDS (default 30) over tests/fuzz/corpus + examples/graphs (CTest label fuzz).
+# Env: OPFUSE_JOBS (default: number of CPUs), OPFUSE_FUZZ_SECONDS, OPFUSE_SKIP_ASAN=1 (step 1 only).
+# Prints the time of every step; CI (2 cores) has a budget of about 25 minutes in all.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+JOBS="${OPFUSE_JOBS:-$(nproc)}"
+FUZZ_SECONDS="${OPFUSE_FUZZ_SECONDS:-30}"
+T0=$SECONDS
+step() {
+  local t=$SECONDS
+  echo "==> $*"
+  "$@"
+  echo "==> done in $((SECONDS - t)) s: $*"
+}
+
+step cmake --preset cpu
+step cmake --build --preset cpu -j "$JOBS"
+step ctest --preset cpu -j "$JOBS"
+
+if [ "${OPFUSE_SKIP_ASAN:-0}" != 1 ]; then
+  # Fuzz targets are the files in tests/fuzz/*.cc (tests/CMakeLists.txt makes one target each).
+  fuzzers=()
+  for f in tests/fuzz/*.cc; do
+    [ -e "$f" ] && fuzzers+=("$(basename "$f" .cc)")
+  done
+  step cmake --preset asan -DOPFUSE_FUZZ_SECONDS="$FUZZ_SECONDS"
+  step cmake --build --preset asan -j "$JOBS" --target opfuse_cli test_unit test_error "${fuzzers[@]}"
+  export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
+  export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+  step ctest --preset asan -j "$JOBS" -L '^(unit|error)$'
+  if [ ${#fuzzers[@]} -gt 0 ]; then
+    step ctest --preset asan -L '^fuzz$'
+  fi
+fi
+
+echo "==> all tests passed in $((SECONDS - T0)) s"
