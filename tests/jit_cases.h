@@ -1,9 +1,12 @@
 // Shared JIT test cases: graphs whose every node forms one fused group, used by the CPU numerics
 // test (tests/numerics/jit_kernel_test.cc) and the GPU test (tests/gpu/jit_gpu_test.cc).
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <ostream>
 
 #include "opfuse/graph.h"
+#include "runtime/host_tensor.h"
 
 namespace opfuse::testing_cases {
 
@@ -49,5 +52,16 @@ inline const JitCase kJitCases[] = {
      "graph g\ninput x: f32[T, 256]\nm = mean(x)\ny = sub(x, m)\nq = mul(y, y)\noutput m, q\n", {{"T", 3}}},
     {"generic_cast_chain", "graph g\ninput x: bf16[T, 96]\nf = cast(x) {dtype=f32}\ne = exp2(f)\nh = cast(e) {dtype=f16}\noutput h\n", {{"T", 2}}},
 };
+
+// ||out - ref|| / ||ref|| over all elements.
+inline double RelErr(const HostTensor& out, const HostTensor& ref) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    double d = out.get(i) - ref.get(i);
+    num += d * d;
+    den += ref.get(i) * ref.get(i);
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
 
 }  // namespace opfuse::testing_cases

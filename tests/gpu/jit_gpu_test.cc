@@ -23,15 +23,7 @@ namespace {
 
 using testing_cases::JitCase;
 
-double RelErr(const HostTensor& out, const HostTensor& ref) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    double d = out.get(i) - ref.get(i);
-    num += d * d;
-    den += ref.get(i) * ref.get(i);
-  }
-  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
-}
+using testing_cases::RelErr;
 
 class JitGpuTest : public ::testing::TestWithParam<JitCase> {
  protected:

@@ -17,15 +17,7 @@
 namespace opfuse {
 namespace {
 
-double RelErr(const HostTensor& out, const HostTensor& ref) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    double d = out.get(i) - ref.get(i);
-    num += d * d;
-    den += ref.get(i) * ref.get(i);
-  }
-  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
-}
+using testing_cases::RelErr;
 
 std::vector<int> AllNodes(const Graph& g) {
   std::vector<int> n;
@@ -95,7 +87,6 @@ TEST_P(JitKernelTest, InterpreterMatchesOpByOpReference) {
     }
     double err = RelErr(kout[o], want);
     EXPECT_LE(err, Bound(want.dtype)) << name << " (" << DTypeName(want.dtype) << ")";
-    EXPECT_GT(err, -1.0);
   }
 }
 
