@@ -122,11 +122,12 @@ class Emitter {
     out.row = k_.is_row();
     out.threads = threads_;
     out.row_in_registers = cached_;
+    out.rows_per_block = rows_per_block_;
     out.function = fmt::format("{}_v{}", k_.name, vec_);
     std::string& s = out.source;
     s += fmt::format("// opfuse generated kernel {}\n// fuses: {}\n", out.function, k_.summary);
     s += fmt::format("// iteration space {} ({}), {} pass{}, vec {}, {} threads{}\n", ShapeToString(k_.space),
-                     k_.is_row() ? "row kernel: one block per row" : "pointwise", k_.num_passes,
+                     !k_.is_row() ? "pointwise" : warp_rows_ ? "row kernel: one warp per row" : "row kernel: one block per row", k_.num_passes,
                      k_.num_passes == 1 ? "" : "es", vec_, threads_, cached_ ? ", row held in registers" : "");
     for (size_t i = 0; i < k_.inputs.size(); ++i)
       s += fmt::format("//   in{}  {} {} [{}]\n", i, k_.inputs[i].name, k_.inputs[i].type.ToString(), AccessName(k_.inputs[i].access));
@@ -167,7 +168,18 @@ class Emitter {
       vec_ = v;
     }
     threads_ = o_.max_threads;
-    if (k_.is_row() && c.is_static()) {
+    if (k_.is_row() && c.is_static() && (c.value + vec_ - 1) / vec_ <= 32 * kMaxWarpIters) {
+      // Warp per row: each lane keeps up to kMaxWarpIters independent 16-byte loads in flight,
+      // reductions are shuffles only (no barrier), and a block carries kRowsPerBlock rows.
+      const int64_t need = (c.value + vec_ - 1) / vec_;
+      warp_rows_ = true;
+      rows_per_block_ = kRowsPerBlock;
+      threads_ = 32 * kRowsPerBlock;
+      iters_ = static_cast<int>((need + 31) / 32);
+      cached_ = true;
+      tid_ = "lane";
+      nthr_ = "32";
+    } else if (k_.is_row() && c.is_static()) {
       int64_t need = (c.value + vec_ - 1) / vec_;           // vectors per row
       int64_t t = std::min<int64_t>(o_.max_threads, ((need + 31) / 32) * 32);
       threads_ = static_cast<int>(std::max<int64_t>(32, t));
@@ -342,11 +354,11 @@ class Emitter {
     auto used = UsedVectorInputs(targets);
     if (cached_) {
       s += fmt::format("#pragma unroll\n    for (int it = 0; it < {}; ++it) {{\n", iters_);
-      s += "      const long long c0 = ((long long)it * blockDim.x + threadIdx.x) * " + std::to_string(vec_) + ";\n";
+      s += fmt::format("      const long long c0 = ((long long)it * {} + {}) * {};\n", nthr_, tid_, vec_);
       s += "      if (c0 < C) {\n";
       for (int in : used) s += fmt::format("        const float* x{0} = xr{0}[it];\n", in);
     } else {
-      s += fmt::format("    for (long long c0 = (long long)threadIdx.x * {0}; c0 < C; c0 += (long long)blockDim.x * {0}) {{\n", vec_);
+      s += fmt::format("    for (long long c0 = (long long){1} * {0}; c0 < C; c0 += (long long){2} * {0}) {{\n", vec_, tid_, nthr_);
       s += "      {\n";
       for (int in : used) s += fmt::format("        float x{}[{}];\n        {}\n", in, vec_, LoadVec(in, "x" + std::to_string(in), "r", "c0"));
     }
@@ -360,8 +372,14 @@ class Emitter {
   }
 
   void EmitRow(std::string& s) {
-    s += "  __shared__ float smem[32];\n";
-    s += "  for (long long r = blockIdx.x; r < R; r += gridDim.x) {\n";
+    if (warp_rows_) {
+      s += fmt::format("  const int lane = threadIdx.x & 31;\n"
+                       "  for (long long r = (long long)blockIdx.x * {0} + (threadIdx.x >> 5); r < R; r += (long long)gridDim.x * {0}) {{\n",
+                       rows_per_block_);
+    } else {
+      s += "  __shared__ float smem[32];\n";
+      s += "  for (long long r = blockIdx.x; r < R; r += gridDim.x) {\n";
+    }
     if (cached_) {
       // Load every vector-accessed input's row slice into registers once.
       std::set<int> all;
@@ -369,7 +387,7 @@ class Emitter {
         if (live_[e] && k_.exprs[e].kind == ExprKind::kLoad && !k_.exprs[e].row_level && VectorLoaded(k_.exprs[e].input)) all.insert(k_.exprs[e].input);
       for (int in : all) s += fmt::format("    float xr{}[{}][{}];\n", in, iters_, vec_);
       s += fmt::format("#pragma unroll\n    for (int it = 0; it < {}; ++it) {{\n", iters_);
-      s += "      const long long c0 = ((long long)it * blockDim.x + threadIdx.x) * " + std::to_string(vec_) + ";\n";
+      s += fmt::format("      const long long c0 = ((long long)it * {} + {}) * {};\n", nthr_, tid_, vec_);
       s += "      if (c0 < C) {\n";
       for (int in : all) s += fmt::format("        {}\n", LoadVec(in, fmt::format("xr{}[it]", in), "r", "c0"));
       s += "      }\n    }\n";
@@ -394,7 +412,8 @@ class Emitter {
         }
       }, [](std::string&) {});
       for (int rd : reds)
-        s += fmt::format("    acc{0} = fz_block_{1}(acc{0}, smem);\n", rd, k_.exprs[rd].op == OpKind::kMax ? "max" : "sum");
+        s += warp_rows_ ? fmt::format("    acc{0} = fz_warp_{1}(acc{0});\n", rd, k_.exprs[rd].op == OpKind::kMax ? "max" : "sum")
+                        : fmt::format("    acc{0} = fz_block_{1}(acc{0}, smem);\n", rd, k_.exprs[rd].op == OpKind::kMax ? "max" : "sum");
       EmitRowDefs(s, p, "    ");
     }
     // Epilogue: outputs.
@@ -421,15 +440,17 @@ class Emitter {
     for (size_t o = 0; o < k_.outputs.size(); ++o)
       if (k_.outputs[o].tensor.access == Access::kRowScalar) {
         int e = k_.outputs[o].expr;
-        s += fmt::format("    if (threadIdx.x == 0) out{}[r] = fz_cvt<{}>::from(e{});\n", o, CType(k_.outputs[o].tensor.type.dtype), e);
+        s += fmt::format("    if ({} == 0) out{}[r] = fz_cvt<{}>::from(e{});\n", warp_rows_ ? "lane" : "threadIdx.x", o,
+                         CType(k_.outputs[o].tensor.type.dtype), e);
       }
     s += "  }\n";
   }
 
   const Kernel& k_;
   EmitOptions o_;
-  int vec_ = 1, threads_ = 256, iters_ = 0;
-  bool cached_ = false;
+  int vec_ = 1, threads_ = 256, iters_ = 0, rows_per_block_ = 1;
+  bool cached_ = false, warp_rows_ = false;
+  std::string tid_ = "threadIdx.x", nthr_ = "blockDim.x";  // this thread's index / threads per row
   std::vector<bool> live_;
   std::set<int> emitted_row_;
 };

@@ -1,5 +1,5 @@
 // CUDA runtime implementation of jit/cuda_launcher.h (built with OPFUSE_CUDA only).
-// Grid sizing: row kernels get one block per row up to 16 blocks per SM (grid-stride beyond);
+// Grid sizing: row kernels get ceil(rows / rows_per_block) blocks up to 32 per SM (grid-stride beyond);
 // pointwise kernels one thread per vector up to 8 blocks per SM of `threads` threads.
 #include <algorithm>
 
@@ -72,7 +72,8 @@ Status LoadedKernel::Launch(const std::vector<const void*>& inputs, const std::v
   const int threads = jit_.emitted.threads;
   int64_t blocks;
   if (jit_.emitted.row) {
-    blocks = std::min<int64_t>(rows, int64_t{16} * sm_count_);
+    const int64_t rpb = std::max(1, jit_.emitted.rows_per_block);
+    blocks = std::min<int64_t>((rows + rpb - 1) / rpb, int64_t{32} * sm_count_);
   } else {
     int64_t vecs = rows * cols / jit_.emitted.vec;
     blocks = std::clamp<int64_t>((vecs + threads - 1) / threads, 1, int64_t{8} * sm_count_);
