@@ -5,6 +5,7 @@
 #include <cmath>
 #include <ostream>
 
+#include "codegen/kernel_ir.h"
 #include "opfuse/graph.h"
 #include "runtime/host_tensor.h"
 
@@ -52,6 +53,13 @@ inline const JitCase kJitCases[] = {
      "graph g\ninput x: f32[T, 256]\nm = mean(x)\ny = sub(x, m)\nq = mul(y, y)\noutput m, q\n", {{"T", 3}}},
     {"generic_cast_chain", "graph g\ninput x: bf16[T, 96]\nf = cast(x) {dtype=f32}\ne = exp2(f)\nh = cast(e) {dtype=f16}\noutput h\n", {{"T", 2}}},
 };
+
+// The kernel of a graph whose every node forms one fused group (how each case is written).
+inline StatusOr<codegen::Kernel> WholeGraphKernel(const Graph& g) {
+  std::vector<int> nodes;
+  for (size_t i = 0; i < g.nodes.size(); ++i) nodes.push_back(static_cast<int>(i));
+  return codegen::BuildKernel(g, nodes);
+}
 
 // ||out - ref|| / ||ref|| over all elements.
 inline double RelErr(const HostTensor& out, const HostTensor& ref) {

@@ -329,10 +329,7 @@ class Lowering {
 }  // namespace
 
 StatusOr<Kernel> BuildKernel(const Graph& g, const std::vector<int>& nodes) { return Lowering(g, nodes).Run(); }
-StatusOr<Kernel> BuildKernel(const Graph& g, const FusionGroup& group) {
-  auto k = BuildKernel(g, group.nodes);
-  return k;
-}
+StatusOr<Kernel> BuildKernel(const Graph& g, const FusionGroup& group) { return BuildKernel(g, group.nodes); }
 
 std::string Kernel::ToString() const {
   std::string s = fmt::format("kernel {} space={} passes={}\n", name, ShapeToString(space), num_passes);

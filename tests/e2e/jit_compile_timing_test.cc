@@ -25,9 +25,7 @@ std::vector<codegen::Kernel> Kernels() {
   for (const auto& c : testing_cases::kJitCases) {
     auto g = ParseGraph(c.text);
     EXPECT_TRUE(g.ok());
-    std::vector<int> nodes;
-    for (size_t i = 0; i < g->nodes.size(); ++i) nodes.push_back(static_cast<int>(i));
-    auto k = codegen::BuildKernel(*g, nodes);
+    auto k = testing_cases::WholeGraphKernel(*g);
     EXPECT_TRUE(k.ok()) << k.status().message();
     out.push_back(*k);
   }

@@ -12,6 +12,7 @@
 #include "codegen/kernel_ir.h"
 #include "jit/cuda_launcher.h"
 #include "jit/jit_compiler.h"
+#include "jit_cases.h"
 
 #ifdef OPFUSE_WITH_CUDA
 #include <cuda_runtime.h>
@@ -76,9 +77,7 @@ TEST(JitBandwidth, Baseline) {
   for (const auto& c : kBw) {
     auto g = ParseGraph(c.text);
     ASSERT_TRUE(g.ok());
-    std::vector<int> nodes;
-    for (size_t i = 0; i < g->nodes.size(); ++i) nodes.push_back(static_cast<int>(i));
-    auto k = codegen::BuildKernel(*g, nodes);
+    auto k = testing_cases::WholeGraphKernel(*g);
     ASSERT_TRUE(k.ok()) << k.status().message();
     auto jk = compiler.CompileKernel(*k, true);
     ASSERT_TRUE(jk.ok()) << jk.status().message();

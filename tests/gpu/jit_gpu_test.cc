@@ -39,9 +39,7 @@ void Check(cudaError_t e) { ASSERT_EQ(e, cudaSuccess) << cudaGetErrorString(e); 
 void RunCase(const JitCase& c, bool aligned) {
   auto g = ParseGraph(c.text);
   ASSERT_TRUE(g.ok()) << g.status().message();
-  std::vector<int> nodes;
-  for (size_t i = 0; i < g->nodes.size(); ++i) nodes.push_back(static_cast<int>(i));
-  auto k = codegen::BuildKernel(*g, nodes);
+  auto k = testing_cases::WholeGraphKernel(*g);
   ASSERT_TRUE(k.ok()) << k.status().message();
   auto arch = jit::CudaDeviceArch();
   ASSERT_TRUE(arch.ok()) << arch.status().message();

@@ -19,11 +19,6 @@ namespace {
 
 using testing_cases::RelErr;
 
-std::vector<int> AllNodes(const Graph& g) {
-  std::vector<int> n;
-  for (size_t i = 0; i < g.nodes.size(); ++i) n.push_back(static_cast<int>(i));
-  return n;
-}
 
 using testing_cases::Bound;
 using testing_cases::JitCase;
@@ -34,7 +29,7 @@ TEST_P(JitKernelTest, NvrtcCompilesAlignedAndUnaligned) {
   if (!jit::NvrtcAvailable()) GTEST_SKIP() << "built without NVRTC";
   auto g = ParseGraph(GetParam().text);
   ASSERT_TRUE(g.ok()) << g.status().message();
-  auto k = codegen::BuildKernel(*g, AllNodes(*g));
+  auto k = testing_cases::WholeGraphKernel(*g);
   ASSERT_TRUE(k.ok()) << k.status().message();
   for (bool aligned : {true, false}) {
     auto e = codegen::EmitCuda(*k, {aligned, 256});
@@ -51,7 +46,7 @@ TEST_P(JitKernelTest, NvrtcCompilesAlignedAndUnaligned) {
 TEST_P(JitKernelTest, InterpreterMatchesOpByOpReference) {
   auto g = ParseGraph(GetParam().text);
   ASSERT_TRUE(g.ok()) << g.status().message();
-  auto k = codegen::BuildKernel(*g, AllNodes(*g));
+  auto k = testing_cases::WholeGraphKernel(*g);
   ASSERT_TRUE(k.ok()) << k.status().message();
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE(::testing::Message() << "seed " << seed << "\n" << k->ToString());
