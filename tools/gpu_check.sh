@@ -1,53 +1,117 @@
 #!/usr/bin/env bash
-# GPU check, run on the device machine over a copy of the tree with build/cuda carried:
-#   device run: bash tools/gpu_check.sh     (carry: build/cuda)
-# Runs every CTest test labelled gpu (JIT kernels vs the CPU reference, aligned and unaligned),
-# then compute-sanitizer memcheck on a subset, and writes logs + a JSON summary under $OUT.
-# Prints a short table last. Build here first: cmake --preset cuda && cmake --build build/cuda
+# GPU check, run on the device machine over a copy of the tree with the binaries carried:
+#   device run: BUILD=build/carry bash tools/gpu_check.sh          (carry: build/carry)
+# Build here first (no GPU needed): bash tools/build_carry.sh
+#
+# Stages (STAGES=tests,memcheck,run,compile,bench; default all but bench):
+#   tests     every gpu-labelled test: each op's library kernel, each fused library kernel, attention,
+#             each JIT pattern, the executor under every variant — all vs the CPU reference, poisoned
+#             outputs, fresh signed random inputs, odd widths, unaligned pointers
+#   memcheck  compute-sanitizer memcheck on a subset (library kernels, JIT kernels, executor, graphs)
+#   run       `opfuse run --backend cuda --check` on the example graphs under every variant
+#   compile   opfuse compile for the device arch twice: the second run must compile nothing
+#   bench     `opfuse bench ops` + tools/bench_peer.py (PyTorch eager / torch.compile) + merged report
+# Logs and JSON go under $OUT; a short table is printed last. Exit 0 only if every stage run passed.
 set -uo pipefail
 OUT=${OUT:-/tmp/opfuse_gpu_out}
 mkdir -p "$OUT"
-BUILD=${BUILD:-build/cuda}
+BUILD=${BUILD:-build/carry}
+STAGES=${STAGES:-tests,memcheck,run,compile}
 export OPFUSE_CACHE_DIR=${OPFUSE_CACHE_DIR:-/tmp/opfuse_cache}
+has() { [[ ",$STAGES," == *",$1,"* ]]; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/device.txt" 2>&1
 DEVICE=$(head -1 "$OUT/device.txt")
-echo "device: $DEVICE"
+ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.' | sed 's/^/sm_/')
+echo "device: $DEVICE ($ARCH); stages: $STAGES"
+declare -A RESULT
+FAIL=0
 
-# 1. every gpu-labelled test
-"$BUILD/tests/test_gpu" --gtest_output=json:"$OUT/test_gpu.json" > "$OUT/test_gpu.log" 2>&1
-GPU_RC=$?
-grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$OUT/test_gpu.log" | head -40
-
-# 2. compute-sanitizer memcheck on a subset (aligned + unaligned of three kernel shapes)
-CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
-if [ -n "$CS" ]; then
-  "$CS" --tool memcheck --error-exitcode 3 "$BUILD/tests/test_gpu" \
-    --gtest_filter='*add_rms_norm/*:*softmax_causal*:*generic_general_broadcast*:*rope*' > "$OUT/memcheck.log" 2>&1
-  CS_RC=$?
-  CS_SUMMARY=$(grep -E "ERROR SUMMARY" "$OUT/memcheck.log" | tail -1)
-else
-  CS_RC=127; CS_SUMMARY="compute-sanitizer not found"
+if has tests; then
+  t=$SECONDS
+  "$BUILD/tests/test_gpu" --gtest_output=json:"$OUT/test_gpu.json" > "$OUT/test_gpu.log" 2>&1
+  rc=$?
+  PASSED=$(grep -c '^\[       OK \]' "$OUT/test_gpu.log")
+  FAILED=$(grep -c '^\[  FAILED  \]' "$OUT/test_gpu.log")
+  SKIPPED=$(grep -c '^\[  SKIPPED \]' "$OUT/test_gpu.log")
+  grep '^\[  FAILED  \]' "$OUT/test_gpu.log" | sort -u | head -40
+  RESULT[tests]="$PASSED passed / $FAILED failed / $SKIPPED skipped (rc $rc, $((SECONDS - t)) s)"
+  [ "$rc" = 0 ] || FAIL=1
 fi
 
-# 3. opfuse compile for the device arch, twice: the second run must compile nothing
-ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.' | sed 's/^/sm_/')
-rm -rf "$OPFUSE_CACHE_DIR"
-"$BUILD/opfuse" compile examples/graphs/llama_decoder_layer.ofg --arch "$ARCH" --stats --json > "$OUT/compile1.json" 2>"$OUT/compile1.err"
-"$BUILD/opfuse" compile examples/graphs/llama_decoder_layer.ofg --arch "$ARCH" --stats --json > "$OUT/compile2.json" 2>"$OUT/compile2.err"
+if has memcheck; then
+  t=$SECONDS
+  CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+  if [ -n "$CS" ]; then
+    "$CS" --tool memcheck --error-exitcode 3 "$BUILD/tests/test_gpu" \
+      --gtest_filter="${MEMCHECK_FILTER:-*add_rms_norm/*:*softmax_causal*:*generic_general_broadcast*:*rope*:*ExecutorVariant*swiglu*:*ExecutorTest.Unaligned*:*ExecutorTest.CudaGraph*:*LibraryOps*Odd*:*LibraryOps*Unaligned*:*LibraryFused*odd*:*LibraryFused*nalign*:*LibraryAttention*MatchesReference*17*}" \
+      > "$OUT/memcheck.log" 2>&1
+    rc=$?
+    RESULT[memcheck]="$(grep -E "ERROR SUMMARY" "$OUT/memcheck.log" | tail -1) (rc $rc, $(grep -c '^\[       OK \]' "$OUT/memcheck.log") tests, $((SECONDS - t)) s)"
+    [ "$rc" = 0 ] || FAIL=1
+  else
+    RESULT[memcheck]="compute-sanitizer not found"
+    FAIL=1
+  fi
+fi
 
-PASSED=$(grep -c '^\[       OK \]' "$OUT/test_gpu.log")
-FAILED=$(grep -c '^\[  FAILED  \]' "$OUT/test_gpu.log")
-SKIPPED=$(grep -c '^\[  SKIPPED \]' "$OUT/test_gpu.log")
-cat > "$OUT/summary.json" <<JSON
-{"device": "$DEVICE", "arch": "$ARCH", "test_gpu_rc": $GPU_RC, "passed": $PASSED, "failed": $FAILED,
- "skipped": $SKIPPED, "memcheck_rc": $CS_RC, "memcheck": "$CS_SUMMARY",
- "compile_first": $(cat "$OUT/compile1.json" 2>/dev/null || echo null),
- "compile_second": $(cat "$OUT/compile2.json" 2>/dev/null || echo null)}
-JSON
+if has run; then
+  : > "$OUT/run.log"
+  ok=0; bad=0
+  for g in examples/graphs/*.ofg; do
+    for v in unfused library jit auto; do
+      if "$BUILD/opfuse" run "$g" --backend cuda --variant "$v" --shape T=37 --check >> "$OUT/run.log" 2>&1; then
+        ok=$((ok + 1))
+      else
+        bad=$((bad + 1)); echo "FAILED: opfuse run $g --variant $v" | tee -a "$OUT/run.log"
+      fi
+    done
+  done
+  RESULT[run]="$ok ok / $bad failed (opfuse run --backend cuda --check, every example x variant)"
+  [ "$bad" = 0 ] || FAIL=1
+fi
+
+if has compile; then
+  rm -rf "$OPFUSE_CACHE_DIR.compile"
+  OPFUSE_CACHE_DIR="$OPFUSE_CACHE_DIR.compile" "$BUILD/opfuse" compile examples/graphs/llama_decoder_layer.ofg --arch "$ARCH" --stats --json > "$OUT/compile1.json" 2>"$OUT/compile1.err"
+  OPFUSE_CACHE_DIR="$OPFUSE_CACHE_DIR.compile" "$BUILD/opfuse" compile examples/graphs/llama_decoder_layer.ofg --arch "$ARCH" --stats --json > "$OUT/compile2.json" 2>"$OUT/compile2.err"
+  RESULT[compile]="cold: $(cat "$OUT/compile1.json" 2>/dev/null | head -c 300) | warm: $(cat "$OUT/compile2.json" 2>/dev/null | head -c 300)"
+fi
+
+if has bench; then
+  t=$SECONDS
+  mkdir -p "$OUT/bench"
+  "$BUILD/opfuse" bench ops --out "$OUT/bench" ${BENCH_ARGS:-} > "$OUT/bench/bench_stdout.md" 2> "$OUT/bench/bench_stderr.log"
+  rc=$?
+  tail -c 2000 "$OUT/bench/bench_stderr.log" | tr '\r' '\n' | tail -5
+  RESULT[bench]="opfuse bench ops rc $rc ($((SECONDS - t)) s)"
+  [ "$rc" = 0 ] || FAIL=1
+  if [ -f "$OUT/bench/cases.json" ]; then
+    t=$SECONDS
+    python3 tools/bench_peer.py --cases "$OUT/bench/cases.json" --out "$OUT/bench/peer.json" ${PEER_ARGS:-} \
+      > "$OUT/bench/peer_stdout.txt" 2> "$OUT/bench/peer_stderr.log"
+    prc=$?
+    "$BUILD/opfuse" bench report --dir "$OUT/bench" --peer "$OUT/bench/peer.json" > "$OUT/bench/report_stdout.md" 2>&1
+    rrc=$?
+    RESULT[peer]="bench_peer.py rc $prc ($((SECONDS - t)) s); bench report rc $rrc"
+    [ "$prc" = 0 ] && [ "$rrc" = 0 ] || FAIL=1
+  fi
+fi
+
+{
+  echo "{\"device\": \"$DEVICE\", \"arch\": \"$ARCH\", \"stages\": \"$STAGES\", \"ok\": $([ $FAIL = 0 ] && echo true || echo false),"
+  first=1
+  for k in "${!RESULT[@]}"; do
+    [ $first = 1 ] || echo ","
+    first=0
+    printf '"%s": %s' "$k" "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "${RESULT[$k]}")"
+  done
+  echo "}"
+} > "$OUT/summary.json"
+
 echo
 echo "==== opfuse gpu_check on $DEVICE ($ARCH)"
-printf '%-28s %s\n' "gpu tests (pass/fail/skip)" "$PASSED / $FAILED / $SKIPPED (rc $GPU_RC)"
-printf '%-28s %s\n' "memcheck" "$CS_SUMMARY (rc $CS_RC)"
-printf '%-28s %s\n' "compile, cold cache" "$(cat "$OUT/compile1.json" 2>/dev/null)"
-printf '%-28s %s\n' "compile, warm cache" "$(cat "$OUT/compile2.json" 2>/dev/null)"
-[ "$GPU_RC" = 0 ] && [ "$FAILED" = 0 ] && [ "$CS_RC" = 0 ]
+for k in tests memcheck run compile bench peer; do
+  [ -n "${RESULT[$k]:-}" ] && printf '%-9s %s\n' "$k" "${RESULT[$k]}"
+done
+[ -f "$OUT/bench/report_stdout.md" ] && tail -60 "$OUT/bench/report_stdout.md"
+exit $FAIL

@@ -1,11 +1,13 @@
-// `opfuse run FILE [--backend cpu|cuda] [--seed N] [--shape SYM=VAL ...]`
+// `opfuse run FILE [--backend cpu|cuda] [--variant auto|unfused|library|jit] [--check] [--seed N] [--shape SYM=VAL ...]`
 //
 // Parses a .ofg graph, binds its symbols (from --shape; any symbol left unbound defaults to
 // kDefaultSymbolValue, said on stderr), fills every input and param with fresh seeded random
 // values (RandomInputs: floats in [-1, 1], embedding ids inside their table), executes the graph
 // and prints one line of statistics per output: name, declared type, bound shape, min, max, mean,
 // L2 norm (over finite elements) and the number of NaN and Inf elements. The statistics make a
-// quick sanity check and a cheap cross-backend comparison (same seed, same numbers).
+// quick sanity check and a cheap cross-backend comparison (same seed, same numbers). The graph is
+// compiled by the chosen Backend (runtime/backend.h); --check also runs the CPU reference op by op
+// and prints each output's relative error against it (exit 1 when one exceeds its dtype's bound).
 // Exit codes: 0 ok, 2 bad input (file, --shape, unknown backend, a backend not built), 1 internal.
 #include <chrono>
 #include <cmath>
@@ -17,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "cli/cli.h"
+#include "runtime/backend.h"
 #include "runtime/cpu/cpu_executor.h"
 
 namespace opfuse::cli {
@@ -25,6 +28,8 @@ namespace {
 struct RunOptions {
   std::string file;
   std::string backend = "cpu";
+  std::string variant = "auto";
+  bool check = false;
   uint64_t seed = 0;
   std::vector<std::string> shapes;
 };
@@ -57,13 +62,8 @@ std::string BoundShapeString(const std::vector<int64_t>& s) {
 }
 
 int RunMain(const RunOptions& o) {
-  if (o.backend == "cuda") {
-#ifdef OPFUSE_WITH_CUDA
-    return Fail("run", Unimplemented("the CUDA backend is not wired into `opfuse run` yet; use --backend cpu"));
-#else
-    return Fail("run", InvalidArgument("CUDA backend not built (configure with -DOPFUSE_CUDA=ON on a machine with nvcc)"));
-#endif
-  }
+  auto backend = MakeBackend(o.backend);
+  if (!backend.ok()) return Fail("run", backend.status());
   auto graph = ParseGraphFile(o.file);
   if (!graph.ok()) return Fail("run", graph.status());
   auto bindings = ParseShapeBindings(o.shapes);
@@ -93,18 +93,36 @@ int RunMain(const RunOptions& o) {
     return Fail("run", InvalidArgument(fmt::format("inputs would need {:.1f} GiB of host memory at these shapes (limit {:.0f} GiB)",
                                                    input_bytes / (1ull << 30), kMaxInputBytes / (1ull << 30))));
   const auto inputs = RandomInputs(*graph, *bindings, o.seed);
+  CompileOptions co;
+  auto config = FusionConfig::FromEnv();
+  if (!config.ok()) return Fail("run", config.status());
+  co.config = *config;
+  co.variant = o.variant;
+  auto exe = (*backend)->Compile(*graph, co);
+  if (!exe.ok()) return Fail("run", exe.status());
+  auto outputs = (*exe)->Run(inputs, *bindings);  // the first run builds the plan; time the second
+  if (!outputs.ok()) return Fail("run", outputs.status());
   const auto t0 = std::chrono::steady_clock::now();
-  CpuRunOptions ro;
-  ro.bindings = *bindings;
-  auto outputs = RunGraphCpu(*graph, inputs, ro);
+  outputs = (*exe)->Run(inputs, *bindings);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!outputs.ok()) return Fail("run", outputs.status());
+  std::map<std::string, HostTensor> reference;
+  if (o.check) {
+    CpuRunOptions ro;
+    ro.bindings = *bindings;
+    auto ref = RunGraphCpu(*graph, inputs, ro);
+    if (!ref.ok()) return Fail("run", ref.status());
+    reference = std::move(*ref);
+  }
 
   std::string binds;
   for (const auto& [sym, val] : *bindings) binds += fmt::format("{}{}={}", binds.empty() ? "" : " ", sym, val);
-  std::cout << fmt::format("graph {}: backend cpu, seed {}, {}{}, {} output{}, {:.3f} ms\n", graph->name, o.seed,
+  std::cout << fmt::format("graph {}: backend {} ({}), variant {}, seed {}, {}{}, {} output{}, {} steps/run, {:.3f} ms "
+                           "(host-timed, includes copies)\n",
+                           graph->name, o.backend, (*backend)->device(), o.variant, o.seed,
                            binds.empty() ? "no symbols" : "bindings ", binds, graph->outputs.size(),
-                           graph->outputs.size() == 1 ? "" : "s", ms);
+                           graph->outputs.size() == 1 ? "" : "s", (*exe)->steps_per_run(), ms);
+  bool check_failed = false;
   for (int v : graph->outputs) {
     const Value& val = graph->values[v];
     const HostTensor& t = outputs->at(val.name);
@@ -113,6 +131,25 @@ int RunMain(const RunOptions& o) {
     std::cout << fmt::format("{}: {} = {}  min {:.6g}  max {:.6g}  mean {:.6g}  l2 {:.6g}  nan {}  inf {}\n", val.name,
                              val.type.ToString(), BoundShapeString(t.shape), s.finite ? s.min : std::nan(""),
                              s.finite ? s.max : std::nan(""), mean, std::sqrt(s.sumsq), s.nan, s.inf);
+    if (o.check) {
+      const HostTensor& r = reference.at(val.name);
+      double num = 0, den = 0;
+      for (int64_t i = 0; i < r.numel(); ++i) {
+        const double d = t.get(i) - r.get(i);
+        num += d * d;
+        den += r.get(i) * r.get(i);
+      }
+      const double err = std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+      const double bound = val.type.dtype == DType::kBF16 ? 3e-2 : val.type.dtype == DType::kF16 ? 5e-3 : IsFloat(val.type.dtype) ? 1e-4 : 0.0;
+      const bool ok = err <= bound && s.nan == 0;
+      check_failed |= !ok;
+      std::cout << fmt::format("  check vs CPU reference: rel_err {:.3e} (bound {:.0e}) {}\n", err, bound, ok ? "ok" : "FAILED");
+    }
+  }
+  if (check_failed) {
+    std::cerr << "opfuse run: output differs from the CPU reference beyond its bound\n";
+    SetExitCode(1);
+    return 1;
   }
   SetExitCode(0);
   return 0;
@@ -127,6 +164,11 @@ void RegisterRun(CLI::App& app) {
   cmd->add_option("FILE", o->file, "graph file (.ofg, grammar in docs/graph_format.md)")->required();
   cmd->add_option("--backend", o->backend, "cpu (the f32-accumulating reference, default) or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--variant", o->variant,
+                  "cuda: how fused groups run: auto (scheduled), unfused (library kernel per op), library (hand-written "
+                  "fused kernels), jit (generated kernels)")
+      ->check(CLI::IsMember({"auto", "unfused", "library", "jit"}));
+  cmd->add_flag("--check", o->check, "also run the CPU reference op by op and print each output's relative error");
   cmd->add_option("--seed", o->seed, "seed of the random inputs (default 0); same seed, same inputs");
   cmd->add_option("--shape", o->shapes, "bind a symbolic dim, SYM=VALUE (repeatable); unbound symbols default to 8")
       ->allow_extra_args(false);

@@ -28,6 +28,16 @@ class LoadedKernel {
                 const std::vector<int64_t>& symbol_values, void* stream = nullptr) const;
   const JitKernel& jit() const { return jit_; }
 
+  // Grid and block for `symbol_values` (Kernel::symbols order); blocks == 0 for an empty tensor.
+  // With handle() this is everything a pre-resolved launch needs (runtime/cuda/executor.cc).
+  struct Geometry {
+    int64_t blocks = 0;
+    int threads = 0;
+  };
+  StatusOr<Geometry> LaunchGeometry(const std::vector<int64_t>& symbol_values) const;
+  // The cudaKernel_t, usable as cudaLaunchKernel's function argument.
+  const void* handle() const { return kernel_; }
+
  private:
   LoadedKernel() = default;
   JitKernel jit_;

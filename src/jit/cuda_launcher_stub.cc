@@ -17,6 +17,9 @@ Status LoadedKernel::Launch(const std::vector<const void*>&, const std::vector<v
                             void*) const {
   return Unavailable("built without the CUDA backend");
 }
+StatusOr<LoadedKernel::Geometry> LoadedKernel::LaunchGeometry(const std::vector<int64_t>&) const {
+  return Unavailable("built without the CUDA backend");
+}
 
 }  // namespace opfuse::jit
 #endif

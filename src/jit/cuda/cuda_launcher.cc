@@ -56,28 +56,38 @@ LoadedKernel::~LoadedKernel() {
   if (library_) cudaLibraryUnload(static_cast<cudaLibrary_t>(library_));
 }
 
-Status LoadedKernel::Launch(const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
-                            const std::vector<int64_t>& symbol_values, void* stream) const {
+StatusOr<LoadedKernel::Geometry> LoadedKernel::LaunchGeometry(const std::vector<int64_t>& symbol_values) const {
   const auto& k = jit_.kernel;
-  if (inputs.size() != k.inputs.size() || outputs.size() != k.outputs.size() || symbol_values.size() != k.symbols.size())
-    return InvalidArgument(fmt::format("{}: expected {} inputs, {} outputs, {} symbols", jit_.emitted.function,
-                                       k.inputs.size(), k.outputs.size(), k.symbols.size()));
+  if (symbol_values.size() != k.symbols.size())
+    return InvalidArgument(fmt::format("{}: expected {} symbol values, got {}", jit_.emitted.function, k.symbols.size(),
+                                       symbol_values.size()));
   Bindings b;
   for (size_t i = 0; i < k.symbols.size(); ++i) b[k.symbols[i]] = symbol_values[i];
   OPFUSE_ASSIGN_OR_RETURN(std::vector<int64_t> space, BindShape(k.space, b));
   int64_t rows = 1;
   for (size_t i = 0; i + 1 < space.size(); ++i) rows *= space[i];
   const int64_t cols = space.back();
-  if (rows * cols == 0) return Status::Ok();
-  const int threads = jit_.emitted.threads;
-  int64_t blocks;
+  Geometry geo;
+  geo.threads = jit_.emitted.threads;
+  if (rows * cols == 0) return geo;
   if (jit_.emitted.row) {
     const int64_t rpb = std::max(1, jit_.emitted.rows_per_block);
-    blocks = std::min<int64_t>((rows + rpb - 1) / rpb, int64_t{32} * sm_count_);
+    geo.blocks = std::min<int64_t>((rows + rpb - 1) / rpb, int64_t{32} * sm_count_);
   } else {
     int64_t vecs = rows * cols / jit_.emitted.vec;
-    blocks = std::clamp<int64_t>((vecs + threads - 1) / threads, 1, int64_t{8} * sm_count_);
+    geo.blocks = std::clamp<int64_t>((vecs + geo.threads - 1) / geo.threads, 1, int64_t{8} * sm_count_);
   }
+  return geo;
+}
+
+Status LoadedKernel::Launch(const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
+                            const std::vector<int64_t>& symbol_values, void* stream) const {
+  const auto& k = jit_.kernel;
+  if (inputs.size() != k.inputs.size() || outputs.size() != k.outputs.size() || symbol_values.size() != k.symbols.size())
+    return InvalidArgument(fmt::format("{}: expected {} inputs, {} outputs, {} symbols", jit_.emitted.function,
+                                       k.inputs.size(), k.outputs.size(), k.symbols.size()));
+  OPFUSE_ASSIGN_OR_RETURN(Geometry geo, LaunchGeometry(symbol_values));
+  if (geo.blocks == 0) return Status::Ok();
   std::vector<void*> args;
   std::vector<const void*> in_copy = inputs;
   std::vector<void*> out_copy = outputs;
@@ -85,8 +95,8 @@ Status LoadedKernel::Launch(const std::vector<const void*>& inputs, const std::v
   for (auto& p : in_copy) args.push_back(&p);
   for (auto& p : out_copy) args.push_back(&p);
   for (auto& s : syms) args.push_back(&s);
-  OPFUSE_CUDA_RETURN(cudaLaunchKernel(static_cast<const void*>(kernel_), dim3(static_cast<unsigned>(blocks)), dim3(threads),
-                                      args.data(), 0, static_cast<cudaStream_t>(stream)));
+  OPFUSE_CUDA_RETURN(cudaLaunchKernel(static_cast<const void*>(kernel_), dim3(static_cast<unsigned>(geo.blocks)),
+                                      dim3(geo.threads), args.data(), 0, static_cast<cudaStream_t>(stream)));
   return Status::Ok();
 }
 

@@ -1,0 +1,859 @@
+// CudaExecutable (executor.h): program building at Create, plans per (bindings, pointers), runs.
+//
+// Create() turns the pipelined graph into a flat list of Steps over "exec values" (the graph's
+// values, plus scratch values for the primitives of composites run unfused). Steps are ordered by a
+// topological sort of the fusion groups (a group is one unit; an unfused group expands into its
+// nodes), so a fused kernel runs after everything it reads and before everything that reads it.
+// A plan binds shapes, places intermediates in one arena (first-fit offsets over step lifetimes:
+// the "plan memory" step of the pipeline) and resolves every launch.
+#include "runtime/cuda/executor.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "codegen/kernel_ir.h"
+#include "jit/cuda_launcher.h"
+#include "jit/jit_compiler.h"
+#include "kernels/library.h"
+#include "ops/op_def.h"
+#include "passes/pipeline.h"
+#include "runtime/cpu/cpu_executor.h"
+#include "runtime/cuda/allocator.h"
+#include "runtime/cuda/cublaslt_matmul.h"
+#include "runtime/cuda/cuda_check.h"
+
+namespace opfuse::cuda {
+
+const char* VariantName(Variant v) {
+  switch (v) {
+    case Variant::kAuto: return "auto";
+    case Variant::kUnfused: return "unfused";
+    case Variant::kLibrary: return "library";
+    case Variant::kJit: return "jit";
+  }
+  return "?";
+}
+
+StatusOr<Variant> ParseVariant(const std::string& s) {
+  if (s == "auto") return Variant::kAuto;
+  if (s == "unfused") return Variant::kUnfused;
+  if (s == "library") return Variant::kLibrary;
+  if (s == "jit") return Variant::kJit;
+  return InvalidArgument(fmt::format("unknown variant '{}' (expected auto, unfused, library or jit)", s));
+}
+
+namespace {
+
+enum class StepKind { kLibrary, kJit, kMatmul, kAlias, kCopy };
+
+struct ExecValue {
+  std::string name;
+  TensorType type;
+  bool is_constant = false;
+};
+
+struct JitVariant {
+  std::shared_ptr<const jit::LoadedKernel> loaded;
+  Status status;  // why it could not be built (unaligned variant compiled lazily)
+  bool tried = false;
+};
+
+struct Step {
+  StepKind kind = StepKind::kLibrary;
+  std::string name;
+  Node node;                     // op + attrs; inputs/outputs are exec value ids
+  std::vector<int> graph_nodes;  // nodes of graph_ it stands for
+  // kJit
+  std::shared_ptr<codegen::Kernel> kernel;
+  JitVariant aligned, unaligned;
+  std::vector<int> jit_inputs, jit_outputs;  // exec value ids in kernel order
+  // kCopy: node.inputs[0] -> node.outputs[0] (output_index >= 0: into graph output slot)
+  int output_index = -1;
+};
+
+bool IsCompositeOp(OpKind op) { return GetOpInfo(op).kind == FusionKind::kComposite; }
+
+int64_t Numel(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+StatusOr<MatmulType> MatmulTypeFor(DType t) {
+  switch (t) {
+    case DType::kF32: return MatmulType::kF32;
+    case DType::kF16: return MatmulType::kF16;
+    case DType::kBF16: return MatmulType::kBF16;
+    default: return Unimplemented(fmt::format("matmul: no cuBLASLt path for {}", DTypeName(t)));
+  }
+}
+
+}  // namespace
+
+struct CudaExecutable::Impl {
+  ExecutorOptions opts;
+  DeviceInfo dev;
+  jit::KernelCache* cache = nullptr;
+  std::unique_ptr<jit::JitCompiler> jit;
+  std::vector<ExecValue> values;
+  std::vector<Step> steps;
+  std::vector<int> input_values, output_values;  // exec ids in graph order
+  std::vector<std::string> symbols;               // every symbol of every value, sorted
+  std::map<int, DeviceBuffer> constants;          // exec value id -> device scalar
+  std::vector<int> alias_root;                    // exec value id -> the value whose memory it uses
+  std::vector<int> designated_output;             // exec value id -> graph output slot it is written to (-1)
+
+  struct Arena {
+    std::vector<std::vector<int64_t>> shapes;  // bound shape per exec value
+    std::vector<int64_t> offsets;               // arena offset per exec value (-1: not in the arena)
+    DeviceBuffer buffer;
+  };
+  struct Plan {
+    std::shared_ptr<Arena> arena;
+    std::vector<KernelLaunch> launches;
+    int kernels = 0;
+    uint64_t last_used = 0;
+  };
+  std::mutex mu;
+  std::map<std::vector<int64_t>, std::shared_ptr<Arena>> arenas;  // key: symbol values
+  std::map<std::vector<uintptr_t>, std::shared_ptr<Plan>> plans;  // key: symbol values + pointers
+  uint64_t clock = 0;
+  std::atomic<int> last_kernels{-1};
+  cudaStream_t capture_stream = nullptr;
+
+  int AddValue(std::string name, TensorType type) {
+    values.push_back({std::move(name), std::move(type)});
+    return static_cast<int>(values.size()) - 1;
+  }
+
+  StatusOr<std::shared_ptr<const jit::LoadedKernel>> LoadJit(Step& st, bool aligned) {
+    JitVariant& v = aligned ? st.aligned : st.unaligned;
+    if (!v.tried) {
+      v.tried = true;
+      auto k = jit->CompileKernel(*st.kernel, aligned);
+      if (!k.ok()) {
+        v.status = k.status();
+      } else {
+        auto l = jit::LoadedKernel::Load(*k);
+        if (l.ok()) v.loaded = *l;
+        else v.status = l.status();
+      }
+    }
+    if (!v.loaded) return v.status;
+    return v.loaded;
+  }
+
+  StatusOr<std::vector<int64_t>> SymbolKey(const Bindings& b) const {
+    std::vector<int64_t> key;
+    key.reserve(symbols.size());
+    for (const auto& s : symbols) {
+      auto it = b.find(s);
+      if (it == b.end()) return InvalidArgument(fmt::format("unbound symbol '{}'", s));
+      if (it->second < 0) return InvalidArgument(fmt::format("symbol '{}' bound to negative {}", s, it->second));
+      key.push_back(it->second);
+    }
+    return key;
+  }
+
+  StatusOr<std::shared_ptr<Arena>> GetArena(const std::vector<int64_t>& key, const Bindings& b);
+  StatusOr<std::shared_ptr<Plan>> GetPlan(const std::vector<const void*>& in, const std::vector<void*>& out,
+                                          const Bindings& b);
+  StatusOr<std::shared_ptr<Plan>> BuildPlan(const std::shared_ptr<Arena>& arena, const std::vector<const void*>& in,
+                                            const std::vector<void*>& out, const Bindings& b);
+};
+
+// ------------------------------------------------------------------ Create
+
+namespace {
+
+// Kahn's algorithm over units (groups), preferring the earliest first node: units in order.
+StatusOr<std::vector<int>> OrderGroups(const Graph& g) {
+  const int ng = static_cast<int>(g.groups.size());
+  std::vector<int> group_of(g.nodes.size(), -1);
+  for (int i = 0; i < ng; ++i)
+    for (int n : g.groups[i].nodes) group_of[n] = i;
+  std::vector<std::set<int>> succ(ng);
+  std::vector<int> indeg(ng, 0);
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    if (g.nodes[n].dead) continue;
+    if (group_of[n] < 0) return Internal(fmt::format("executor: node {} ({}) is in no group", n, OpName(g.nodes[n].op)));
+    for (int v : g.nodes[n].inputs) {
+      int p = g.values[v].producer;
+      if (p < 0 || group_of[p] == group_of[n]) continue;
+      if (succ[group_of[p]].insert(group_of[n]).second) indeg[group_of[n]]++;
+    }
+  }
+  std::set<std::pair<int, int>> ready;  // (first node, group)
+  for (int i = 0; i < ng; ++i)
+    if (indeg[i] == 0) ready.insert({g.groups[i].nodes.front(), i});
+  std::vector<int> order;
+  while (!ready.empty()) {
+    int gi = ready.begin()->second;
+    ready.erase(ready.begin());
+    order.push_back(gi);
+    for (int s : succ[gi])
+      if (--indeg[s] == 0) ready.insert({g.groups[s].nodes.front(), s});
+  }
+  if (static_cast<int>(order.size()) != ng) return Internal("executor: fusion groups form a cycle");
+  return order;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& input, ExecutorOptions opts) {
+  OPFUSE_ASSIGN_OR_RETURN(DeviceInfo dev, QueryDevice());
+  std::unique_ptr<CudaExecutable> ex(new CudaExecutable());
+  ex->device_ = dev;
+  ex->impl_ = std::make_unique<Impl>();
+  Impl& im = *ex->impl_;
+  if (opts.variant == Variant::kUnfused) opts.config.enable_fusion = false;  // composites decompose in the pipeline
+  im.opts = opts;
+  im.dev = dev;
+  im.cache = opts.cache ? opts.cache : &jit::KernelCache::Global();
+  im.jit = std::make_unique<jit::JitCompiler>(*im.cache, jit::JitOptions{opts.arch.empty() ? dev.arch : opts.arch, true,
+                                                                         opts.jit_threads});
+
+  ex->graph_ = input;
+  Graph& g = ex->graph_;
+  PassContext ctx{opts.config, {}, {}};
+  OPFUSE_RETURN_IF_ERROR(RunPipeline(g, ctx));
+
+  for (const auto& v : g.values) im.AddValue(v.name, v.type);
+  im.input_values = g.inputs;
+  im.output_values = g.outputs;
+
+  // Constants: computed once on the host (their CPU reference), uploaded, never in a plan.
+  auto add_constant = [&](const Node& n, int value) -> Status {
+    HostTensor h(im.values[value].type.dtype, {});
+    OPFUSE_RETURN_IF_ERROR(GetOpDef(OpKind::kConstant).cpu(n, {}, {&h}));
+    OPFUSE_ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::Make(CachingAllocator::ForDevice(dev.ordinal), h.data.size()));
+    OPFUSE_CUDA_CHECK(cudaMemcpy(buf.get(), h.data.data(), h.data.size(), cudaMemcpyHostToDevice));
+    im.constants.emplace(value, std::move(buf));
+    im.values[value].is_constant = true;
+    return Status::Ok();
+  };
+
+  auto fallback = [&](const FusionGroup& grp, int gi, const std::string& from, const std::string& to, const Status& why,
+                      bool loud) {
+    std::string line = fmt::format("group {} {}: {} -> {}: {}", gi, grp.name, from, to, why.message());
+    if (loud) std::fprintf(stderr, "opfuse: %s\n", line.c_str());
+    ex->fallbacks_.push_back(std::move(line));
+  };
+
+  // One library-kernel step per node; composites without a library kernel path are decomposed.
+  std::function<Status(const Node&, const std::vector<int>&)> add_node_steps;
+  add_node_steps = [&](const Node& n, const std::vector<int>& graph_nodes) -> Status {
+    Step st;
+    st.node = n;
+    st.graph_nodes = graph_nodes;
+    switch (n.op) {
+      case OpKind::kConstant:
+        return add_constant(n, n.outputs[0]);
+      case OpKind::kMatmul:
+        st.kind = StepKind::kMatmul;
+        st.name = "cublaslt:matmul";
+        break;
+      case OpKind::kReshape:
+        st.kind = StepKind::kAlias;
+        st.name = "alias:reshape";
+        break;
+      default:
+        st.kind = StepKind::kLibrary;
+        st.name = fmt::format("lib:{}", OpName(n.op));
+        break;
+    }
+    im.steps.push_back(std::move(st));
+    return Status::Ok();
+  };
+
+  // A composite run op by op: its decomposition in a scratch graph, mapped onto exec values.
+  auto add_decomposed = [&](const Node& n, const std::vector<int>& graph_nodes) -> Status {
+    const OpDef& def = GetOpDef(n.op);
+    if (!def.decompose) return Unimplemented(fmt::format("{} has no decomposition", OpName(n.op)));
+    Graph sub;
+    Node copy = n;
+    copy.inputs.clear();
+    for (int v : n.inputs) {
+      int id = sub.AddValue(im.values[v].name, im.values[v].type, ValueKind::kInput);
+      sub.inputs.push_back(id);
+      copy.inputs.push_back(id);
+    }
+    auto outs = def.decompose(sub, copy);
+    if (!outs.ok()) return outs.status();
+    sub.outputs = *outs;
+    OPFUSE_RETURN_IF_ERROR(VerifyAndInfer(sub));
+    std::vector<int> map(sub.values.size(), -1);
+    for (size_t i = 0; i < n.inputs.size(); ++i) map[sub.inputs[i]] = n.inputs[i];
+    for (size_t i = 0; i < outs->size(); ++i) {
+      int so = (*outs)[i];
+      if (sub.values[so].producer < 0 || map[so] >= 0)
+        return Unimplemented(fmt::format("{}: decomposition passes an input straight through", OpName(n.op)));
+      if (!(sub.values[so].type == im.values[n.outputs[i]].type))
+        return Internal(fmt::format("{}: decomposition output type differs from the op's", OpName(n.op)));
+      map[so] = n.outputs[i];
+    }
+    for (size_t v = 0; v < sub.values.size(); ++v)
+      if (map[v] < 0) map[v] = im.AddValue(fmt::format("{}.{}", im.values[n.outputs[0]].name, sub.values[v].name), sub.values[v].type);
+    for (const Node& sn : sub.nodes) {
+      if (sn.dead) continue;
+      Node m = sn;
+      for (int& v : m.inputs) v = map[v];
+      for (int& v : m.outputs) v = map[v];
+      OPFUSE_RETURN_IF_ERROR(add_node_steps(m, graph_nodes));
+    }
+    return Status::Ok();
+  };
+
+  auto add_unfused = [&](const FusionGroup& grp) -> Status {
+    for (int n : grp.nodes) {
+      const Node& node = g.nodes[n];
+      if (IsCompositeOp(node.op) && GetOpDef(node.op).decompose) {
+        Status st = add_decomposed(node, {n});
+        if (st.ok()) continue;
+        if (!kernels::HasLibraryKernel(node.op)) return st;
+        // e.g. causal softmax has no primitive form: its library kernel is the op-by-op path.
+      }
+      OPFUSE_RETURN_IF_ERROR(add_node_steps(node, {n}));
+    }
+    return Status::Ok();
+  };
+
+  auto make_jit_step = [&](const codegen::Kernel& k, const std::vector<int>& nodes, const std::string& name) {
+    Step st;
+    st.kind = StepKind::kJit;
+    st.name = name.empty() ? k.name : name;
+    st.graph_nodes = nodes;
+    st.kernel = std::make_shared<codegen::Kernel>(k);
+    for (const auto& t : k.inputs) st.jit_inputs.push_back(t.graph_value);
+    for (const auto& o : k.outputs) st.jit_outputs.push_back(o.tensor.graph_value);
+    for (int v : st.jit_inputs) st.node.inputs.push_back(v);
+    for (int v : st.jit_outputs) st.node.outputs.push_back(v);
+    return st;
+  };
+
+  OPFUSE_ASSIGN_OR_RETURN(std::vector<int> order, OrderGroups(g));
+
+  // 1. What each group wants. Groups that want the JIT get their kernel IR built here.
+  enum class GroupPlan { kUnfused, kLibraryNodes, kLibraryFused, kJit };
+  std::vector<GroupPlan> want(g.groups.size(), GroupPlan::kUnfused);
+  std::map<int, codegen::Kernel> kernels_ir;
+  for (int gi : order) {
+    FusionGroup& grp = g.groups[gi];
+    const Node& first = g.nodes[grp.nodes[0]];
+    const bool single_composite = grp.nodes.size() == 1 && IsCompositeOp(first.op);
+    const bool has_lib = single_composite && kernels::HasLibraryKernel(first.op);
+    if (!grp.decision.fuse) {
+      bool library = false;
+      for (int n : grp.nodes) library |= GetOpInfo(g.nodes[n].op).kind == FusionKind::kLibrary;
+      want[gi] = grp.variant == "library" || library ? GroupPlan::kLibraryNodes : GroupPlan::kUnfused;
+      // jit_single_ops: one-node kernels for whatever the JIT lowers (benchmarking the JIT on single ops).
+      if (opts.variant == Variant::kJit && opts.jit_single_ops && grp.nodes.size() == 1 && first.op != OpKind::kConstant) {
+        auto k = codegen::BuildKernel(g, grp.nodes);
+        if (k.ok()) {
+          kernels_ir.emplace(gi, std::move(*k));
+          want[gi] = GroupPlan::kJit;
+        } else {
+          fallback(grp, gi, "jit", "library", k.status(), false);
+        }
+      }
+      continue;
+    }
+    std::string v = opts.variant == Variant::kAuto ? grp.variant : VariantName(opts.variant);
+    if (v == "library" && !has_lib) {
+      fallback(grp, gi, "library", "jit",
+               Unimplemented(single_composite ? "no library kernel for this op" : "no library kernel for a generic group"),
+               false);
+      v = "jit";
+    }
+    if (v == "library") {
+      want[gi] = GroupPlan::kLibraryFused;
+    } else if (v == "jit") {
+      auto k = codegen::BuildKernel(g, grp);
+      if (k.ok()) {
+        kernels_ir.emplace(gi, std::move(*k));
+        want[gi] = GroupPlan::kJit;
+      } else {
+        want[gi] = has_lib ? GroupPlan::kLibraryFused : GroupPlan::kUnfused;
+        fallback(grp, gi, "jit", has_lib ? "library" : "unfused", k.status(), true);
+      }
+    }
+  }
+
+  // 2. JIT: compile in parallel (NVRTC is thread-safe per program; the cache coalesces duplicates),
+  //    then load. A kernel that fails falls back like a group the JIT cannot lower — loudly.
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<int> todo;
+  for (const auto& [gi, k] : kernels_ir) todo.push_back(gi);
+  std::map<int, std::shared_ptr<const jit::LoadedKernel>> loaded;
+  {
+    std::vector<StatusOr<jit::JitKernel>> compiled(todo.size(), Status(StatusCode::kInternal, "not compiled"));
+    std::atomic<size_t> next{0};
+    auto worker = [&] {
+      for (size_t i = next++; i < todo.size(); i = next++) compiled[i] = im.jit->CompileKernel(kernels_ir.at(todo[i]), true);
+    };
+    int nthreads = opts.jit_threads > 0 ? opts.jit_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    nthreads = std::min<int>(nthreads, static_cast<int>(todo.size()));
+    std::vector<std::thread> pool;
+    for (int t = 1; t < nthreads; ++t) pool.emplace_back(worker);
+    if (!todo.empty()) worker();
+    for (auto& t : pool) t.join();
+    for (size_t i = 0; i < todo.size(); ++i) {
+      const int gi = todo[i];
+      Status why = compiled[i].status();
+      if (compiled[i].ok()) {
+        auto l = jit::LoadedKernel::Load(*compiled[i]);
+        if (l.ok()) {
+          loaded[gi] = *l;
+          continue;
+        }
+        why = l.status();
+      }
+      const FusionGroup& grp = g.groups[gi];
+      const bool has_lib = grp.decision.fuse && grp.nodes.size() == 1 && IsCompositeOp(g.nodes[grp.nodes[0]].op) &&
+                           kernels::HasLibraryKernel(g.nodes[grp.nodes[0]].op);
+      want[gi] = has_lib ? GroupPlan::kLibraryFused : grp.decision.fuse ? GroupPlan::kUnfused : GroupPlan::kLibraryNodes;
+      fallback(grp, gi, "jit", has_lib ? "library" : "unfused", why, true);
+    }
+  }
+  ex->compile_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+
+  // 3. Steps, group by group in dependency order.
+  for (int gi : order) {
+    FusionGroup& grp = g.groups[gi];
+    switch (want[gi]) {
+      case GroupPlan::kJit: {
+        Step st = make_jit_step(kernels_ir.at(gi), grp.nodes, grp.name);
+        st.aligned.tried = true;
+        st.aligned.loaded = loaded.at(gi);
+        im.steps.push_back(std::move(st));
+        grp.variant = "jit";
+        break;
+      }
+      case GroupPlan::kLibraryFused:
+        OPFUSE_RETURN_IF_ERROR(add_node_steps(g.nodes[grp.nodes[0]], grp.nodes));
+        im.steps.back().name = "lib:" + grp.name;
+        grp.variant = "library";
+        break;
+      case GroupPlan::kLibraryNodes:
+        for (int n : grp.nodes) OPFUSE_RETURN_IF_ERROR(add_node_steps(g.nodes[n], {n}));
+        if (grp.decision.fuse) grp.variant = "unfused";
+        break;
+      case GroupPlan::kUnfused:
+        OPFUSE_RETURN_IF_ERROR(add_unfused(grp));
+        if (grp.decision.fuse) grp.variant = "unfused";
+        break;
+    }
+  }
+
+  // Value roots (reshape aliases), designated outputs, and final copies into output slots.
+  im.alias_root.resize(im.values.size());
+  for (size_t v = 0; v < im.values.size(); ++v) im.alias_root[v] = static_cast<int>(v);
+  std::vector<char> produced(im.values.size(), 0);
+  std::vector<int> producer_step(im.values.size(), -1);
+  for (size_t s = 0; s < im.steps.size(); ++s)
+    for (int v : im.steps[s].node.outputs) {
+      produced[v] = 1;
+      producer_step[v] = static_cast<int>(s);
+    }
+  im.designated_output.assign(im.values.size(), -1);
+  for (size_t j = 0; j < im.output_values.size(); ++j) {
+    int v = im.output_values[j];
+    const bool writes = produced[v] && im.steps[producer_step[v]].kind != StepKind::kAlias;
+    if (writes && im.designated_output[v] < 0) {
+      im.designated_output[v] = static_cast<int>(j);
+      continue;
+    }
+    Step st;
+    st.kind = StepKind::kCopy;
+    st.name = "copy:output";
+    st.node.op = OpKind::kReshape;
+    st.node.inputs = {v};
+    st.output_index = static_cast<int>(j);
+    im.steps.push_back(std::move(st));
+  }
+  // Constants a JIT kernel inlined may still be read by other steps or be outputs: materialise those.
+  for (const Node& n : g.nodes) {
+    if (n.dead || n.op != OpKind::kConstant || im.constants.count(n.outputs[0])) continue;
+    bool used = false;
+    for (const Step& st : im.steps)
+      used |= std::find(st.node.inputs.begin(), st.node.inputs.end(), n.outputs[0]) != st.node.inputs.end();
+    if (used) OPFUSE_RETURN_IF_ERROR(add_constant(n, n.outputs[0]));
+  }
+  for (const Step& st : im.steps)
+    if (st.kind == StepKind::kAlias) im.alias_root[st.node.outputs[0]] = im.alias_root[st.node.inputs[0]];
+
+  std::set<std::string> syms;
+  for (const auto& v : im.values)
+    for (const auto& d : v.type.shape)
+      if (!d.is_static()) syms.insert(d.sym);
+  im.symbols.assign(syms.begin(), syms.end());
+
+  for (const Step& st : im.steps) {
+    const char* kind = st.kind == StepKind::kJit       ? "jit"
+                       : st.kind == StepKind::kMatmul  ? "matmul"
+                       : st.kind == StepKind::kAlias   ? "alias"
+                       : st.kind == StepKind::kCopy    ? "copy"
+                                                       : "library";
+    ex->steps_.push_back({st.name, kind, st.graph_nodes});
+  }
+  OPFUSE_CUDA_CHECK(cudaStreamCreateWithFlags(&im.capture_stream, cudaStreamNonBlocking));
+  return ex;
+}
+
+CudaExecutable::~CudaExecutable() {
+  if (impl_ && impl_->capture_stream) cudaStreamDestroy(impl_->capture_stream);
+}
+
+// ------------------------------------------------------------------ plans
+
+StatusOr<std::shared_ptr<CudaExecutable::Impl::Arena>> CudaExecutable::Impl::GetArena(const std::vector<int64_t>& key,
+                                                                                      const Bindings& b) {
+  auto it = arenas.find(key);
+  if (it != arenas.end()) return it->second;
+  auto arena = std::make_shared<Arena>();
+  const size_t nv = values.size();
+  arena->shapes.resize(nv);
+  for (size_t v = 0; v < nv; ++v) {
+    auto s = BindShape(values[v].type.shape, b);
+    if (!s.ok()) return s.status();
+    arena->shapes[v] = *s;
+  }
+  // Lifetimes of arena values, in step indices (aliases extend their root's).
+  std::vector<int> def(nv, -1), last(nv, -1);
+  std::vector<char> external(nv, 0);
+  for (int v : input_values) external[v] = 1;
+  for (const auto& [v, buf] : constants) external[v] = 1;
+  for (size_t v = 0; v < nv; ++v)
+    if (designated_output[v] >= 0) external[v] = 1;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    for (int v : steps[s].node.inputs) last[alias_root[v]] = static_cast<int>(s);
+    for (int v : steps[s].node.outputs) {
+      int r = alias_root[v];
+      if (def[r] < 0) def[r] = static_cast<int>(s);
+      last[r] = std::max(last[r], static_cast<int>(s));
+    }
+  }
+  arena->offsets.assign(nv, -1);
+  struct Live {
+    int64_t off, size;
+    int def, last;
+  };
+  std::vector<Live> placed;
+  int64_t total = 0;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    for (int v : steps[s].node.outputs) {
+      if (alias_root[v] != v || external[v] || arena->offsets[v] >= 0 || def[v] != static_cast<int>(s)) continue;
+      const int64_t bytes = (Numel(arena->shapes[v]) * DTypeSize(values[v].type.dtype) + 255) / 256 * 256;
+      std::vector<std::pair<int64_t, int64_t>> busy;
+      for (const auto& l : placed)
+        if (!(l.last < def[v] || l.def > last[v])) busy.push_back({l.off, l.size});
+      std::sort(busy.begin(), busy.end());
+      int64_t off = 0;
+      for (const auto& [bo, bs] : busy) {
+        if (off + bytes <= bo) break;
+        off = std::max(off, bo + bs);
+      }
+      arena->offsets[v] = off;
+      placed.push_back({off, bytes, def[v], last[v]});
+      total = std::max(total, off + bytes);
+    }
+  }
+  if (total > 0) {
+    OPFUSE_ASSIGN_OR_RETURN(arena->buffer, DeviceBuffer::Make(CachingAllocator::ForDevice(dev.ordinal), static_cast<size_t>(total)));
+  }
+  arenas.emplace(key, arena);
+  return arena;
+}
+
+StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::BuildPlan(
+    const std::shared_ptr<Arena>& arena, const std::vector<const void*>& in, const std::vector<void*>& out,
+    const Bindings& b) {
+  const size_t nv = values.size();
+  std::vector<void*> ptr(nv, nullptr);
+  for (size_t i = 0; i < input_values.size(); ++i) ptr[input_values[i]] = const_cast<void*>(in[i]);
+  for (const auto& [v, buf] : constants) ptr[v] = buf.get();
+  for (size_t v = 0; v < nv; ++v) {
+    if (designated_output[v] >= 0) ptr[v] = out[designated_output[v]];
+    else if (arena->offsets[v] >= 0) ptr[v] = static_cast<char*>(arena->buffer.get()) + arena->offsets[v];
+  }
+  auto resolve = [&](int v) { return ptr[alias_root[v]]; };
+  auto ref = [&](int v) {
+    return kernels::TensorRef{resolve(v), values[v].type.dtype, arena->shapes[v]};
+  };
+
+  auto plan = std::make_shared<Plan>();
+  plan->arena = arena;
+  for (Step& st : steps) {
+    switch (st.kind) {
+      case StepKind::kAlias:
+        break;
+      case StepKind::kCopy: {
+        int src = st.node.inputs[0];
+        void* dst = out[st.output_index];
+        const void* from = resolve(src);
+        const size_t bytes = static_cast<size_t>(Numel(arena->shapes[src]) * DTypeSize(values[src].type.dtype));
+        if (bytes == 0) break;
+        plan->launches.push_back(KernelLaunch::Custom(
+            st.name,
+            [dst, from, bytes](cudaStream_t s) {
+              OPFUSE_CUDA_CHECK(cudaMemcpyAsync(dst, from, bytes, cudaMemcpyDeviceToDevice, s));
+              return Status::Ok();
+            },
+            1));
+        break;
+      }
+      case StepKind::kMatmul: {
+        const Node& n = st.node;
+        const auto& as = arena->shapes[n.inputs[0]];
+        const auto& bs = arena->shapes[n.inputs[1]];
+        MatmulArgs a;
+        OPFUSE_ASSIGN_OR_RETURN(a.type, MatmulTypeFor(values[n.inputs[0]].type.dtype));
+        a.transpose_b = AttrInt(n.attrs, "transpose_b", 0) != 0;
+        a.k = as.back();
+        a.m = a.k ? Numel(as) / a.k : 0;
+        a.n = a.transpose_b ? bs[0] : bs[1];
+        a.a = resolve(n.inputs[0]);
+        a.b = resolve(n.inputs[1]);
+        a.bias = n.inputs.size() > 2 ? resolve(n.inputs[2]) : nullptr;
+        a.c = resolve(n.outputs[0]);
+        if (a.m == 0 || a.n == 0) break;
+        OPFUSE_ASSIGN_OR_RETURN(MatmulEngine * eng, MatmulEngine::ForCurrentDevice());
+        plan->launches.push_back(KernelLaunch::Custom(
+            fmt::format("cublaslt:matmul_{}x{}x{}", a.m, a.n, a.k),
+            [eng, a](cudaStream_t s) { return eng->Matmul(a, s); }, 1));
+        break;
+      }
+      case StepKind::kLibrary: {
+        std::vector<kernels::TensorRef> ins, outs;
+        for (int v : st.node.inputs) ins.push_back(ref(v));
+        for (int v : st.node.outputs) outs.push_back(ref(v));
+        auto l = kernels::PlanLibraryNode(st.node, ins, outs, dev);
+        if (!l.ok()) return Status(l.status().code(), fmt::format("{}: {}", st.name, l.status().message()));
+        for (auto& x : *l) plan->launches.push_back(std::move(x));
+        break;
+      }
+      case StepKind::kJit: {
+        bool aligned = true;
+        for (int v : st.jit_inputs) aligned &= reinterpret_cast<uintptr_t>(resolve(v)) % 16 == 0;
+        for (int v : st.jit_outputs) aligned &= reinterpret_cast<uintptr_t>(resolve(v)) % 16 == 0;
+        OPFUSE_ASSIGN_OR_RETURN(std::shared_ptr<const jit::LoadedKernel> lk, LoadJit(st, aligned));
+        std::vector<int64_t> symv;
+        for (const auto& s : st.kernel->symbols) symv.push_back(b.at(s));
+        OPFUSE_ASSIGN_OR_RETURN(jit::LoadedKernel::Geometry geo, lk->LaunchGeometry(symv));
+        if (geo.blocks == 0) break;
+        std::vector<std::vector<std::byte>> args;
+        for (int v : st.jit_inputs) args.push_back(ArgBytes(static_cast<const void*>(resolve(v))));
+        for (int v : st.jit_outputs) args.push_back(ArgBytes(resolve(v)));
+        for (int64_t s : symv) args.push_back(ArgBytes(static_cast<long long>(s)));
+        plan->launches.push_back(KernelLaunch::Raw(lk->jit().emitted.function, lk->handle(),
+                                                   dim3(static_cast<unsigned>(geo.blocks)), dim3(geo.threads), 0, args));
+        break;
+      }
+    }
+  }
+  for (const auto& l : plan->launches) plan->kernels += l.kernels();
+  return plan;
+}
+
+StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::GetPlan(const std::vector<const void*>& in,
+                                                                                    const std::vector<void*>& out,
+                                                                                    const Bindings& b) {
+  if (in.size() != input_values.size() || out.size() != output_values.size())
+    return InvalidArgument(fmt::format("run: expected {} inputs and {} outputs, got {} and {}", input_values.size(),
+                                       output_values.size(), in.size(), out.size()));
+  OPFUSE_ASSIGN_OR_RETURN(std::vector<int64_t> skey, SymbolKey(b));
+  std::vector<uintptr_t> key(skey.begin(), skey.end());
+  for (const void* p : in) key.push_back(reinterpret_cast<uintptr_t>(p));
+  for (void* p : out) key.push_back(reinterpret_cast<uintptr_t>(p));
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = plans.find(key);
+  if (it != plans.end()) {
+    it->second->last_used = ++clock;
+    return it->second;
+  }
+  for (size_t i = 0; i < in.size(); ++i)
+    if (!in[i]) return InvalidArgument(fmt::format("run: input '{}' is a null pointer", values[input_values[i]].name));
+  for (size_t i = 0; i < out.size(); ++i)
+    if (!out[i]) return InvalidArgument(fmt::format("run: output '{}' is a null pointer", values[output_values[i]].name));
+  OPFUSE_ASSIGN_OR_RETURN(std::shared_ptr<Arena> arena, GetArena(skey, b));
+  OPFUSE_ASSIGN_OR_RETURN(std::shared_ptr<Plan> plan, BuildPlan(arena, in, out, b));
+  if (plans.size() >= kMaxPlans) {
+    auto lru = std::min_element(plans.begin(), plans.end(),
+                                [](const auto& x, const auto& y) { return x.second->last_used < y.second->last_used; });
+    plans.erase(lru);  // a CudaGraph that captured it keeps its own reference
+  }
+  plan->last_used = ++clock;
+  plans.emplace(std::move(key), plan);
+  return plan;
+}
+
+// ------------------------------------------------------------------ runs
+
+Status CudaExecutable::Run(const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
+                           const Bindings& bindings, cudaStream_t stream) {
+  OPFUSE_ASSIGN_OR_RETURN(std::shared_ptr<Impl::Plan> plan, impl_->GetPlan(inputs, outputs, bindings));
+  for (const auto& l : plan->launches) OPFUSE_RETURN_IF_ERROR(l.Launch(stream));
+  impl_->last_kernels = plan->kernels;
+  return Status::Ok();
+}
+
+namespace {
+Status BindDims(const std::string& what, const TensorType& want, const DeviceTensor& got, Bindings& b) {
+  if (got.dtype != want.dtype)
+    return InvalidArgument(fmt::format("{}: dtype {} but the graph says {}", what, DTypeName(got.dtype), DTypeName(want.dtype)));
+  if (got.shape.size() != want.shape.size())
+    return InvalidArgument(fmt::format("{}: rank {} but the graph says {}", what, got.shape.size(), ShapeToString(want.shape)));
+  for (size_t i = 0; i < got.shape.size(); ++i) {
+    const Dim& d = want.shape[i];
+    if (d.is_static()) {
+      if (d.value != got.shape[i])
+        return InvalidArgument(fmt::format("{}: dim {} is {} but the graph says {}", what, i, got.shape[i], d.value));
+      continue;
+    }
+    auto [it, fresh] = b.emplace(d.sym, got.shape[i]);
+    if (!fresh && it->second != got.shape[i])
+      return InvalidArgument(fmt::format("{}: dim {} is {} but {} = {}", what, i, got.shape[i], d.sym, it->second));
+  }
+  return Status::Ok();
+}
+}  // namespace
+
+Status CudaExecutable::Run(const std::map<std::string, DeviceTensor>& inputs,
+                           const std::map<std::string, DeviceTensor>& outputs, cudaStream_t stream) {
+  Bindings b;
+  std::vector<const void*> in;
+  std::vector<void*> out;
+  for (int v : graph_.inputs) {
+    const auto& val = graph_.values[v];
+    auto it = inputs.find(val.name);
+    if (it == inputs.end()) return InvalidArgument(fmt::format("run: missing input '{}'", val.name));
+    OPFUSE_RETURN_IF_ERROR(BindDims("input '" + val.name + "'", val.type, it->second, b));
+    in.push_back(it->second.data);
+  }
+  for (const auto& [name, t] : inputs)
+    if (!graph_.FindValue(name) || graph_.values[*graph_.FindValue(name)].kind == ValueKind::kNode)
+      return InvalidArgument(fmt::format("run: '{}' is not an input of graph {}", name, graph_.name));
+  for (int v : graph_.outputs) {
+    const auto& val = graph_.values[v];
+    auto it = outputs.find(val.name);
+    if (it == outputs.end()) return InvalidArgument(fmt::format("run: missing output '{}'", val.name));
+    out.push_back(it->second.data);
+  }
+  OPFUSE_ASSIGN_OR_RETURN(auto shapes, OutputShapes(b));
+  for (size_t j = 0; j < graph_.outputs.size(); ++j) {
+    const auto& val = graph_.values[graph_.outputs[j]];
+    const DeviceTensor& t = outputs.at(val.name);
+    if (t.dtype != val.type.dtype || t.shape != shapes[j])
+      return InvalidArgument(fmt::format("run: output '{}' must be {}{}, got {}{}", val.name, DTypeName(val.type.dtype),
+                                         fmt::format("[{}]", fmt::join(shapes[j], ", ")), DTypeName(t.dtype),
+                                         fmt::format("[{}]", fmt::join(t.shape, ", "))));
+  }
+  return Run(in, out, b, stream);
+}
+
+StatusOr<std::vector<std::vector<int64_t>>> CudaExecutable::OutputShapes(const Bindings& bindings) const {
+  std::vector<std::vector<int64_t>> out;
+  for (int v : graph_.outputs) {
+    OPFUSE_ASSIGN_OR_RETURN(std::vector<int64_t> s, BindShape(graph_.values[v].type.shape, bindings));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+StatusOr<std::map<std::string, HostTensor>> CudaExecutable::RunHost(const std::map<std::string, HostTensor>& inputs,
+                                                                    const Bindings& explicit_bindings) {
+  OPFUSE_ASSIGN_OR_RETURN(Bindings b, BindInputShapes(graph_, inputs, explicit_bindings));
+  CachingAllocator& alloc = CachingAllocator::ForDevice(device_.ordinal);
+  std::vector<DeviceBuffer> bufs;
+  std::vector<const void*> in;
+  std::vector<void*> out;
+  for (int v : graph_.inputs) {
+    const HostTensor& h = inputs.at(graph_.values[v].name);
+    OPFUSE_ASSIGN_OR_RETURN(DeviceBuffer d, DeviceBuffer::Make(alloc, std::max<size_t>(h.data.size(), 1)));
+    OPFUSE_CUDA_CHECK(cudaMemcpy(d.get(), h.data.data(), h.data.size(), cudaMemcpyHostToDevice));
+    in.push_back(d.get());
+    bufs.push_back(std::move(d));
+  }
+  OPFUSE_ASSIGN_OR_RETURN(auto shapes, OutputShapes(b));
+  std::vector<HostTensor> host_out;
+  for (size_t j = 0; j < graph_.outputs.size(); ++j) {
+    host_out.emplace_back(graph_.values[graph_.outputs[j]].type.dtype, shapes[j]);
+    OPFUSE_ASSIGN_OR_RETURN(DeviceBuffer d, DeviceBuffer::Make(alloc, std::max<size_t>(host_out.back().data.size(), 1)));
+    OPFUSE_CUDA_CHECK(cudaMemset(d.get(), 0xFF, host_out.back().data.size()));  // poisoned: NaN for floats
+    out.push_back(d.get());
+    bufs.push_back(std::move(d));
+  }
+  OPFUSE_RETURN_IF_ERROR(Run(in, out, b, nullptr));
+  OPFUSE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  std::map<std::string, HostTensor> result;
+  for (size_t j = 0; j < graph_.outputs.size(); ++j) {
+    OPFUSE_CUDA_CHECK(cudaMemcpy(host_out[j].data.data(), out[j], host_out[j].data.size(), cudaMemcpyDeviceToHost));
+    result[graph_.values[graph_.outputs[j]].name] = std::move(host_out[j]);
+  }
+  // Plans are keyed by pointer: drop the ones made for these temporary buffers.
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    for (auto it = impl_->plans.begin(); it != impl_->plans.end();) {
+      const auto& k = it->first;
+      bool mine = false;
+      for (const void* p : in) mine |= std::find(k.begin(), k.end(), reinterpret_cast<uintptr_t>(p)) != k.end();
+      it = mine ? impl_->plans.erase(it) : std::next(it);
+    }
+  }
+  return result;
+}
+
+int CudaExecutable::kernels_per_run() const { return impl_ ? impl_->last_kernels.load() : -1; }
+
+// ------------------------------------------------------------------ CUDA graphs
+
+StatusOr<std::unique_ptr<CudaGraph>> CudaExecutable::Capture(const std::vector<const void*>& inputs,
+                                                             const std::vector<void*>& outputs,
+                                                             const Bindings& bindings) {
+  OPFUSE_ASSIGN_OR_RETURN(std::shared_ptr<Impl::Plan> plan, impl_->GetPlan(inputs, outputs, bindings));
+  cudaStream_t s = impl_->capture_stream;
+  // One eager run first: cuBLASLt allocates its per-stream workspace on first use, which cannot
+  // happen inside a capture.
+  for (const auto& l : plan->launches) OPFUSE_RETURN_IF_ERROR(l.Launch(s));
+  OPFUSE_CUDA_CHECK(cudaStreamSynchronize(s));
+  std::unique_ptr<CudaGraph> cg(new CudaGraph());
+  OPFUSE_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  Status st = Status::Ok();
+  for (const auto& l : plan->launches) {
+    st = l.Launch(s);
+    if (!st.ok()) break;
+  }
+  cudaGraph_t graph = nullptr;
+  cudaError_t e = cudaStreamEndCapture(s, &graph);
+  if (!st.ok()) {
+    if (graph) cudaGraphDestroy(graph);
+    return st;
+  }
+  OPFUSE_CUDA_CHECK(e);
+  cg->graph_ = graph;
+  OPFUSE_CUDA_CHECK(cudaGraphInstantiate(&cg->exec_, graph, 0));
+  cg->pin_ = plan;
+  cg->kernels_ = plan->kernels;
+  impl_->last_kernels = plan->kernels;
+  return cg;
+}
+
+CudaGraph::~CudaGraph() {
+  if (exec_) cudaGraphExecDestroy(exec_);
+  if (graph_) cudaGraphDestroy(graph_);
+}
+
+Status CudaGraph::Launch(cudaStream_t stream) const {
+  OPFUSE_CUDA_CHECK(cudaGraphLaunch(exec_, stream));
+  return Status::Ok();
+}
+
+}  // namespace opfuse::cuda

@@ -1,0 +1,141 @@
+// The CUDA executor: a Graph compiled for the GPU and run with pre-resolved launches.
+//
+// Design (DESIGN.md "Backends and execution"):
+//  * Create() runs the pass pipeline on a copy of the graph, picks each fused group's variant —
+//    the group's scheduled variant, or the one forced by ExecutorOptions::variant — and compiles
+//    what it needs: JIT kernels through the kernel cache (memory + disk, never recompiled), library
+//    kernels need nothing. A group whose chosen variant cannot run falls back (library → jit →
+//    unfused) and the reason is kept in fallbacks() and logged to stderr once; never silent.
+//  * Each ungrouped node runs its library kernel (src/kernels), matmul through cuBLASLt, reshape as
+//    an alias. "unfused" runs a group's nodes one library kernel each, composites decomposed into
+//    their primitives first (that is the never-fuse path).
+//  * Run() looks up a Plan for (symbol bindings, I/O device pointers): intermediates allocated from
+//    the caching allocator, every launch resolved to a KernelLaunch (kernel, grid, block, argument
+//    bytes). The first call with a new key builds the plan (a few µs per node); later calls only
+//    loop over cudaLaunchKernel. Plans are kept (LRU, kMaxPlans) so rotated input sets each keep
+//    theirs and a captured CUDA graph's pointers stay valid while its plan lives.
+//  * Capture() records one Run into a CUDA graph (cudaStreamBeginCapture on a private stream) and
+//    returns a CudaGraph that replays it with one cudaGraphLaunch.
+// Built with OPFUSE_CUDA only.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "jit/kernel_cache.h"
+#include "opfuse/config.h"
+#include "opfuse/graph.h"
+#include "runtime/cuda/device.h"
+#include "runtime/cuda/launch.h"
+#include "runtime/host_tensor.h"
+
+namespace opfuse::cuda {
+
+enum class Variant {
+  kAuto,      // each fused group's scheduled variant (FusionGroup::variant)
+  kUnfused,   // every group op by op (library kernel per primitive)
+  kLibrary,   // hand-written fused kernel where one exists, else JIT (reason recorded)
+  kJit,       // generated kernel for every fused group
+};
+const char* VariantName(Variant v);
+StatusOr<Variant> ParseVariant(const std::string& s);  // "auto" | "unfused" | "library" | "jit"
+
+struct ExecutorOptions {
+  FusionConfig config;              // pipeline config; enable_fusion = false is never-fuse
+  Variant variant = Variant::kAuto;
+  // With kJit: nodes left outside any group that the JIT can compile (elementwise, reductions)
+  // are compiled as one-node kernels too (for benchmarking the JIT on single ops).
+  bool jit_single_ops = false;
+  jit::KernelCache* cache = nullptr;  // nullptr: the process-wide cache (OPFUSE_CACHE_DIR)
+  std::string arch;                   // "" = the device's
+  int jit_threads = 0;                // parallel NVRTC compiles; 0 = hardware concurrency
+};
+
+// A device tensor passed to Run: contiguous row-major, shape bound.
+struct DeviceTensor {
+  void* data = nullptr;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+};
+
+// One step of the executable program, as compiled (before shapes are bound).
+struct StepInfo {
+  std::string name;      // kernel-style name, e.g. "fz_add_rms_norm_bf16_h2048" or "lib:add"
+  std::string kind;      // "jit" | "library" | "matmul" | "alias"
+  std::vector<int> nodes;  // node ids of graph() it computes
+};
+
+class CudaGraph;
+
+class CudaExecutable {
+ public:
+  static constexpr size_t kMaxPlans = 64;
+
+  // Compiles `g` (a verified graph; the pipeline runs on a copy). Unavailable("no CUDA device: ...")
+  // without a GPU.
+  static StatusOr<std::unique_ptr<CudaExecutable>> Create(const Graph& g, ExecutorOptions opts = {});
+  ~CudaExecutable();
+
+  // Runs on `stream` without synchronising. `inputs` in graph().inputs order (inputs and params),
+  // `outputs` in graph().outputs order, device pointers; `bindings` must bind every symbol (use
+  // BindShapes to derive them from input shapes).
+  Status Run(const std::vector<const void*>& inputs, const std::vector<void*>& outputs, const Bindings& bindings,
+             cudaStream_t stream);
+  // By name, with shapes checked against the graph; output shapes must be the bound ones.
+  Status Run(const std::map<std::string, DeviceTensor>& inputs, const std::map<std::string, DeviceTensor>& outputs,
+             cudaStream_t stream);
+  // Host tensors in, host tensors out: uploads, runs, downloads, synchronises (tests, CLI).
+  StatusOr<std::map<std::string, HostTensor>> RunHost(const std::map<std::string, HostTensor>& inputs,
+                                                      const Bindings& explicit_bindings = {});
+
+  // Records one Run into a CUDA graph; replay it with CudaGraph::Launch. Pointers and bindings are
+  // baked in (the plan is pinned while the CudaGraph lives).
+  StatusOr<std::unique_ptr<CudaGraph>> Capture(const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
+                                               const Bindings& bindings);
+
+  const Graph& graph() const { return graph_; }  // after the pipeline (groups, variants)
+  const std::vector<StepInfo>& steps() const { return steps_; }
+  // Device kernels the last Run (or Capture) launched (cuBLASLt matmul counts 1, aliases 0);
+  // -1 before the first run. Counted from the plan actually used, never estimated.
+  int kernels_per_run() const;
+  // Why a group did not get the variant it asked for ("group 2 fz_...: library → jit: no library kernel for generic groups").
+  const std::vector<std::string>& fallbacks() const { return fallbacks_; }
+  // Output shapes for `bindings`, in graph().outputs order.
+  StatusOr<std::vector<std::vector<int64_t>>> OutputShapes(const Bindings& bindings) const;
+  const DeviceInfo& device() const { return device_; }
+  double compile_ms() const { return compile_ms_; }  // JIT compile (or cache load) time in Create
+
+  struct Impl;
+
+ private:
+  CudaExecutable() = default;
+  Graph graph_;
+  std::vector<StepInfo> steps_;
+  std::vector<std::string> fallbacks_;
+  DeviceInfo device_;
+  double compile_ms_ = 0;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A captured Run, replayed with one cudaGraphLaunch.
+class CudaGraph {
+ public:
+  ~CudaGraph();
+  Status Launch(cudaStream_t stream) const;
+  int kernels() const { return kernels_; }
+
+ private:
+  friend class CudaExecutable;
+  CudaGraph() = default;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+  std::shared_ptr<void> pin_;  // keeps the plan (its buffers) alive
+  int kernels_ = 0;
+};
+
+}  // namespace opfuse::cuda

@@ -1,0 +1,368 @@
+// The CUDA executor end to end: graphs compiled under each variant run on the GPU and match the
+// CPU reference; plans are reused; CUDA-graph replay equals eager runs; unaligned pointers take
+// the unaligned JIT kernel; the host cost of a Run is small; errors are Statuses.
+//
+// Design: as every GPU test, each case skips with QueryDevice()'s reason when there is no usable
+// GPU (the "no CUDA device" test itself runs only there). Inputs are fresh signed random values
+// (std::random_device seed, printed), outputs are poisoned by RunHost before each run, and the
+// comparison is norm-wise relative error against the op-by-op CPU reference with the per-dtype
+// bounds of tests/jit_cases.h; NaN or all-zero outputs fail.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "../jit_cases.h"
+#include "opfuse/graph.h"
+#include "runtime/backend.h"
+#include "runtime/cpu/cpu_executor.h"
+#include "runtime/host_tensor.h"
+
+#ifdef OPFUSE_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "runtime/cuda/allocator.h"
+#include "runtime/cuda/device.h"
+#include "runtime/cuda/executor.h"
+#endif
+
+namespace opfuse {
+namespace {
+
+using testing_cases::Bound;
+using testing_cases::RelErr;
+
+#define ASSERT_OK(expr)                                     \
+  do {                                                      \
+    ::opfuse::Status _s = (expr);                           \
+    ASSERT_TRUE(_s.ok()) << #expr << ": " << _s.ToString(); \
+  } while (0)
+
+uint64_t FreshSeed() {
+  uint64_t s = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(s));
+  return s;
+}
+
+Graph Parse(const std::string& text) {
+  auto g = ParseGraph(text);
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  return g.ok() ? *g : Graph{};
+}
+
+// The output must be finite, not all zero (unless the reference is), and within the bound.
+void ExpectClose(const std::string& what, const HostTensor& out, const HostTensor& ref) {
+  ASSERT_EQ(out.shape, ref.shape) << what;
+  bool any_nonzero = false, ref_nonzero = false;
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    ASSERT_FALSE(std::isnan(out.get(i))) << what << ": NaN at " << i;
+    any_nonzero |= out.get(i) != 0;
+    ref_nonzero |= ref.get(i) != 0;
+  }
+  if (ref_nonzero) EXPECT_TRUE(any_nonzero) << what << ": all zero";
+  if (IsFloat(ref.dtype)) {
+    EXPECT_LE(RelErr(out, ref), Bound(ref.dtype)) << what;
+  } else {
+    for (int64_t i = 0; i < out.numel(); ++i) ASSERT_EQ(out.get(i), ref.get(i)) << what << " at " << i;
+  }
+}
+
+TEST(BackendTest, CpuBackendMatchesReference) {  // runs everywhere
+  auto be = MakeBackend("cpu");
+  ASSERT_TRUE(be.ok());
+  Graph g = Parse(testing_cases::kJitCases[0].text);
+  auto exe = (*be)->Compile(g, {});
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  const Bindings b = testing_cases::kJitCases[0].bind;
+  auto inputs = RandomInputs(g, b, FreshSeed());
+  auto out = (*exe)->Run(inputs, b);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  auto ref = RunGraphCpu(g, inputs, CpuRunOptions{b});
+  ASSERT_TRUE(ref.ok());
+  ExpectClose("cpu backend", out->at("y"), ref->at("y"));
+  EXPECT_EQ((*exe)->steps_per_run(), 1);  // rms_norm: one fused group
+}
+
+TEST(BackendTest, UnknownBackendIsInvalidArgument) {
+  auto be = MakeBackend("tpu");
+  ASSERT_FALSE(be.ok());
+  EXPECT_EQ(be.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(be.status().message().find("cpu or cuda"), std::string::npos);
+}
+
+#ifndef OPFUSE_WITH_CUDA
+
+TEST(ExecutorTest, CudaBackendUnavailableWithoutBuild) {
+  auto be = MakeBackend("cuda");
+  ASSERT_FALSE(be.ok());
+  EXPECT_EQ(be.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(be.status().message().find("no CUDA device"), std::string::npos);
+}
+
+#else
+
+TEST(ExecutorNoGpu, SaysNoCudaDevice) {
+  if (cuda::QueryDevice().ok()) GTEST_SKIP() << "a GPU is present";
+  auto be = MakeBackend("cuda");
+  ASSERT_FALSE(be.ok());
+  EXPECT_EQ(be.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(be.status().message().find("no CUDA device"), std::string::npos) << be.status().message();
+  auto ex = cuda::CudaExecutable::Create(Parse(testing_cases::kJitCases[0].text));
+  ASSERT_FALSE(ex.ok());
+  EXPECT_NE(ex.status().message().find("no CUDA device"), std::string::npos) << ex.status().message();
+}
+
+class ExecutorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto d = cuda::QueryDevice();
+    if (!d.ok()) GTEST_SKIP() << d.status().message();
+  }
+};
+
+struct VariantCase {
+  testing_cases::JitCase c;
+  cuda::Variant v;
+};
+void PrintTo(const VariantCase& vc, std::ostream* os) { *os << vc.c.name << "/" << cuda::VariantName(vc.v); }
+
+class ExecutorVariantTest : public ExecutorTest, public ::testing::WithParamInterface<VariantCase> {};
+
+// Every JIT case (each pattern and generic group) under unfused / library / jit vs the CPU reference.
+TEST_P(ExecutorVariantTest, MatchesCpuReference) {
+  const auto& [c, v] = GetParam();
+  Graph g = Parse(c.text);
+  cuda::ExecutorOptions o;
+  o.variant = v;
+  auto ex = cuda::CudaExecutable::Create(g, o);
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  for (const auto& f : (*ex)->fallbacks()) std::printf("fallback: %s\n", f.c_str());
+  auto inputs = RandomInputs(g, c.bind, FreshSeed());
+  auto out = (*ex)->RunHost(inputs, c.bind);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  auto ref = RunGraphCpu(g, inputs, CpuRunOptions{c.bind});
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  for (const auto& [name, t] : *ref) ExpectClose(name, out->at(name), t);
+  std::string steps;
+  for (const auto& s : (*ex)->steps()) steps += s.name + " ";
+  std::printf("%s/%s: %d kernels: %s\n", c.name, cuda::VariantName(v), (*ex)->kernels_per_run(), steps.c_str());
+  EXPECT_GE((*ex)->kernels_per_run(), 1);
+  if (v == cuda::Variant::kJit) {
+    for (const auto& s : (*ex)->steps()) EXPECT_NE(s.kind, "library") << s.name;  // every group fused by the JIT
+  }
+}
+
+std::vector<VariantCase> AllVariantCases() {
+  std::vector<VariantCase> out;
+  for (const auto& c : testing_cases::kJitCases)
+    for (auto v : {cuda::Variant::kUnfused, cuda::Variant::kLibrary, cuda::Variant::kJit}) out.push_back({c, v});
+  return out;
+}
+INSTANTIATE_TEST_SUITE_P(All, ExecutorVariantTest, ::testing::ValuesIn(AllVariantCases()),
+                         [](const ::testing::TestParamInfo<VariantCase>& i) {
+                           return std::string(i.param.c.name) + "_" + cuda::VariantName(i.param.v);
+                         });
+
+// The unfused path really runs more kernels than the fused one.
+TEST_F(ExecutorTest, VariantsLaunchDifferentKernels) {
+  Graph g = Parse(testing_cases::kJitCases[2].text);  // add_rms_norm
+  const Bindings b = testing_cases::kJitCases[2].bind;
+  auto inputs = RandomInputs(g, b, FreshSeed());
+  std::map<std::string, int> kernels;
+  for (auto v : {cuda::Variant::kUnfused, cuda::Variant::kLibrary, cuda::Variant::kJit}) {
+    auto ex = cuda::CudaExecutable::Create(g, {.variant = v});
+    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+    ASSERT_TRUE((*ex)->RunHost(inputs, b).ok());
+    kernels[cuda::VariantName(v)] = (*ex)->kernels_per_run();
+  }
+  EXPECT_EQ(kernels["library"], 1);
+  EXPECT_EQ(kernels["jit"], 1);
+  EXPECT_GE(kernels["unfused"], 5);  // add, mul, mean, add eps, rsqrt, mul, mul
+}
+
+// The example decoder layer (matmul, attention, rope, norms, SwiGLU) under each variant.
+TEST_F(ExecutorTest, LlamaDecoderLayerAllVariants) {
+  // The source tree of the build, or (on the GPU machine, which runs a copy) the working directory.
+  std::ifstream f(std::string(OPFUSE_SOURCE_DIR) + "/examples/graphs/llama_decoder_layer.ofg");
+  if (!f.good()) f = std::ifstream("examples/graphs/llama_decoder_layer.ofg");
+  ASSERT_TRUE(f.good()) << "examples/graphs/llama_decoder_layer.ofg not found";
+  std::stringstream ss;
+  ss << f.rdbuf();
+  Graph g = Parse(ss.str());
+  Bindings b;
+  for (const auto& s : g.Symbols()) b[s] = 7;
+  auto inputs = RandomInputs(g, b, FreshSeed());
+  auto ref = RunGraphCpu(g, inputs, CpuRunOptions{b});
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  for (auto v : {cuda::Variant::kUnfused, cuda::Variant::kLibrary, cuda::Variant::kJit, cuda::Variant::kAuto}) {
+    auto ex = cuda::CudaExecutable::Create(g, {.variant = v});
+    ASSERT_TRUE(ex.ok()) << cuda::VariantName(v) << ": " << ex.status().ToString();
+    auto out = (*ex)->RunHost(inputs, b);
+    ASSERT_TRUE(out.ok()) << cuda::VariantName(v) << ": " << out.status().ToString();
+    for (const auto& [name, t] : *ref) ExpectClose(std::string(cuda::VariantName(v)) + ":" + name, out->at(name), t);
+    std::printf("decoder layer %s: %d kernels\n", cuda::VariantName(v), (*ex)->kernels_per_run());
+  }
+}
+
+struct DeviceIo {
+  std::vector<cuda::DeviceBuffer> bufs;
+  std::vector<const void*> in;
+  std::vector<void*> out;
+  std::vector<HostTensor> host_out;
+};
+
+// Uploads `inputs` (optionally at a one-element offset) and allocates poisoned outputs.
+DeviceIo Upload(const cuda::CudaExecutable& ex, const std::map<std::string, HostTensor>& inputs, const Bindings& b,
+                size_t offset_elems = 0) {
+  DeviceIo io;
+  auto& alloc = cuda::CachingAllocator::ForDevice(0);
+  const Graph& g = ex.graph();
+  for (int v : g.inputs) {
+    const HostTensor& h = inputs.at(g.values[v].name);
+    const size_t off = offset_elems * DTypeSize(h.dtype);
+    auto d = cuda::DeviceBuffer::Make(alloc, h.data.size() + off + 16);
+    EXPECT_TRUE(d.ok());
+    char* p = static_cast<char*>(d->get()) + off;
+    EXPECT_EQ(cudaMemcpy(p, h.data.data(), h.data.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    io.in.push_back(p);
+    io.bufs.push_back(std::move(*d));
+  }
+  auto shapes = ex.OutputShapes(b);
+  EXPECT_TRUE(shapes.ok());
+  for (size_t j = 0; j < g.outputs.size(); ++j) {
+    io.host_out.emplace_back(g.values[g.outputs[j]].type.dtype, (*shapes)[j]);
+    const size_t off = offset_elems * DTypeSize(io.host_out.back().dtype);
+    auto d = cuda::DeviceBuffer::Make(alloc, io.host_out.back().data.size() + off + 16);
+    EXPECT_TRUE(d.ok());
+    char* p = static_cast<char*>(d->get()) + off;
+    EXPECT_EQ(cudaMemset(p, 0xFF, io.host_out.back().data.size()), cudaSuccess);
+    io.out.push_back(p);
+    io.bufs.push_back(std::move(*d));
+  }
+  return io;
+}
+
+void Download(DeviceIo& io) {
+  for (size_t j = 0; j < io.out.size(); ++j)
+    ASSERT_EQ(cudaMemcpy(io.host_out[j].data.data(), io.out[j], io.host_out[j].data.size(), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+}
+
+// Unaligned base pointers: the JIT step compiles and uses its unaligned kernel; results still right.
+TEST_F(ExecutorTest, UnalignedPointersUseUnalignedKernel) {
+  const auto& c = testing_cases::kJitCases[7];  // swiglu bf16
+  Graph g = Parse(c.text);
+  auto ex = cuda::CudaExecutable::Create(g, {.variant = cuda::Variant::kJit});
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  auto inputs = RandomInputs(g, c.bind, FreshSeed());
+  auto ref = RunGraphCpu(g, inputs, CpuRunOptions{c.bind});
+  ASSERT_TRUE(ref.ok());
+  DeviceIo io = Upload(**ex, inputs, c.bind, /*offset_elems=*/1);
+  ASSERT_OK((*ex)->Run(io.in, io.out, c.bind, nullptr));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  Download(io);
+  ExpectClose("unaligned swiglu", io.host_out[0], ref->at("y"));
+}
+
+// Capture + replay gives the eager result; replays do not rebuild anything.
+TEST_F(ExecutorTest, CudaGraphReplayMatchesEager) {
+  const auto& c = testing_cases::kJitCases[2];  // add_rms_norm: two outputs
+  Graph g = Parse(c.text);
+  for (auto v : {cuda::Variant::kUnfused, cuda::Variant::kJit}) {
+    auto ex = cuda::CudaExecutable::Create(g, {.variant = v});
+    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+    auto inputs = RandomInputs(g, c.bind, FreshSeed());
+    auto ref = RunGraphCpu(g, inputs, CpuRunOptions{c.bind});
+    ASSERT_TRUE(ref.ok());
+    DeviceIo io = Upload(**ex, inputs, c.bind);
+    auto graph = (*ex)->Capture(io.in, io.out, c.bind);
+    ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+    for (size_t j = 0; j < io.out.size(); ++j) ASSERT_EQ(cudaMemset(io.out[j], 0xFF, io.host_out[j].data.size()), cudaSuccess);
+    ASSERT_OK((*graph)->Launch(nullptr));
+    ASSERT_OK((*graph)->Launch(nullptr));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    Download(io);
+    ExpectClose("replay y", io.host_out[0], ref->at("y"));
+    ExpectClose("replay s", io.host_out[1], ref->at("s"));
+    EXPECT_EQ((*graph)->kernels(), (*ex)->kernels_per_run());
+  }
+}
+
+// Pre-resolved launches: after the first Run, a Run is a loop of cudaLaunchKernel. Target ≤ 10 µs.
+TEST_F(ExecutorTest, HostCostOfRun) {
+  const auto& c = testing_cases::kJitCases[0];  // rms_norm, one kernel
+  Graph g = Parse(c.text);
+  for (auto v : {cuda::Variant::kLibrary, cuda::Variant::kJit}) {
+    auto ex = cuda::CudaExecutable::Create(g, {.variant = v});
+    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+    auto inputs = RandomInputs(g, c.bind, FreshSeed());
+    DeviceIo io = Upload(**ex, inputs, c.bind);
+    ASSERT_OK((*ex)->Run(io.in, io.out, c.bind, nullptr));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    constexpr int kRuns = 2000;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kRuns; ++i) ASSERT_OK((*ex)->Run(io.in, io.out, c.bind, nullptr));
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / kRuns;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::printf("host cost of one Run (%s, 1 kernel): %.2f us\n", cuda::VariantName(v), us);
+    RecordProperty(std::string("host_us_") + cuda::VariantName(v), std::to_string(us));
+    EXPECT_LE(us, 10.0);
+  }
+}
+
+TEST_F(ExecutorTest, JitSingleOps) {
+  Graph g = Parse("graph g\ninput x: bf16[T, 2048]\ny = exp2(x)\noutput y\n");
+  const Bindings b{{"T", 3}};
+  auto ex = cuda::CudaExecutable::Create(g, {.variant = cuda::Variant::kJit, .jit_single_ops = true});
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  ASSERT_EQ((*ex)->steps().size(), 1u);
+  EXPECT_EQ((*ex)->steps()[0].kind, "jit");
+  auto lib = cuda::CudaExecutable::Create(g, {.variant = cuda::Variant::kJit});
+  ASSERT_TRUE(lib.ok());
+  EXPECT_EQ((*lib)->steps()[0].kind, "library");
+  auto inputs = RandomInputs(g, b, FreshSeed());
+  auto ref = RunGraphCpu(g, inputs, CpuRunOptions{b});
+  for (auto* e : {ex->get(), lib->get()}) {
+    auto out = e->RunHost(inputs, b);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    ExpectClose("exp2", out->at("y"), ref->at("y"));
+  }
+}
+
+TEST_F(ExecutorTest, ReshapeAliasAndPassThroughOutputs) {
+  Graph g = Parse(
+      "graph g\ninput x: f32[T, 8]\nk = constant() {value=2.0}\nr = reshape(x) {shape=[-1]}\n"
+      "m = mul(r, k)\nq = reshape(m) {shape=[T, 8]}\noutput q, x, r, k\n");
+  const Bindings b{{"T", 5}};
+  auto ex = cuda::CudaExecutable::Create(g);
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  auto inputs = RandomInputs(g, b, FreshSeed());
+  auto out = (*ex)->RunHost(inputs, b);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  auto ref = RunGraphCpu(g, inputs, CpuRunOptions{b});
+  ASSERT_TRUE(ref.ok());
+  for (const auto& [name, t] : *ref) ExpectClose(name, out->at(name), t);
+}
+
+TEST_F(ExecutorTest, BadRunArgumentsAreStatuses) {
+  Graph g = Parse(testing_cases::kJitCases[0].text);
+  auto ex = cuda::CudaExecutable::Create(g);
+  ASSERT_TRUE(ex.ok());
+  Status s = (*ex)->Run(std::vector<const void*>{}, std::vector<void*>{}, {{"T", 1}}, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  int dummy = 0;
+  s = (*ex)->Run(std::vector<const void*>{&dummy, &dummy}, std::vector<void*>{&dummy}, {}, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);  // T unbound
+  EXPECT_NE(s.message().find("unbound symbol"), std::string::npos);
+  std::map<std::string, cuda::DeviceTensor> in{{"x", {&dummy, DType::kF32, {2, 2048}}}}, out;
+  s = (*ex)->Run(in, out, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);  // dtype f32, graph says bf16
+}
+
+#endif  // OPFUSE_WITH_CUDA
+
+}  // namespace
+}  // namespace opfuse
