@@ -25,7 +25,12 @@ int ExitCode() { return g_exit_code; }
 
 int Fail(const char* cmd, const Status& s) {
   std::cerr << "opfuse " << cmd << ": " << s.message() << "\n";
-  int code = (s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kNotFound) ? 2 : 1;
+  // 2: the input or the environment is wrong (bad file/flag, missing file, no CUDA device);
+  // 1: opfuse itself failed.
+  int code = (s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kNotFound ||
+              s.code() == StatusCode::kUnavailable)
+                 ? 2
+                 : 1;
   SetExitCode(code);
   return code;
 }

@@ -114,6 +114,7 @@ struct CudaExecutable::Impl {
   struct Arena {
     std::vector<std::vector<int64_t>> shapes;  // bound shape per exec value
     std::vector<int64_t> offsets;               // arena offset per exec value (-1: not in the arena)
+    std::map<size_t, std::pair<int64_t, int64_t>> scratch;  // step -> (offset, bytes): attention split-K scratch
     DeviceBuffer buffer;
   };
   struct Plan {
@@ -548,22 +549,36 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Arena>> CudaExecutable::Impl::Get
   };
   std::vector<Live> placed;
   int64_t total = 0;
+  // First fit: the lowest offset whose bytes no overlapping lifetime uses.
+  auto place = [&](int64_t bytes, int from, int to) {
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (const auto& l : placed)
+      if (!(l.last < from || l.def > to)) busy.push_back({l.off, l.size});
+    std::sort(busy.begin(), busy.end());
+    int64_t off = 0;
+    for (const auto& [bo, bs] : busy) {
+      if (off + bytes <= bo) break;
+      off = std::max(off, bo + bs);
+    }
+    placed.push_back({off, bytes, from, to});
+    total = std::max(total, off + bytes);
+    return off;
+  };
   for (size_t s = 0; s < steps.size(); ++s) {
+    const Step& st = steps[s];
+    if (st.kind == StepKind::kLibrary && st.node.op == OpKind::kAttention) {
+      std::vector<kernels::TensorRef> ins;
+      for (int v : st.node.inputs) ins.push_back({nullptr, values[v].type.dtype, arena->shapes[v]});
+      const size_t bytes = kernels::AttentionWorkspaceBytes(st.node, ins, dev);
+      if (bytes > 0) {
+        const int64_t rounded = static_cast<int64_t>((bytes + 255) / 256 * 256);
+        arena->scratch[s] = {place(rounded, static_cast<int>(s), static_cast<int>(s)), static_cast<int64_t>(bytes)};
+      }
+    }
     for (int v : steps[s].node.outputs) {
       if (alias_root[v] != v || external[v] || arena->offsets[v] >= 0 || def[v] != static_cast<int>(s)) continue;
       const int64_t bytes = (Numel(arena->shapes[v]) * DTypeSize(values[v].type.dtype) + 255) / 256 * 256;
-      std::vector<std::pair<int64_t, int64_t>> busy;
-      for (const auto& l : placed)
-        if (!(l.last < def[v] || l.def > last[v])) busy.push_back({l.off, l.size});
-      std::sort(busy.begin(), busy.end());
-      int64_t off = 0;
-      for (const auto& [bo, bs] : busy) {
-        if (off + bytes <= bo) break;
-        off = std::max(off, bo + bs);
-      }
-      arena->offsets[v] = off;
-      placed.push_back({off, bytes, def[v], last[v]});
-      total = std::max(total, off + bytes);
+      arena->offsets[v] = place(bytes, def[v], last[v]);
     }
   }
   if (total > 0) {
@@ -635,6 +650,9 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
         std::vector<kernels::TensorRef> ins, outs;
         for (int v : st.node.inputs) ins.push_back(ref(v));
         for (int v : st.node.outputs) outs.push_back(ref(v));
+        const size_t si = static_cast<size_t>(&st - steps.data());
+        if (auto sc = arena->scratch.find(si); sc != arena->scratch.end())  // attention split-K scratch
+          ins.push_back({static_cast<char*>(arena->buffer.get()) + sc->second.first, DType::kF32, {sc->second.second / 4}});
         auto l = kernels::PlanLibraryNode(st.node, ins, outs, dev);
         if (!l.ok()) return Status(l.status().code(), fmt::format("{}: {}", st.name, l.status().message()));
         for (auto& x : *l) plan->launches.push_back(std::move(x));
