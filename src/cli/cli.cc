@@ -18,6 +18,7 @@ void RegisterAll(CLI::App& app) {
   RegisterExplain(app);
   RegisterRun(app);
   RegisterCompile(app);
+  RegisterBench(app);
 }
 
 void SetExitCode(int code) { g_exit_code = code; }

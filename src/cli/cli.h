@@ -12,6 +12,7 @@ void RegisterAll(CLI::App& app);
 void RegisterExplain(CLI::App& app);
 void RegisterRun(CLI::App& app);
 void RegisterCompile(CLI::App& app);
+void RegisterBench(CLI::App& app);  // the `bench` group: ops, report (e2e later)
 
 void SetExitCode(int code);
 int ExitCode();

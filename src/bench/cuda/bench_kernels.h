@@ -1,0 +1,36 @@
+// Small CUDA kernels the benchmark harness needs around the kernels it measures: the copy kernel
+// that sets the bandwidth ceiling, a spin kernel that keeps the GPU busy while the host enqueues
+// a timed call (so host launch cost never lands between the timing events), and on-device random
+// fills (signed uniform, |x|+0.5, ids) so gigabytes of rotated inputs cost milliseconds, not the
+// seconds a host RNG plus upload would.
+//
+// The fills are counter-based (SplitMix64 of seed and element index): deterministic in the seed,
+// independent of launch shape, every element a fresh signed value. Never zeros (DESIGN.md
+// "Measuring": never time or test on zeros).
+// Built with OPFUSE_CUDA only (src/bench/cuda/).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "opfuse/graph.h"
+#include "opfuse/status.h"
+
+namespace opfuse::bench {
+
+// dst[0, bytes) = src[0, bytes) with 16-byte vector loads/stores, several in flight per thread.
+// `bytes` must be a multiple of 16 and both pointers 16-byte aligned (InvalidArgument otherwise).
+Status LaunchCopy16(const void* src, void* dst, size_t bytes, int sm_count, cudaStream_t stream);
+
+// One thread that spins for `us` microseconds of device time (%globaltimer).
+Status LaunchSpin(double us, cudaStream_t stream);
+
+// p[0, n) of float `dtype` (f32/f16/bf16) = uniform in [-1, 1), or |that| + 0.5 with `positive`.
+Status LaunchFillUniform(void* p, DType dtype, int64_t n, uint64_t seed, bool positive, int sm_count,
+                         cudaStream_t stream);
+
+// p[0, n) (i32) = uniform integers in [0, range).
+Status LaunchFillIds(int32_t* p, int64_t n, int64_t range, uint64_t seed, int sm_count, cudaStream_t stream);
+
+}  // namespace opfuse::bench

@@ -1,0 +1,492 @@
+// See op_runner.h for what a case goes through; this file is the plumbing.
+#include "bench/cuda/op_runner.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "bench/cuda/bench_kernels.h"
+#include "runtime/cpu/cpu_executor.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/executor.h"
+
+namespace opfuse::bench {
+namespace {
+
+// Errors after which the CUDA context is unusable: the run stops (the report says so).
+bool IsSticky(cudaError_t e) {
+  switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Synchronises; a sticky error comes back as Internal("sticky: ...") so the run can stop.
+Status SyncChecked(cudaStream_t s) {
+  const cudaError_t e = cudaStreamSynchronize(s);
+  if (e == cudaSuccess) return Status::Ok();
+  cudaGetLastError();
+  if (IsSticky(e) || cudaDeviceSynchronize() != cudaSuccess)
+    return Internal(fmt::format("sticky CUDA error, the context is lost: {}: {}", cudaGetErrorName(e), cudaGetErrorString(e)));
+  return cuda::CudaStatus(e, "cudaStreamSynchronize");
+}
+// After a failure: is the context still usable? (A sticky error repeats on every call.)
+Status CheckContext() {
+  cudaError_t e = cudaDeviceSynchronize();
+  if (e == cudaSuccess) return Status::Ok();
+  cudaGetLastError();
+  if (cudaDeviceSynchronize() == cudaSuccess) return Status::Ok();
+  return Internal(fmt::format("sticky CUDA error, the context is lost: {}: {}", cudaGetErrorName(e), cudaGetErrorString(e)));
+}
+bool IsStickyStatus(const Status& s) { return !s.ok() && s.message().rfind("sticky CUDA error", 0) == 0; }
+
+std::string DriverString(const cuda::DeviceInfo& d) {
+  const std::string api = fmt::format("CUDA {}.{}", d.driver_version / 1000, (d.driver_version % 1000) / 10);
+  std::ifstream f("/proc/driver/nvidia/version");
+  std::string line;
+  if (f && std::getline(f, line)) {
+    // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu ..."
+    const auto k = line.find("Kernel Module");
+    if (k != std::string::npos) {
+      std::istringstream ss(line.substr(k + 13));
+      std::string ver;
+      if (ss >> ver) return ver + " (" + api + ")";
+    }
+  }
+  return api;
+}
+
+uint64_t Mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// The device buffers of one case: K sets of inputs (shared ones once) and outputs.
+struct CaseBuffers {
+  std::vector<cuda::DeviceBuffer> owned;
+  std::vector<std::vector<void*>> in, out;  // [set][case input/output index]
+  int sets = 0;
+  bool flush = true;  // K sets together stay under 2x L2: flush before each sample
+};
+
+StatusOr<CaseBuffers> AllocateCase(const OpCase& c, Harness& h, const TimingOptions& t, uint64_t seed) {
+  cudaStream_t s = h.stream();
+  int64_t rotated = 0, shared = 0;
+  for (const auto& x : c.inputs) (x.rotate ? rotated : shared) += x.nbytes();
+  for (const auto& x : c.outputs) rotated += x.nbytes();
+  rotated = std::max<int64_t>(rotated, 1);
+  const int64_t flush_target = 2 * h.device().l2_bytes;
+  int64_t k = std::clamp<int64_t>((flush_target + rotated - 1) / rotated, 1, std::max(t.max_sets, 1));
+  size_t free_b = 0, total_b = 0;
+  OPFUSE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  // Half of free memory for the sets; the rest for the executor's intermediates and workspaces.
+  const int64_t budget = static_cast<int64_t>(free_b / 2) - shared;
+  k = std::min<int64_t>(k, budget / rotated);
+  if (k < 1)
+    return Internal(fmt::format("{} needs {:.2f} GiB for one input/output set; {:.2f} GiB of device memory is free", c.id,
+                                static_cast<double>(rotated + shared) / (1ull << 30), static_cast<double>(free_b) / (1ull << 30)));
+  CaseBuffers b;
+  b.sets = static_cast<int>(k);
+  b.flush = k * rotated < flush_target;
+  b.in.assign(b.sets, std::vector<void*>(c.inputs.size(), nullptr));
+  b.out.assign(b.sets, std::vector<void*>(c.outputs.size(), nullptr));
+  const uint64_t case_seed = Mix(seed ^ std::hash<std::string>{}(c.id));
+  for (int set = 0; set < b.sets; ++set) {
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      const TensorSpec& x = c.inputs[i];
+      if (!x.rotate && set > 0) {
+        b.in[set][i] = b.in[0][i];
+        continue;
+      }
+      OPFUSE_ASSIGN_OR_RETURN(auto buf, cuda::DeviceBuffer::Make(h.allocator(), static_cast<size_t>(x.nbytes()), s));
+      const uint64_t sd = Mix(case_seed + static_cast<uint64_t>(set) * 1000 + i);
+      if (x.fill == Fill::kIds)
+        OPFUSE_RETURN_IF_ERROR(LaunchFillIds(static_cast<int32_t*>(buf.get()), x.numel(), x.id_range, sd, h.device().sm_count, s));
+      else
+        OPFUSE_RETURN_IF_ERROR(LaunchFillUniform(buf.get(), x.dtype, x.numel(), sd, x.fill == Fill::kPositive,
+                                                 h.device().sm_count, s));
+      b.in[set][i] = buf.get();
+      b.owned.push_back(std::move(buf));
+    }
+    for (size_t i = 0; i < c.outputs.size(); ++i) {
+      OPFUSE_ASSIGN_OR_RETURN(auto buf, cuda::DeviceBuffer::Make(h.allocator(), static_cast<size_t>(c.outputs[i].nbytes()), s));
+      b.out[set][i] = buf.get();
+      b.owned.push_back(std::move(buf));
+    }
+  }
+  OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
+  return b;
+}
+
+// Rows `rows` of a device tensor laid out as `full` (dim 0 = rows when `leading`), as a host
+// tensor of shape `sub`.
+StatusOr<HostTensor> Download(const void* dev, const TensorSpec& full, const TensorSpec& sub, const std::vector<int64_t>& rows,
+                              cudaStream_t s) {
+  HostTensor t(full.dtype, sub.shape);
+  const bool all = !full.rows_leading || static_cast<int64_t>(rows.size()) == full.shape[0];
+  if (all) {
+    if (t.data.size() != static_cast<size_t>(full.nbytes()))
+      return Internal(fmt::format("check: {} reference shape does not match the case", full.name));
+    OPFUSE_CUDA_CHECK(cudaMemcpyAsync(t.data.data(), dev, t.data.size(), cudaMemcpyDeviceToHost, s));
+  } else {
+    const size_t row_bytes = static_cast<size_t>(full.nbytes() / full.shape[0]);
+    if (t.data.size() != row_bytes * rows.size())
+      return Internal(fmt::format("check: {} reference rows do not match the case", full.name));
+    for (size_t j = 0; j < rows.size(); ++j)
+      OPFUSE_CUDA_CHECK(cudaMemcpyAsync(t.data.data() + j * row_bytes, static_cast<const uint8_t*>(dev) + rows[j] * row_bytes,
+                                        row_bytes, cudaMemcpyDeviceToHost, s));
+  }
+  OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
+  return t;
+}
+
+// NaN elements (or, for bool, bytes other than 0/1) in a whole device output: the 0xFF poison
+// shows as exactly that where a kernel did not write.
+StatusOr<int64_t> CountPoison(const void* dev, const TensorSpec& t, cudaStream_t s) {
+  std::vector<uint8_t> h(static_cast<size_t>(t.nbytes()));
+  OPFUSE_CUDA_CHECK(cudaMemcpyAsync(h.data(), dev, h.size(), cudaMemcpyDeviceToHost, s));
+  OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
+  int64_t bad = 0;
+  const int64_t n = t.numel();
+  switch (t.dtype) {
+    case DType::kF32:
+      for (int64_t i = 0; i < n; ++i) {
+        uint32_t u;
+        std::memcpy(&u, h.data() + 4 * i, 4);
+        bad += (u & 0x7fffffffu) > 0x7f800000u;
+      }
+      break;
+    case DType::kBF16:
+    case DType::kF16: {
+      const uint16_t inf = t.dtype == DType::kBF16 ? 0x7f80 : 0x7c00;
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t u;
+        std::memcpy(&u, h.data() + 2 * i, 2);
+        bad += (u & 0x7fff) > inf;
+      }
+      break;
+    }
+    case DType::kBool:
+      for (int64_t i = 0; i < n; ++i) bad += h[i] > 1;
+      break;
+    default:
+      break;
+  }
+  return bad;
+}
+
+// The CPU reference of a case on its check rows, from input set 0.
+struct Reference {
+  CheckPlan plan;
+  std::map<std::string, HostTensor> inputs;   // by name, the rows the reference saw
+  std::map<std::string, HostTensor> outputs;  // by name
+  std::string error;                           // the reference could not run: nothing is checked
+};
+
+Reference ComputeReference(const OpCase& c, const CaseBuffers& b, int sample, cudaStream_t s, Status* fatal) {
+  Reference ref;
+  auto plan = PlanCheck(c, sample);
+  if (!plan.ok()) {
+    ref.error = plan.status().message();
+    return ref;
+  }
+  ref.plan = *plan;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    auto t = Download(b.in[0][i], c.inputs[i], ref.plan.reference.inputs[i], ref.plan.rows, s);
+    if (!t.ok()) {
+      if (IsStickyStatus(t.status())) *fatal = t.status();
+      ref.error = t.status().message();
+      return ref;
+    }
+    ref.inputs[c.inputs[i].name] = std::move(*t);
+  }
+  auto g = ParseGraph(ref.plan.reference.graph);
+  if (!g.ok()) {
+    ref.error = "reference graph: " + g.status().message();
+    return ref;
+  }
+  auto out = RunGraphCpu(*g, ref.inputs);
+  if (!out.ok()) {
+    ref.error = "CPU reference: " + out.status().message();
+    return ref;
+  }
+  ref.outputs = std::move(*out);
+  return ref;
+}
+
+// One Run on set 0 with poisoned outputs, compared with the reference.
+Status CheckVariant(const OpCase& c, const CaseBuffers& b, const Reference& ref, const std::function<Status(int)>& run,
+                    cudaStream_t s, VariantResult& v) {
+  for (size_t i = 0; i < c.outputs.size(); ++i)
+    OPFUSE_CUDA_CHECK(cudaMemsetAsync(b.out[0][i], 0xFF, static_cast<size_t>(c.outputs[i].nbytes()), s));
+  OPFUSE_RETURN_IF_ERROR(run(0));
+  OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
+  if (!ref.error.empty()) {
+    v.check_error = "not checked: " + ref.error;
+    return Status::Ok();
+  }
+  double worst = 0;
+  std::vector<std::string> problems;
+  for (size_t i = 0; i < c.outputs.size(); ++i) {
+    const TensorSpec& o = c.outputs[i];
+    OPFUSE_ASSIGN_OR_RETURN(HostTensor got, Download(b.out[0][i], o, ref.plan.reference.outputs[i], ref.plan.rows, s));
+    auto it = ref.outputs.find(o.name);
+    if (it == ref.outputs.end()) return Internal(fmt::format("CPU reference has no output '{}'", o.name));
+    const double e = RelativeError(got, it->second);
+    if (e > ErrorBound(o.dtype, c.op)) problems.push_back(fmt::format("{}: rel_err {:.2e} > {:.0e}", o.name, e, ErrorBound(o.dtype, c.op)));
+    worst = std::max(worst, e);
+    OPFUSE_ASSIGN_OR_RETURN(int64_t poisoned, CountPoison(b.out[0][i], o, s));
+    if (poisoned) problems.push_back(fmt::format("{}: {} of {} elements NaN (unwritten?)", o.name, poisoned, o.numel()));
+  }
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const TensorSpec& x = c.inputs[i];
+    OPFUSE_ASSIGN_OR_RETURN(HostTensor now, Download(b.in[0][i], x, ref.plan.reference.inputs[i], ref.plan.rows, s));
+    if (now.data != ref.inputs.at(x.name).data) problems.push_back(fmt::format("input {} was modified", x.name));
+  }
+  v.rel_err = worst;
+  v.correct = problems.empty();
+  if (!problems.empty()) v.check_error = fmt::format("{}", fmt::join(problems, "; "));
+  return Status::Ok();
+}
+
+// Create, check and time one variant. Returns a non-OK status only for a sticky CUDA error.
+Status RunVariant(const OpCase& c, const Graph& graph, const CaseBuffers& b, const Reference& ref, Harness& h,
+                  const FusionConfig& config, const OpBenchOptions& o, VariantResult& v, std::string* signature) {
+  cudaStream_t s = h.stream();
+  auto variant = cuda::ParseVariant(v.name);
+  if (!variant.ok()) {
+    v.error = variant.status().message();
+    return Status::Ok();
+  }
+  cuda::ExecutorOptions eo;
+  eo.config = config;
+  eo.variant = *variant;
+  eo.jit_single_ops = true;  // single-op cases (micro, gelu) get a generated kernel under jit
+  auto exe = cuda::CudaExecutable::Create(graph, eo);
+  if (!exe.ok()) {
+    v.error = "create: " + exe.status().message();
+    return IsStickyStatus(exe.status()) ? exe.status() : Status::Ok();
+  }
+  cuda::CudaExecutable& x = **exe;
+  v.compile_ms = x.compile_ms();
+  for (const auto& st : x.steps()) {
+    v.kernels.push_back(st.name);
+    *signature += st.kind + ":" + st.name + ";";
+  }
+  if (!x.fallbacks().empty()) v.note = fmt::format("{}", fmt::join(x.fallbacks(), "; "));
+
+  // Pointers in the executable's input/output order, per set.
+  std::map<std::string, int> in_index, out_index;
+  for (size_t i = 0; i < c.inputs.size(); ++i) in_index[c.inputs[i].name] = static_cast<int>(i);
+  for (size_t i = 0; i < c.outputs.size(); ++i) out_index[c.outputs[i].name] = static_cast<int>(i);
+  std::vector<std::vector<const void*>> ins(b.sets);
+  std::vector<std::vector<void*>> outs(b.sets);
+  for (int set = 0; set < b.sets; ++set) {
+    for (int vid : x.graph().inputs) {
+      auto it = in_index.find(x.graph().values[vid].name);
+      if (it == in_index.end()) {
+        v.error = fmt::format("executable input '{}' is not an input of the case", x.graph().values[vid].name);
+        return Status::Ok();
+      }
+      ins[set].push_back(b.in[set][it->second]);
+    }
+    for (int vid : x.graph().outputs) {
+      auto it = out_index.find(x.graph().values[vid].name);
+      if (it == out_index.end()) {
+        v.error = fmt::format("executable output '{}' is not an output of the case", x.graph().values[vid].name);
+        return Status::Ok();
+      }
+      outs[set].push_back(b.out[set][it->second]);
+    }
+  }
+  const Bindings none;
+  auto run = [&](int i) { return x.Run(ins[i % b.sets], outs[i % b.sets], none, s); };
+  // Any failure below is the variant's error unless the context is gone.
+  auto fail = [&](const Status& st, const char* stage) {
+    v.error = fmt::format("{}: {}", stage, st.message());
+    return IsStickyStatus(st) ? st : Status::Ok();
+  };
+
+  if (Status st = CheckVariant(c, b, ref, run, s, v); !st.ok()) return fail(st, "check run");
+  v.kernels_per_run = x.kernels_per_run();  // counted from the plan the check run used
+  // Warm-up: every set at least once (plans built, nothing allocated later), then more calls.
+  for (int i = 0; i < b.sets * std::max(o.timing.warmup, 1); ++i)
+    if (Status st = run(i); !st.ok()) return fail(st, "warm-up");
+  if (Status st = SyncChecked(s); !st.ok()) return fail(st, "warm-up");
+  auto host = h.HostUsPerCall(run, o.timing.host_calls);
+  if (!host.ok()) return fail(host.status(), "host timing");
+  v.host_us = *host;
+
+  StatusOr<SampleStats> stats = Internal("not timed");
+  if (c.phase == "decode") {
+    const int runs = b.sets * ((std::max(o.timing.graph_runs, 1) + b.sets - 1) / b.sets);
+    auto g = h.Capture(run, runs);
+    if (g.ok()) {
+      stats = h.TimeGraph(*g, runs, b.flush, o.timing);
+      v.method = fmt::format("graph x{}", runs);  // one CUDA-graph replay of `runs` calls, / runs
+    } else {
+      if (IsStickyStatus(g.status())) return fail(g.status(), "capture");
+      if (Status st = SyncChecked(s); !st.ok()) return fail(st, "capture");
+      v.note += fmt::format("{}CUDA-graph capture failed ({}); timed with events per call, which includes launch latency",
+                            v.note.empty() ? "" : "; ", g.status().message());
+    }
+  }
+  if (v.method.empty()) {
+    stats = h.TimeEvents(run, b.flush, v.host_us, o.timing);
+    v.method = "events";
+  }
+  if (!stats.ok()) return fail(stats.status(), "timing");
+  if (Status st = SyncChecked(s); !st.ok()) return fail(st, "timing");
+  v.us = stats->median_us;
+  v.us_min = stats->min_us;
+  v.us_p90 = stats->p90_us;
+  v.samples = stats->samples;
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<BenchReport> RunOpBench(const OpSuite& suite, const OpBenchOptions& o) {
+  OPFUSE_ASSIGN_OR_RETURN(cuda::DeviceInfo dev, cuda::QueryDevice());
+  OPFUSE_ASSIGN_OR_RETURN(FusionConfig config, FusionConfig::FromEnv());
+  for (const auto& v : o.variants)
+    if (std::find(VariantNames().begin(), VariantNames().end(), v) == VariantNames().end())
+      return InvalidArgument(fmt::format("unknown variant '{}' (unfused, library, jit)", v));
+  OPFUSE_CUDA_CHECK(cudaSetDevice(dev.ordinal));
+  cudaStream_t stream = nullptr;
+  OPFUSE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  struct StreamGuard {
+    cudaStream_t s;
+    ~StreamGuard() { cudaStreamDestroy(s); }
+  } guard{stream};
+  cuda::CachingAllocator& alloc = cuda::CachingAllocator::ForDevice(dev.ordinal);
+  OPFUSE_ASSIGN_OR_RETURN(auto harness, Harness::Create(dev, stream, alloc));
+
+  BenchReport r;
+  r.device.name = dev.name;
+  r.device.arch = dev.arch;
+  r.device.sm_count = dev.sm_count;
+  r.device.l2_bytes = dev.l2_bytes;
+  r.device.memory_bytes = dev.total_memory_bytes;
+  r.device.driver = DriverString(dev);
+  r.device.runtime = fmt::format("CUDA runtime {}.{}", dev.runtime_version / 1000, (dev.runtime_version % 1000) / 10);
+  r.command = o.command;
+  r.date = UtcNow();
+  r.dtype = suite.cases.empty() ? "bf16" : DTypeName(suite.cases.front().dtype);
+  r.timing = o.timing.ToJson();
+  r.timing["variants"] = o.variants;
+  r.timing["check_rows"] = o.check_rows;
+  r.timing["method"] =
+      "CUDA events after warm-up; median of samples; L2 flushed (2x L2 memset) before each sample when the rotated sets "
+      "fit in 2x L2; spin kernel before the start event; decode sizes: one CUDA-graph replay of R calls / R";
+  r.skipped = suite.skipped;
+
+  // Ceilings first: the copy kernel over 1 GiB, cuBLASLt 8192^3 of the run's dtype.
+  OPFUSE_ASSIGN_OR_RETURN(CopyCeiling copy, MeasureCopyCeiling(*harness));
+  r.ceilings.copy_kernel_gbps = copy.kernel_gbps;
+  r.ceilings.memcpy_gbps = copy.memcpy_gbps;
+  r.ceilings.copy_gbps = std::max(copy.kernel_gbps, copy.memcpy_gbps);
+  r.ceilings.copy_bytes = copy.bytes;
+  r.ceilings.gemm_m = r.ceilings.gemm_n = r.ceilings.gemm_k = 8192;
+  std::vector<std::pair<std::string, cuda::MatmulType>> gemms;
+  if (r.dtype == "f32") gemms = {{"f32", cuda::MatmulType::kF32}, {"tf32", cuda::MatmulType::kTF32}};
+  else if (r.dtype == "f16") gemms = {{"f16", cuda::MatmulType::kF16}};
+  else gemms = {{"bf16", cuda::MatmulType::kBF16}};
+  for (const auto& [name, type] : gemms) {
+    OPFUSE_ASSIGN_OR_RETURN(double tf, MeasureGemmTflops(*harness, type, 8192, 8192, 8192));
+    r.ceilings.gemm_tflops[name] = tf;
+  }
+  OPFUSE_RETURN_IF_ERROR(alloc.EmptyCache());
+
+  const int n = static_cast<int>(suite.cases.size());
+  for (int ci = 0; ci < n; ++ci) {
+    const OpCase& c = suite.cases[ci];
+    if (o.on_case_start) o.on_case_start(ci, n, c.id);
+    CaseResult cr = CaseResultFor(c);
+    Status fatal;
+    auto graph = ParseGraph(c.graph);
+    auto buffers = graph.ok() ? AllocateCase(c, *harness, o.timing, o.seed) : StatusOr<CaseBuffers>(graph.status());
+    if (!buffers.ok()) {
+      for (const auto& name : o.variants) {
+        VariantResult v;
+        v.name = name;
+        v.error = "case setup: " + buffers.status().message();
+        cr.variants.push_back(v);
+      }
+      fatal = IsStickyStatus(buffers.status()) ? buffers.status() : CheckContext();
+    } else {
+      Reference ref = ComputeReference(c, *buffers, o.check_rows, stream, &fatal);
+      cr.check = ref.error.empty() ? ref.plan.description : "not checked: " + ref.error;
+      std::map<std::string, std::string> signatures;
+      for (const auto& name : o.variants) {
+        VariantResult v;
+        v.name = name;
+        if (fatal.ok()) {
+          std::string sig;
+          fatal = RunVariant(c, *graph, *buffers, ref, *harness, config, o, v, &sig);
+          if (fatal.ok() && !v.error.empty()) fatal = CheckContext();
+          if (v.error.empty() && !sig.empty()) signatures[name] = sig;
+        } else {
+          v.error = "not run: " + fatal.message();
+        }
+        cr.variants.push_back(std::move(v));
+      }
+      // same_as: library is the reference point, then jit, then unfused.
+      const std::vector<std::string> pref = {"library", "jit", "unfused"};
+      for (auto& v : cr.variants) {
+        auto sv = signatures.find(v.name);
+        if (sv == signatures.end()) continue;
+        for (const auto& w : pref) {
+          if (w == v.name) break;
+          auto sw = signatures.find(w);
+          if (sw != signatures.end() && sw->second == sv->second) {
+            v.same_as = w;
+            break;
+          }
+        }
+      }
+      buffers = Internal("released");  // frees the case's device buffers before the next case
+    }
+    r.cases.push_back(std::move(cr));
+    if (!fatal.ok()) {
+      r.complete = false;
+      r.aborted = fmt::format("stopped after {} of {} cases: {}", ci + 1, n, fatal.message());
+      break;
+    }
+    if (Status st = alloc.EmptyCache(); !st.ok()) {
+      r.complete = false;
+      r.aborted = fmt::format("stopped after {} of {} cases: {}", ci + 1, n, st.message());
+      break;
+    }
+    if (o.on_case_done && ci + 1 < n) {
+      BenchReport partial = r;
+      partial.complete = false;
+      partial.aborted = fmt::format("in progress: {} of {} cases done", ci + 1, n);
+      o.on_case_done(partial);
+    }
+  }
+  DeriveMetrics(r);
+  return r;
+}
+
+}  // namespace opfuse::bench

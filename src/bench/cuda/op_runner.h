@@ -1,0 +1,47 @@
+// The GPU side of `opfuse bench ops`: runs every case of an OpSuite through the CUDA executor in
+// each requested variant, checks each variant once against the CPU reference, times it with the
+// rules of timing.h, and fills a BenchReport.
+//
+// Per case:
+//  1. K rotated input sets (K x the rotated bytes >= 2x L2 when memory allows, K <= max_sets) are
+//     allocated and filled on the device with fresh signed random values (|x|+0.5 where the case
+//     says so, ids inside the table). The same inputs serve every variant.
+//  2. The CPU reference (RunGraphCpu) runs once per case on all rows when rows <= 64, else on a
+//     sample of 16 rows (row-independent ops: spread over the whole range; attention: the last 16
+//     query rows over all S keys) downloaded from input set 0.
+//  3. Per variant: CudaExecutable::Create (a failure is recorded as the variant's error, never
+//     dropped); outputs poisoned with 0xFF (NaN), one Run, the sampled rows compared by relative
+//     error with a per-dtype bound, the whole output scanned for NaN (unwritten elements), the
+//     sampled input rows checked unmodified; then warm-up over every set, host time per call, and
+//     device time (CUDA-graph replay of R calls for decode sizes, events per call for prefill).
+//     A variant whose kernels equal another's is marked same_as.
+//  4. A sticky CUDA error (illegal address...) ends the run: the report is marked incomplete.
+// Built with OPFUSE_CUDA only; the CLI reports "built without CUDA" otherwise.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench/op_suite.h"
+#include "bench/report.h"
+#include "bench/cuda/timing.h"
+
+namespace opfuse::bench {
+
+struct OpBenchOptions {
+  std::vector<std::string> variants = {"unfused", "library", "jit"};
+  TimingOptions timing;
+  uint64_t seed = 0x0f5e;
+  int check_rows = 16;  // rows sampled for the CPU reference when a case has more than 64
+  std::string command;  // recorded in the report
+  // Called before case i (0-based) of n starts.
+  std::function<void(int i, int n, const std::string& id)> on_case_start;
+  // Called after each case with the report so far (complete = false), e.g. to checkpoint it.
+  std::function<void(const BenchReport& partial)> on_case_done;
+};
+
+// Unavailable("no CUDA device: ...") without a GPU. Errors of single cases/variants are recorded
+// in the report, not returned.
+StatusOr<BenchReport> RunOpBench(const OpSuite& suite, const OpBenchOptions& o);
+
+}  // namespace opfuse::bench

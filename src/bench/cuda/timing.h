@@ -1,0 +1,113 @@
+// The measuring rules of every opfuse GPU benchmark, in one place (DESIGN.md "Measuring").
+//
+//  * Device time with CUDA events after warm-up; the median (also min and p90) of many samples:
+//    at least min_samples, then until budget_ms of wall time has passed or max_samples.
+//  * Each sample is preceded by an L2 flush when the timed data would fit in L2 (a cudaMemsetAsync
+//    over a buffer of 2x DeviceInfo::l2_bytes) and by a spin kernel long enough to cover the host's
+//    enqueue of the call, so the start event never waits on the host: events time device work only.
+//  * Callers rotate over several input sets (sample i uses set i mod K; see op_runner.cc for K).
+//  * Decode sizes (kernels of a few µs, where a single event pair measures launch latency rather
+//    than the kernel): R calls, rotating the sets, are captured into one CUDA graph, and one graph
+//    replay is timed with events, divided by R.
+//  * Host time per call: wall clock over many calls without synchronising (what a serving loop pays
+//    on the CPU per call).
+//  * Ceilings, measured on the device at start, never looked up: copy bandwidth (a 16-byte-vector
+//    copy kernel over >= 1 GiB and cudaMemcpyAsync D2D; bytes read + written) and GEMM throughput
+//    (cuBLASLt 8192^3 through runtime/cuda/cublaslt_matmul.h).
+// Built with OPFUSE_CUDA only.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/report.h"
+#include "runtime/cuda/allocator.h"
+#include "runtime/cuda/cublaslt_matmul.h"
+#include "runtime/cuda/device.h"
+
+namespace opfuse::bench {
+
+struct TimingOptions {
+  int warmup = 5;          // calls per input set before sampling (the first also builds plans)
+  int min_samples = 25;
+  int max_samples = 200;
+  double budget_ms = 100;  // sampling continues past min_samples until this much wall time
+  int graph_runs = 64;     // R: calls per captured graph (decode sizes); rounded up to a multiple of K
+  int host_calls = 50;     // calls in the host-time loop
+  int max_sets = 32;       // rotated input sets at most (the executor keeps 64 plans)
+  nlohmann::json ToJson() const;
+  static TimingOptions Quick();
+};
+
+// An instantiated CUDA graph, destroyed with its owner.
+class GraphExec {
+ public:
+  GraphExec() = default;
+  GraphExec(GraphExec&& o) noexcept { *this = std::move(o); }
+  GraphExec& operator=(GraphExec&& o) noexcept;
+  ~GraphExec();
+  cudaGraphExec_t get() const { return exec_; }
+
+ private:
+  friend class Harness;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+class Harness {
+ public:
+  // `run(i)` enqueues one call on stream() with rotated input set i mod K (i counts from 0).
+  using RunFn = std::function<Status(int)>;
+
+  // Allocates the L2 flush buffer (2x L2) and the events; `stream` stays the caller's.
+  static StatusOr<std::unique_ptr<Harness>> Create(const cuda::DeviceInfo& dev, cudaStream_t stream,
+                                                   cuda::CachingAllocator& alloc);
+  ~Harness();
+
+  const cuda::DeviceInfo& device() const { return dev_; }
+  cudaStream_t stream() const { return stream_; }
+  cuda::CachingAllocator& allocator() const { return *alloc_; }
+  int64_t flush_bytes() const { return static_cast<int64_t>(flush_.size()); }
+
+  Status FlushL2();          // enqueues the flush
+  Status Spin(double us);    // enqueues the spin kernel
+
+  // Host wall time per call over `calls` calls (stream synchronised before and after, not inside).
+  StatusOr<double> HostUsPerCall(const RunFn& run, int calls);
+  // One sample = [flush] + spin + event + run(i) + event.
+  StatusOr<SampleStats> TimeEvents(const RunFn& run, bool flush, double host_us, const TimingOptions& o);
+  // Captures run(0) .. run(runs-1) into one graph on stream(). Every input set must have been run
+  // before (plans built, nothing allocated during capture).
+  StatusOr<GraphExec> Capture(const RunFn& run, int runs);
+  // One sample = [flush] + spin + event + graph replay + event, divided by `runs`.
+  StatusOr<SampleStats> TimeGraph(const GraphExec& g, int runs, bool flush, const TimingOptions& o);
+
+  // Times `enqueue` (already warm, big enough not to need flushing) `samples` times with events.
+  StatusOr<SampleStats> TimeSimple(const std::function<Status()>& enqueue, int samples);
+
+ private:
+  Harness() = default;
+  StatusOr<SampleStats> Sample(const std::function<Status(int)>& one, bool flush, double spin_us, double divide,
+                               const TimingOptions& o);
+  cuda::DeviceInfo dev_;
+  cudaStream_t stream_ = nullptr;
+  cuda::CachingAllocator* alloc_ = nullptr;
+  cuda::DeviceBuffer flush_;
+  std::vector<cudaEvent_t> events_;  // pairs: start, end
+};
+
+struct CopyCeiling {
+  double kernel_gbps = kNaN, memcpy_gbps = kNaN;
+  int64_t bytes = 0;  // bytes copied per call (one direction)
+};
+// Copy of `bytes` (>= 1 GiB by default) with the 16-byte copy kernel and with cudaMemcpyAsync;
+// GB/s = 2 * bytes / median time.
+StatusOr<CopyCeiling> MeasureCopyCeiling(Harness& h, int64_t bytes = int64_t{1} << 30);
+// cuBLASLt C[m,n] = A[m,k]·B[n,k]ᵀ of `type` on random inputs; TFLOP/s = 2mnk / median time.
+StatusOr<double> MeasureGemmTflops(Harness& h, cuda::MatmulType type, int64_t m, int64_t n, int64_t k);
+
+}  // namespace opfuse::bench

@@ -1,0 +1,394 @@
+// The op benchmark case list: one builder per op writes the graph text, the tensor specs and the
+// bytes/flops formula side by side, so a formula cannot drift from the shapes it describes.
+// Formulas are documented in docs/bench.md ("What a case counts"); tests/unit/bench_suite_test.cc
+// checks a few by hand and checks every graph parses and matches its specs.
+#include "bench/op_suite.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <regex>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace opfuse::bench {
+
+int64_t TensorSpec::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+const std::vector<std::string>& MicroOps() {
+  static const std::vector<std::string> k = {"exp2", "log2", "sin",       "recip",  "sqrt", "add", "mul",
+                                             "mod",  "less_than", "gather", "cast",   "sum",  "max"};
+  return k;
+}
+
+const std::vector<std::string>& PatternOps() {
+  static const std::vector<std::string> k = {"matmul",    "softmax", "gelu",        "attention", "layernorm",
+                                             "rmsnorm",   "add_rmsnorm", "swiglu",  "geglu",     "rope"};
+  return k;
+}
+
+const std::vector<int64_t>& DefaultRows() {
+  static const std::vector<int64_t> k = {1, 8, 32, 512, 2048, 16384};
+  return k;
+}
+
+std::vector<int64_t> DefaultWidths(const std::string& op) {
+  if (op == "swiglu" || op == "geglu") return {5632, 4096};  // TinyLlama's intermediate, and 4096
+  if (op == "attention") return {kAttnQHeads * kAttnHeadDim};  // 2048: TinyLlama's 32 heads x 64
+  return {2048, 4096};  // hidden sizes (matmul: K; N = 5632 for K = 2048, 4096 for K = 4096)
+}
+
+std::string PhaseOf(int64_t rows) { return rows <= kMaxDecodeRows ? "decode" : "prefill"; }
+
+std::string CaseId(const std::string& suite, const std::string& op, DType dtype, int64_t rows, int64_t width) {
+  return fmt::format("{}/{}/{}/rows={}/h={}", suite, op, DTypeName(dtype), rows, width);
+}
+
+namespace {
+
+bool IsMicro(const std::string& op) {
+  return std::find(MicroOps().begin(), MicroOps().end(), op) != MicroOps().end();
+}
+bool IsPattern(const std::string& op) {
+  return std::find(PatternOps().begin(), PatternOps().end(), op) != PatternOps().end();
+}
+
+// A float attribute in .ofg text: always with '.' or an exponent, so it reads back as a float.
+std::string FloatText(double v) {
+  std::string s = fmt::format("{}", v);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string ShapeText(const std::vector<int64_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+
+TensorSpec Spec(std::string name, DType dt, std::vector<int64_t> shape, bool rows_leading, Fill fill = Fill::kSigned) {
+  TensorSpec t;
+  t.name = std::move(name);
+  t.dtype = dt;
+  t.shape = std::move(shape);
+  t.rows_leading = rows_leading;
+  t.fill = fill;
+  return t;
+}
+
+// Writes the graph: declarations (inputs as `input`, the listed names as `param`), one op line,
+// the output line.
+std::string GraphText(const std::string& name, const OpCase& c, const std::set<std::string>& params,
+                      const std::string& op_line) {
+  std::string g = fmt::format("graph {}\n", name);
+  for (const auto& t : c.inputs)
+    g += fmt::format("{} {}: {}{}\n", params.count(t.name) ? "param" : "input", t.name, DTypeName(t.dtype), ShapeText(t.shape));
+  g += op_line + "\n";
+  std::vector<std::string> outs;
+  for (const auto& t : c.outputs) outs.push_back(t.name);
+  g += fmt::format("output {}\n", fmt::join(outs, ", "));
+  return g;
+}
+
+int64_t SumBytes(const std::vector<TensorSpec>& ts) {
+  int64_t b = 0;
+  for (const auto& t : ts) b += t.nbytes();
+  return b;
+}
+
+}  // namespace
+
+StatusOr<OpCase> MakeOpCase(const std::string& op, DType dt, int64_t rows, int64_t width, int64_t kv_len) {
+  if (!IsFloat(dt)) return InvalidArgument(fmt::format("dtype {}: the op suite runs f32, f16 or bf16", DTypeName(dt)));
+  if (rows <= 0 || width <= 0) return InvalidArgument(fmt::format("{}: rows and width must be positive", op));
+  OpCase c;
+  c.op = op;
+  c.suite = IsMicro(op) ? "micro" : IsPattern(op) ? "patterns" : "";
+  if (c.suite.empty())
+    return InvalidArgument(fmt::format("unknown benchmark op '{}' (micro: {}; patterns: {})", op, fmt::join(MicroOps(), " "),
+                                       fmt::join(PatternOps(), " ")));
+  c.dtype = dt;
+  c.rows = rows;
+  c.width = width;
+  c.phase = PhaseOf(rows);
+  c.id = CaseId(c.suite, op, dt, rows, width);
+  const int64_t e = rows * width;  // elements of a [rows, width] tensor
+  const std::vector<int64_t> rw = {rows, width};
+  std::string line;
+  std::set<std::string> params;
+
+  static const std::map<std::string, std::string> kUnary = {
+      {"exp2", "exp2"}, {"log2", "log2"}, {"sin", "sin"}, {"recip", "recip"}, {"sqrt", "sqrt"}};
+  static const std::map<std::string, std::string> kBinary = {
+      {"add", "add"}, {"mul", "mul"}, {"mod", "mod"}, {"less_than", "less_than"}};
+
+  if (kUnary.count(op)) {
+    const bool positive = op == "log2" || op == "sqrt";
+    c.inputs = {Spec("x", dt, rw, true, positive ? Fill::kPositive : Fill::kSigned)};
+    c.outputs = {Spec("y", dt, rw, true)};
+    if (positive) c.attrs["positive"] = 1;
+    line = fmt::format("y = {}(x)", kUnary.at(op));
+    c.flops = e;
+  } else if (kBinary.count(op)) {
+    c.inputs = {Spec("a", dt, rw, true), Spec("b", dt, rw, true, op == "mod" ? Fill::kPositive : Fill::kSigned)};
+    c.outputs = {Spec("y", op == "less_than" ? DType::kBool : dt, rw, true)};
+    if (op == "mod") c.attrs["positive_b"] = 1;
+    line = fmt::format("y = {}(a, b)", kBinary.at(op));
+    c.flops = e;
+  } else if (op == "cast") {
+    const DType to = dt == DType::kF32 ? DType::kBF16 : DType::kF32;
+    c.inputs = {Spec("x", dt, rw, true)};
+    c.outputs = {Spec("y", to, rw, true)};
+    c.attrs["to"] = DTypeName(to);
+    line = fmt::format("y = cast(x) {{dtype={}}}", DTypeName(to));
+    c.flops = 0;
+  } else if (op == "gather") {
+    TensorSpec table = Spec("table", dt, {kGatherVocab, width}, false);
+    table.rotate = false;  // a weight: shared by the rotated sets (the ids differ per set)
+    TensorSpec ids = Spec("ids", DType::kI32, {rows}, true, Fill::kIds);
+    ids.id_range = kGatherVocab;
+    c.inputs = {table, ids};
+    c.outputs = {Spec("y", dt, rw, true)};
+    c.attrs["vocab"] = kGatherVocab;
+    params = {"table"};
+    line = "y = embedding(table, ids)";
+    c.flops = 0;
+  } else if (op == "sum" || op == "max") {
+    c.inputs = {Spec("x", dt, rw, true)};
+    c.outputs = {Spec("y", dt, {rows, 1}, true)};
+    line = fmt::format("y = {}(x)", op);
+    c.flops = rows * (width - 1);
+  } else if (op == "matmul") {
+    const int64_t k = width, n = width == 2048 ? 5632 : width;  // TinyLlama gate/up; square otherwise
+    c.inputs = {Spec("a", dt, {rows, k}, true), Spec("b", dt, {n, k}, false)};
+    c.outputs = {Spec("y", dt, {rows, n}, true)};
+    c.attrs["n"] = n;
+    c.attrs["k"] = k;
+    params = {"b"};
+    line = "y = matmul(a, b) {transpose_b=1}";
+    c.flops = 2 * rows * n * k;
+  } else if (op == "softmax") {
+    c.inputs = {Spec("x", dt, rw, true)};
+    c.outputs = {Spec("y", dt, rw, true)};
+    c.attrs["scale"] = kSoftmaxScale;
+    line = fmt::format("y = softmax(x) {{scale={}}}", FloatText(kSoftmaxScale));
+    c.flops = 6 * e + rows;
+  } else if (op == "gelu") {
+    c.inputs = {Spec("x", dt, rw, true)};
+    c.outputs = {Spec("y", dt, rw, true)};
+    line = "y = gelu(x)";
+    c.flops = 5 * e;
+  } else if (op == "attention") {
+    if (width % kAttnHeadDim || (width / kAttnHeadDim) % kAttnKvHeads)
+      return InvalidArgument(fmt::format("attention: width {} is not a multiple of {} heads of {}", width, kAttnKvHeads,
+                                         kAttnHeadDim));
+    const int64_t hq = width / kAttnHeadDim, hkv = kAttnKvHeads, d = kAttnHeadDim;
+    const int64_t t = rows;
+    const int64_t s = kv_len > 0 ? kv_len : c.phase == "decode" ? kAttnDecodeKvLen : rows;
+    if (s < t) return InvalidArgument(fmt::format("attention: {} keys for {} queries (need S >= T)", s, t));
+    c.kv_len = s;
+    c.rows_independent = false;
+    c.inputs = {Spec("q", dt, {t, hq, d}, true), Spec("k", dt, {s, hkv, d}, false), Spec("v", dt, {s, hkv, d}, false)};
+    c.outputs = {Spec("y", dt, {t, hq, d}, true)};
+    const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+    c.attrs = {{"causal", 1}, {"scale", scale}, {"hq", hq}, {"hkv", hkv}, {"d", d}, {"s", s}};
+    line = fmt::format("y = attention(q, k, v) {{causal=1, scale={}}}", FloatText(scale));
+    // Causal, aligned to the end: query i sees min(S, i + S - T + 1) keys. QK^T and PV are
+    // 2 flops per multiply-accumulate each, over the visible (query, key) pairs only.
+    int64_t visible = 0;
+    for (int64_t i = 0; i < t; ++i) visible += std::min(s, i + s - t + 1);
+    c.flops = 4 * hq * d * visible;
+  } else if (op == "layernorm") {
+    c.inputs = {Spec("x", dt, rw, true), Spec("w", dt, {width}, false), Spec("b", dt, {width}, false)};
+    c.outputs = {Spec("y", dt, rw, true)};
+    c.attrs["eps"] = kNormEps;
+    params = {"w", "b"};
+    line = fmt::format("y = layer_norm(x, w, b) {{eps={}}}", FloatText(kNormEps));
+    c.flops = 7 * e + 4 * rows;
+  } else if (op == "rmsnorm") {
+    c.inputs = {Spec("x", dt, rw, true), Spec("w", dt, {width}, false)};
+    c.outputs = {Spec("y", dt, rw, true)};
+    c.attrs["eps"] = kNormEps;
+    params = {"w"};
+    line = fmt::format("y = rms_norm(x, w) {{eps={}}}", FloatText(kNormEps));
+    c.flops = 4 * e + 3 * rows;
+  } else if (op == "add_rmsnorm") {
+    c.inputs = {Spec("x", dt, rw, true), Spec("r", dt, rw, true), Spec("w", dt, {width}, false)};
+    c.outputs = {Spec("y", dt, rw, true), Spec("s", dt, rw, true)};
+    c.attrs["eps"] = kNormEps;
+    params = {"w"};
+    line = fmt::format("y, s = add_rms_norm(x, r, w) {{eps={}}}", FloatText(kNormEps));
+    c.flops = 5 * e + 3 * rows;
+  } else if (op == "swiglu" || op == "geglu") {
+    c.inputs = {Spec("g", dt, rw, true), Spec("u", dt, rw, true)};
+    c.outputs = {Spec("y", dt, rw, true)};
+    line = fmt::format("y = {}(g, u)", op);
+    c.flops = (op == "swiglu" ? 5 : 6) * e;
+  } else if (op == "rope") {
+    // 32 heads: head_dim 64 at 2048 (TinyLlama), 128 at 4096 (Llama-2-7B).
+    const int64_t h = 32;
+    if (width % h || (width / h) % 2)
+      return InvalidArgument(fmt::format("rope: width {} is not 32 heads of an even head_dim", width));
+    const int64_t d = width / h;
+    c.inputs = {Spec("x", dt, {rows, h, d}, true), Spec("cos", dt, {rows, 1, d}, true), Spec("sin", dt, {rows, 1, d}, true)};
+    c.outputs = {Spec("y", dt, {rows, h, d}, true)};
+    c.attrs = {{"heads", h}, {"head_dim", d}};
+    line = "y = rope(x, cos, sin)";
+    c.flops = 3 * e;
+  }
+
+  c.bytes = SumBytes(c.inputs) + SumBytes(c.outputs);
+  if (op == "gather") c.bytes -= c.inputs[0].nbytes() - rows * width * DTypeSize(dt);  // only the gathered rows are read
+  std::string gname = op;
+  c.graph = GraphText(gname, c, params, line);
+  return c;
+}
+
+StatusOr<OpSuite> BuildOpSuite(const SuiteFilter& f) {
+  if (f.suite != "all" && f.suite != "micro" && f.suite != "patterns")
+    return InvalidArgument(fmt::format("--suite '{}': expected micro, patterns or all", f.suite));
+  if (!IsFloat(f.dtype)) return InvalidArgument(fmt::format("--dtype {}: expected f32, f16 or bf16", DTypeName(f.dtype)));
+  std::regex re;
+  if (!f.ops_regex.empty()) {
+    try {
+      re = std::regex(f.ops_regex, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      return InvalidArgument(fmt::format("--ops '{}': not a valid regular expression ({})", f.ops_regex, e.what()));
+    }
+  }
+  const std::vector<int64_t>& rows = f.rows.empty() ? DefaultRows() : f.rows;
+  for (int64_t r : rows)
+    if (r <= 0) return InvalidArgument(fmt::format("--rows: {} is not a positive row count", r));
+  std::set<int64_t> known_widths;
+  OpSuite suite;
+  std::vector<std::string> ops;
+  if (f.suite != "patterns") ops.insert(ops.end(), MicroOps().begin(), MicroOps().end());
+  if (f.suite != "micro") ops.insert(ops.end(), PatternOps().begin(), PatternOps().end());
+  for (const auto& op : ops) {
+    for (int64_t w : DefaultWidths(op)) known_widths.insert(w);
+    if (!f.ops_regex.empty() && !std::regex_match(op, re)) continue;
+    for (int64_t w : DefaultWidths(op)) {
+      if (!f.widths.empty() && std::find(f.widths.begin(), f.widths.end(), w) == f.widths.end()) continue;
+      for (int64_t r : rows) {
+        if (op == "attention" && PhaseOf(r) == "prefill" && r > kAttnMaxPrefill) {
+          suite.skipped.push_back(
+              {CaseId("patterns", op, f.dtype, r, w),
+               fmt::format("attention prefill T = S = {} is skipped: the CPU reference check and the peer's eager "
+                           "attention (a {:.0f} GiB score matrix) do not scale to it; rows <= {} are run",
+                           r, 4.0 * kAttnQHeads * static_cast<double>(r) * r / (1ull << 30), kAttnMaxPrefill)});
+          continue;
+        }
+        OPFUSE_ASSIGN_OR_RETURN(OpCase c, MakeOpCase(op, f.dtype, r, w));
+        suite.cases.push_back(std::move(c));
+      }
+    }
+  }
+  for (int64_t w : f.widths)
+    if (!known_widths.count(w))
+      return InvalidArgument(fmt::format("--widths: no op has width {} in the default grid (widths: {})", w,
+                                         fmt::join(known_widths, ", ")));
+  if (suite.cases.empty())
+    return InvalidArgument(fmt::format("no case matches (--suite {}{}{})", f.suite,
+                                       f.ops_regex.empty() ? "" : ", --ops " + f.ops_regex,
+                                       f.widths.empty() ? "" : fmt::format(", --widths {}", fmt::join(f.widths, ","))));
+  return suite;
+}
+
+nlohmann::json CaseToJson(const OpCase& c) {
+  // Inputs carry "rotate": whether each rotated input set has its own copy (false: one shared
+  // copy), so the peer rotates exactly what opfuse rotates.
+  auto tensors = [](const std::vector<TensorSpec>& ts, bool with_rotate) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& t : ts) {
+      nlohmann::json o = {{"name", t.name}, {"dtype", DTypeName(t.dtype)}, {"shape", t.shape}};
+      if (with_rotate) o["rotate"] = t.rotate;
+      a.push_back(std::move(o));
+    }
+    return a;
+  };
+  return {{"id", c.id},         {"suite", c.suite},   {"op", c.op},       {"dtype", DTypeName(c.dtype)},
+          {"phase", c.phase},   {"rows", c.rows},     {"width", c.width}, {"inputs", tensors(c.inputs, true)},
+          {"outputs", tensors(c.outputs, false)}, {"attrs", c.attrs}, {"bytes", c.bytes}, {"flops", c.flops},
+          {"graph", c.graph}};
+}
+
+nlohmann::json SuiteToJson(const OpSuite& s) {
+  nlohmann::json cases = nlohmann::json::array(), skipped = nlohmann::json::array();
+  for (const auto& c : s.cases) cases.push_back(CaseToJson(c));
+  for (const auto& k : s.skipped) skipped.push_back({{"id", k.id}, {"reason", k.reason}});
+  return {{"schema", 1}, {"cases", cases}, {"skipped", skipped}};
+}
+
+StatusOr<CheckPlan> PlanCheck(const OpCase& c, int sample) {
+  CheckPlan p;
+  if (c.rows <= kMaxCheckAllRows || sample <= 0 || sample >= c.rows) {
+    for (int64_t r = 0; r < c.rows; ++r) p.rows.push_back(r);
+    p.reference = c;
+    p.description = fmt::format("all {} rows", c.rows);
+    return p;
+  }
+  sample = std::max(sample, 2);
+  if (c.rows_independent) {
+    for (int64_t i = 0; i < sample; ++i) {
+      const int64_t r = (i * (c.rows - 1) + (sample - 1) / 2) / (sample - 1);  // rounded, 0 .. rows-1
+      if (p.rows.empty() || r > p.rows.back()) p.rows.push_back(r);
+    }
+    p.description = fmt::format("{} rows sampled from {}", p.rows.size(), c.rows);
+  } else {
+    for (int64_t r = c.rows - sample; r < c.rows; ++r) p.rows.push_back(r);
+    p.description = fmt::format("last {} of {} query rows", sample, c.rows);
+  }
+  OPFUSE_ASSIGN_OR_RETURN(p.reference, MakeOpCase(c.op, c.dtype, static_cast<int64_t>(p.rows.size()), c.width, c.kv_len));
+  return p;
+}
+
+double RelativeError(const HostTensor& out, const HostTensor& ref) {
+  if (out.shape != ref.shape) return std::numeric_limits<double>::infinity();
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    const double o = out.get(i), e = ref.get(i);
+    if (o == e) {
+      if (std::isfinite(e)) den += e * e;
+      continue;
+    }
+    if (!std::isfinite(o) || !std::isfinite(e)) return std::numeric_limits<double>::infinity();
+    num += (o - e) * (o - e);
+    den += e * e;
+  }
+  if (num == 0) return 0;
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
+double ErrorBound(DType out_dtype, const std::string& op) {
+  switch (out_dtype) {
+    case DType::kBF16: return 3e-2;
+    case DType::kF16: return 5e-3;
+    case DType::kF32: return op == "matmul" || op == "attention" ? 1e-3 : 2e-5;
+    case DType::kBool: return 0;
+    default: return 0;
+  }
+}
+
+StatusOr<std::vector<int64_t>> ParseIntList(const std::string& text, const std::string& flag) {
+  std::vector<int64_t> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = text.substr(pos, comma - pos);
+    char* end = nullptr;
+    errno = 0;
+    const long long v = item.empty() ? 0 : std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || errno || v <= 0)
+      return InvalidArgument(fmt::format("{} '{}': expected comma-separated positive integers, e.g. 1,8,32", flag, text));
+    out.push_back(v);
+    pos = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace opfuse::bench

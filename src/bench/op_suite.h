@@ -1,0 +1,137 @@
+// The op benchmark suite of `opfuse bench ops`: the list of cases, each a static-shape graph with
+// the bytes and flops an ideal kernel moves and computes.
+//
+// Design (DESIGN.md "Tools", "Measuring"; seed 003's micro + patterns split):
+//  * A case is data, not code: its .ofg text (static shapes, so every variant compiles for exactly
+//    these sizes), its inputs/outputs (names, dtypes, shapes — the order the peer script
+//    tools/bench_peer.py feeds them), the attributes the peer needs, and bytes/flops from one
+//    formula per op (docs/bench.md lists them). The CUDA runner (src/bench/cuda/op_runner.h) and
+//    the peer both read this list; cases.json is its serialised form, so the two sides cannot
+//    disagree about what a case is.
+//  * Each TensorSpec also says how the runner fills it (signed uniform, |x|+0.5, ids in a range),
+//    whether it is rotated across input sets (an embedding table is shared), and whether its dim 0
+//    is the case's rows — which lets the correctness check run the CPU reference on a sample of
+//    rows (MakeOpCase with fewer rows builds the matching reference graph).
+//  * Host-only (no CUDA), so `--list-cases`, the unit tests and CI see the same list as the GPU.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "opfuse/graph.h"
+#include "runtime/host_tensor.h"
+
+namespace opfuse::bench {
+
+enum class Fill {
+  kSigned,    // uniform in [-1, 1]
+  kPositive,  // |uniform in [-1, 1]| + 0.5 (log2/sqrt inputs, mod divisors)
+  kIds,       // integers uniform in [0, id_range)
+};
+
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::kBF16;
+  std::vector<int64_t> shape;
+  Fill fill = Fill::kSigned;
+  int64_t id_range = 0;      // kIds: exclusive upper bound
+  bool rows_leading = false;  // dim 0 is the case's rows (the check samples rows of it)
+  // Copied into every rotated input set (false: one shared copy — only the embedding table, which
+  // alone exceeds 2x L2 and whose touched rows change with the ids). Matmul weights and attention
+  // K/V rotate like activations: a decode step reads them from HBM, not from L2.
+  bool rotate = true;
+  int64_t numel() const;
+  int64_t nbytes() const { return numel() * DTypeSize(dtype); }
+};
+
+struct OpCase {
+  std::string id;     // "patterns/rmsnorm/bf16/rows=32/h=2048": unique and stable
+  std::string suite;  // "micro" | "patterns"
+  std::string op;     // one of MicroOps() / PatternOps()
+  DType dtype = DType::kBF16;
+  std::string phase;  // "decode" (rows <= kMaxDecodeRows) | "prefill"
+  int64_t rows = 0, width = 0;
+  int64_t kv_len = 0;  // attention: S (key/value positions); 0 for other ops
+  std::vector<TensorSpec> inputs, outputs;
+  nlohmann::json attrs = nlohmann::json::object();
+  int64_t bytes = 0;  // unique bytes an ideal kernel reads + writes (each tensor once)
+  int64_t flops = 0;  // per docs/bench.md; matmul/attention 2 per multiply-accumulate
+  std::string graph;  // .ofg text, static shapes
+  // Output row r depends only on row r of the row-leading inputs (false for attention, whose
+  // query rows see the whole key/value range).
+  bool rows_independent = true;
+};
+
+struct SkippedCase {
+  std::string id;
+  std::string reason;
+};
+
+struct OpSuite {
+  std::vector<OpCase> cases;
+  std::vector<SkippedCase> skipped;  // grid points left out on purpose, with the reason
+};
+
+struct SuiteFilter {
+  std::string suite = "all";   // "micro" | "patterns" | "all"
+  std::string ops_regex;       // ECMAScript regex over op names (full match); "" = all
+  std::vector<int64_t> rows;   // row counts; empty = DefaultRows()
+  std::vector<int64_t> widths; // keep only cases of these widths; empty = all
+  DType dtype = DType::kBF16;
+};
+
+inline constexpr int64_t kMaxDecodeRows = 64;      // rows <= this are "decode" (timed by graph replay)
+inline constexpr int64_t kGatherVocab = 32000;     // TinyLlama's vocabulary
+inline constexpr int64_t kAttnHeadDim = 64, kAttnQHeads = 32, kAttnKvHeads = 4;
+inline constexpr int64_t kAttnDecodeKvLen = 2048;  // decode attention: T = rows queries over S = 2048 keys
+inline constexpr int64_t kAttnMaxPrefill = 8192;   // prefill attention T = S = rows above this is skipped
+inline constexpr double kNormEps = 1e-5;
+inline constexpr double kSoftmaxScale = 0.125;     // 1/sqrt(64), as attention scores are scaled
+
+const std::vector<std::string>& MicroOps();    // exp2 log2 sin recip sqrt add mul mod less_than gather cast sum max
+const std::vector<std::string>& PatternOps();  // matmul softmax gelu attention layernorm rmsnorm add_rmsnorm swiglu geglu rope
+const std::vector<int64_t>& DefaultRows();     // 1, 8, 32, 512, 2048, 16384
+// The widths an op is benchmarked at in the default grid.
+std::vector<int64_t> DefaultWidths(const std::string& op);
+std::string PhaseOf(int64_t rows);
+std::string CaseId(const std::string& suite, const std::string& op, DType dtype, int64_t rows, int64_t width);
+
+// One case. `kv_len` is attention's S (0 = the default for `rows`: kAttnDecodeKvLen for decode,
+// rows for prefill). InvalidArgument for an unknown op or a width the op cannot take.
+StatusOr<OpCase> MakeOpCase(const std::string& op, DType dtype, int64_t rows, int64_t width, int64_t kv_len = 0);
+
+// The grid after filtering. InvalidArgument for an unknown suite, a bad regex, rows <= 0, a
+// dtype other than f32/f16/bf16, or filters that leave no case.
+StatusOr<OpSuite> BuildOpSuite(const SuiteFilter& f);
+
+// cases.json (the contract with tools/bench_peer.py): {"schema": 1, "cases": [...], "skipped": [...]}.
+nlohmann::json CaseToJson(const OpCase& c);
+nlohmann::json SuiteToJson(const OpSuite& s);
+
+// ---------------------------------------------------------------- the correctness check
+// Which rows of a case the CPU reference recomputes, and the reference graph for them: all rows
+// when rows <= kMaxCheckAllRows; otherwise `sample` rows — spread over the whole range (first and
+// last included) for row-independent ops, the last `sample` query rows over all S keys for
+// attention (causal alignment to the end makes that exactly attention with T = sample).
+inline constexpr int64_t kMaxCheckAllRows = 64;
+struct CheckPlan {
+  std::vector<int64_t> rows;  // sorted row indices of the case
+  OpCase reference;           // the case with rows.size() rows (same width, S, attrs)
+  std::string description;    // "all 32 rows" | "16 sampled rows" | "last 16 query rows"
+};
+StatusOr<CheckPlan> PlanCheck(const OpCase& c, int sample);
+
+// ||out - ref|| / ||ref|| over all elements (shapes must match; +inf otherwise). Elements equal in
+// both (equal infinities included) count as exact; a NaN or an infinity on one side only gives
+// +inf, so unwritten (NaN-poisoned) outputs can never pass.
+double RelativeError(const HostTensor& out, const HostTensor& ref);
+// The bound rel_err must stay under, per output dtype: bf16 3e-2, f16 5e-3, f32 2e-5 (1e-3 for
+// matmul/attention, which cuBLASLt/tensor cores may run in TF32), bool 0 (exact).
+double ErrorBound(DType out_dtype, const std::string& op);
+
+// Comma-separated positive integers ("1,8,32"); InvalidArgument naming `flag` otherwise.
+StatusOr<std::vector<int64_t>> ParseIntList(const std::string& text, const std::string& flag);
+
+}  // namespace opfuse::bench
