@@ -11,9 +11,12 @@
 #   run       `opfuse run --backend cuda --check` on the example graphs under every variant
 #   compile   opfuse compile for the device arch twice: the second run must compile nothing
 #   bench     `opfuse bench ops` + tools/bench_peer.py (PyTorch eager / torch.compile) + merged report
-# Logs and JSON go under $OUT; a short table is printed last. Exit 0 only if every stage run passed.
+# TEST_FILTER narrows the tests stage (a gtest filter). Logs and JSON go under $OUT; a short table is printed last. Exit 0 only if every stage run passed.
 set -uo pipefail
-OUT=${OUT:-/tmp/opfuse_gpu_out}
+# The device tool returns only a few files from $OUT: everything is written under $OUT/work and
+# packed into $OUT/gpu_check.tgz at the end (summary.json stays beside it).
+FINAL_OUT=${OUT:-/tmp/opfuse_gpu_out}
+OUT=$FINAL_OUT/work
 mkdir -p "$OUT"
 BUILD=${BUILD:-build/carry}
 STAGES=${STAGES:-tests,memcheck,run,compile}
@@ -28,7 +31,7 @@ FAIL=0
 
 if has tests; then
   t=$SECONDS
-  "$BUILD/tests/test_gpu" --gtest_output=json:"$OUT/test_gpu.json" > "$OUT/test_gpu.log" 2>&1
+  "$BUILD/tests/test_gpu" --gtest_filter="${TEST_FILTER:-*}" --gtest_output=json:"$OUT/test_gpu.json" > "$OUT/test_gpu.log" 2>&1
   rc=$?
   PASSED=$(grep -c '^\[       OK \]' "$OUT/test_gpu.log")
   FAILED=$(grep -c '^\[  FAILED  \]' "$OUT/test_gpu.log")
@@ -107,11 +110,13 @@ fi
   done
   echo "}"
 } > "$OUT/summary.json"
+cp "$OUT/summary.json" "$FINAL_OUT/summary.json"
+tar -czf "$FINAL_OUT/gpu_check.tgz" -C "$OUT" . && rm -rf "$OUT"
 
+[ -f "$OUT/bench/report_stdout.md" ] && tail -60 "$OUT/bench/report_stdout.md"
 echo
 echo "==== opfuse gpu_check on $DEVICE ($ARCH)"
 for k in tests memcheck run compile bench peer; do
   [ -n "${RESULT[$k]:-}" ] && printf '%-9s %s\n' "$k" "${RESULT[$k]}"
 done
-[ -f "$OUT/bench/report_stdout.md" ] && tail -60 "$OUT/bench/report_stdout.md"
 exit $FAIL

@@ -1,0 +1,916 @@
+// attention(q[T,Hq,D], k[S,Hkv,D], v[S,Hkv,D]) -> [T,Hq,D]: the library kernels and their planner.
+//
+// Semantics (CpuAttention in src/ops/library.cc): row i of head h attends to keys j < i + S - T + 1
+// when causal (the queries are the last T positions), to all S keys otherwise; kv head h / (Hq/Hkv)
+// (GQA); scale defaults to 1/sqrt(D); a row with no visible key is zeros; f32 accumulation, output
+// in the input dtype. Scores are kept in the log2 domain (q pre-multiplied by scale*log2(e)) so the
+// softmax uses exp2f; -inf marks masked scores and a row max of -inf is replaced by 0 before any
+// subtraction, so fully masked rows give p = 0 and never NaN.
+//
+// Three kernels (attention.h says when each runs):
+//  * AttnMmaKernel<T, HD>: flash-attention-2 forward for f16/bf16, HD = 64/128. 4 warps, 64 query
+//    rows per block (16 per warp), Q fragments in registers (ldmatrix.x4), 64-key K and V tiles in
+//    shared memory (rows padded by 16 bytes, so ldmatrix rows fall in distinct banks) loaded with
+//    cp.async (zero-filled past S / T), S = QK^T and O += PV with mma.sync m16n8k16 (f32
+//    accumulators; the S accumulator layout is reused as the A fragment of P, FA2's register
+//    trick), V fragments through ldmatrix.trans. The V load of tile j overlaps QK^T of tile j and
+//    the K load of tile j+1 overlaps the softmax and PV of tile j. Causal blocks stop at their last
+//    visible tile and are launched heaviest first.
+//  * AttnGeneralKernel<T, RB, MAXC>: CUDA cores, any float dtype, D <= 256. A block takes RB query
+//    rows (8 for prefill, 4 for decode, 1 for one-row MHA decode) of one kv head (row r -> token
+//    r / group, head kvh*group + r % group, so the query heads of a GQA group share K/V reads) and
+//    a key range. Each of the 4 warps walks its own key tiles of KT keys: lane j scores key j
+//    against all RB rows (its K row read straight from global memory, 8 16-byte loads in flight,
+//    q broadcast from shared memory), the warp updates each row's online softmax (row maxima
+//    reduced together; sums kept per lane until the end), and the V tile (staged in shared memory
+//    by cp.async, overlapping the scoring) is accumulated with lane <-> head-dim element. The
+//    warps' states merge through shared memory. With a key split (gridDim.z > 1) the block writes
+//    (max, sum, unnormalised acc) to f32 scratch instead of the output and AttnCombineKernel
+//    merges the splits (flash-decoding).
+// Index arithmetic into tensors is 64-bit; per-dimension sizes are checked to fit in int.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <string>
+
+#include "kernels/attention.h"
+
+namespace opfuse::kernels {
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kTargetBlocksPerSm = 4;  // split-K aims at this many general-kernel blocks per SM
+
+// ------------------------------------------------------------------ device helpers
+
+__device__ __forceinline__ float ToF32(float x) { return x; }
+__device__ __forceinline__ float ToF32(__half x) { return __half2float(x); }
+__device__ __forceinline__ float ToF32(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <typename T>
+__device__ __forceinline__ T FromF32(float x);
+template <>
+__device__ __forceinline__ float FromF32<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ __half FromF32<__half>(float x) { return __float2half_rn(x); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 FromF32<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+// The 16 bytes of a uint4 as 16 / sizeof(T) floats.
+__device__ __forceinline__ void Unpack(const uint4& u, float* f, const float*) {
+  f[0] = __uint_as_float(u.x);
+  f[1] = __uint_as_float(u.y);
+  f[2] = __uint_as_float(u.z);
+  f[3] = __uint_as_float(u.w);
+}
+__device__ __forceinline__ void Unpack(const uint4& u, float* f, const __half*) {
+  const __half2* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 x = __half22float2(h[i]);
+    f[2 * i] = x.x;
+    f[2 * i + 1] = x.y;
+  }
+}
+__device__ __forceinline__ void Unpack(const uint4& u, float* f, const __nv_bfloat16*) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 x = __bfloat1622float2(h[i]);
+    f[2 * i] = x.x;
+    f[2 * i + 1] = x.y;
+  }
+}
+
+__device__ __forceinline__ float WarpMax(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+__device__ __forceinline__ float WarpSum(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+// 16-byte global -> shared copy; src_bytes = 0 zero-fills the destination (src is not read).
+__device__ __forceinline__ void CpAsync16(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(dst)), "l"(src), "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// ------------------------------------------------------------------ general (CUDA-core) kernel
+
+struct GeneralParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* ws_acc;  // split > 1: [splits][T*Hq][D] unnormalised accumulators; nullptr: write o
+  float* ws_ml;   // split > 1: [splits][T*Hq][2] (row max in log2 units, row sum)
+  int T, S, Hq, Hkv, D, group;
+  int causal;
+  float scale_log2;  // scale * log2(e)
+  int kt;            // keys per warp tile (<= 32)
+  int chunk;         // keys per split (blockIdx.z)
+  int vec;           // K/V rows 16-byte aligned: vector loads and cp.async
+  int union_bytes;   // shared bytes of the V tiles / merge area (multiple of 16)
+};
+
+template <typename T, int RB, int MAXC>
+__global__ void __launch_bounds__(kThreads) AttnGeneralKernel(GeneralParams p) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int D = p.D, KT = p.kt;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int kvh = blockIdx.y, split = blockIdx.z;
+  const int R = p.T * p.group;
+  const int r0 = blockIdx.x * RB;
+  // Shared layout: [V tiles of the 4 warps | merge area] [sQ: RB x D f32] [sP: 4 x RB x 32 f32].
+  T* sV = reinterpret_cast<T*>(smem_raw) + static_cast<size_t>(warp) * KT * D;
+  float* sMerge = reinterpret_cast<float*>(smem_raw);
+  float* sQ = reinterpret_cast<float*>(smem_raw + p.union_bytes);
+  float* sP = sQ + RB * D + warp * RB * 32;  // 16-byte aligned when RB % 4 == 0
+  const T* q = static_cast<const T*>(p.q);
+  const int64_t kv_stride = static_cast<int64_t>(p.Hkv) * D;
+  const T* kbase = static_cast<const T*>(p.k) + static_cast<int64_t>(kvh) * D;
+  const T* vbase = static_cast<const T*>(p.v) + static_cast<int64_t>(kvh) * D;
+
+  // This block's query rows, pre-scaled, into shared memory; rows past R are zeros.
+  for (int idx = tid; idx < RB * D; idx += kThreads) {
+    const int i = idx / D, d = idx - i * D, r = r0 + i;
+    float x = 0.f;
+    if (r < R) {
+      const int t = r / p.group, h = kvh * p.group + (r - t * p.group);
+      x = ToF32(q[(static_cast<int64_t>(t) * p.Hq + h) * D + d]) * p.scale_log2;
+    }
+    sQ[idx] = x;
+  }
+  // Keys visible to each row: j < lim[i]. Rows past R see nothing.
+  const int off = p.S - p.T;
+  int lim[RB];
+  int block_lim = 0;
+#pragma unroll
+  for (int i = 0; i < RB; ++i) {
+    const int r = r0 + i;
+    int li = 0;
+    if (r < R) li = p.causal ? min(p.S, max(0, r / p.group + off + 1)) : p.S;
+    lim[i] = li;
+    block_lim = max(block_lim, li);
+  }
+  const int kb = split * p.chunk;
+  const int ke = min(block_lim, min(p.S, kb + p.chunk));  // kb + chunk <= S + chunk fits in int
+  __syncthreads();
+
+  float m[RB], l[RB], acc[RB][MAXC];
+#pragma unroll
+  for (int i = 0; i < RB; ++i) {
+    m[i] = -INFINITY;
+    l[i] = 0.f;
+#pragma unroll
+    for (int c = 0; c < MAXC; ++c) acc[i][c] = 0.f;
+  }
+
+  constexpr int VW = 16 / sizeof(T);  // elements per 16-byte vector
+  const int vpr = D / VW;             // vectors per K/V row (used only when p.vec)
+  for (int n0 = kb + warp * KT; n0 < ke; n0 += kWarps * KT) {
+    const int nvalid = min(KT, ke - n0);
+    // 1. Stage this tile's V rows (asynchronously when aligned; rows past nvalid zero-filled).
+    if (p.vec) {
+      for (int idx = lane; idx < KT * vpr; idx += 32) {
+        const int n = idx / vpr, c = idx - n * vpr;
+        const bool ok = n < nvalid;
+        const T* src = ok ? vbase + static_cast<int64_t>(n0 + n) * kv_stride + c * VW : vbase;
+        CpAsync16(sV + n * D + c * VW, src, ok ? 16 : 0);
+      }
+      CpAsyncCommit();
+    } else {
+      for (int idx = lane; idx < nvalid * D; idx += 32) {
+        const int n = idx / D, d = idx - n * D;
+        sV[idx] = vbase[static_cast<int64_t>(n0 + n) * kv_stride + d];
+      }
+    }
+    // 2. Lane j scores key n0 + j against every row.
+    float s[RB];
+#pragma unroll
+    for (int i = 0; i < RB; ++i) s[i] = 0.f;
+    const int key = n0 + lane;
+    const bool kvalid = lane < nvalid;
+    if (kvalid) {
+      const T* kr = kbase + static_cast<int64_t>(key) * kv_stride;
+      if (p.vec) {
+        const uint4* kr4 = reinterpret_cast<const uint4*>(kr);
+        for (int c0 = 0; c0 < vpr; c0 += 8) {  // up to 8 independent 16-byte loads in flight
+          uint4 kv4[8];
+#pragma unroll
+          for (int u = 0; u < 8; ++u) kv4[u] = c0 + u < vpr ? __ldg(kr4 + c0 + u) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+          for (int u = 0; u < 8; ++u) {
+            if (c0 + u < vpr) {
+              float kf[VW];
+              Unpack(kv4[u], kf, static_cast<const T*>(nullptr));
+              const int d0 = (c0 + u) * VW;
+#pragma unroll
+              for (int e = 0; e < VW; e += 4) {
+#pragma unroll
+                for (int i = 0; i < RB; ++i) {
+                  const float4 qv = *reinterpret_cast<const float4*>(sQ + i * D + d0 + e);
+                  s[i] = fmaf(qv.x, kf[e], s[i]);
+                  s[i] = fmaf(qv.y, kf[e + 1], s[i]);
+                  s[i] = fmaf(qv.z, kf[e + 2], s[i]);
+                  s[i] = fmaf(qv.w, kf[e + 3], s[i]);
+                }
+              }
+            }
+          }
+        }
+      } else {
+        for (int d = 0; d < D; ++d) {
+          const float kf = ToF32(kr[d]);
+#pragma unroll
+          for (int i = 0; i < RB; ++i) s[i] = fmaf(sQ[i * D + d], kf, s[i]);
+        }
+      }
+    }
+    // 3. Online softmax. The rows' warp maxima are reduced together (independent shuffles
+    // interleave); l is kept per lane (alpha is warp-uniform) and summed over the warp at the end.
+    // p goes to this warp's sP as [key][row].
+    float sv[RB], mx[RB];
+#pragma unroll
+    for (int i = 0; i < RB; ++i) mx[i] = sv[i] = (kvalid && key < lim[i]) ? s[i] : -INFINITY;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+      for (int i = 0; i < RB; ++i) mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], o));
+    }
+#pragma unroll
+    for (int i = 0; i < RB; ++i) {
+      const float m_new = fmaxf(m[i], mx[i]);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;
+      const float alpha = exp2f(m[i] - m_use);
+      sv[i] = exp2f(sv[i] - m_use);
+      l[i] = l[i] * alpha + sv[i];
+      m[i] = m_new;
+#pragma unroll
+      for (int c = 0; c < MAXC; ++c) acc[i][c] *= alpha;
+    }
+    if constexpr (RB % 4 == 0) {
+#pragma unroll
+      for (int i = 0; i < RB; i += 4)
+        *reinterpret_cast<float4*>(sP + lane * RB + i) = make_float4(sv[i], sv[i + 1], sv[i + 2], sv[i + 3]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < RB; ++i) sP[lane * RB + i] = sv[i];
+    }
+    if (p.vec) CpAsyncWait<0>();
+    __syncwarp();
+    // 4. acc += p V, lane <-> head-dim elements lane + 32c.
+    for (int n = 0; n < nvalid; ++n) {
+      float vv[MAXC];
+#pragma unroll
+      for (int c = 0; c < MAXC; ++c) {
+        const int d = lane + 32 * c;
+        vv[c] = d < D ? ToF32(sV[n * D + d]) : 0.f;
+      }
+      float pn[RB];
+      if constexpr (RB % 4 == 0) {
+#pragma unroll
+        for (int i = 0; i < RB; i += 4) {
+          const float4 p4 = *reinterpret_cast<const float4*>(sP + n * RB + i);
+          pn[i] = p4.x;
+          pn[i + 1] = p4.y;
+          pn[i + 2] = p4.z;
+          pn[i + 3] = p4.w;
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < RB; ++i) pn[i] = sP[n * RB + i];
+      }
+#pragma unroll
+      for (int i = 0; i < RB; ++i) {
+#pragma unroll
+        for (int c = 0; c < MAXC; ++c) acc[i][c] = fmaf(pn[i], vv[c], acc[i][c]);
+      }
+    }
+    __syncwarp();  // sV / sP are rewritten by the next tile
+  }
+
+  // Merge the 4 warps' states (the merge area aliases the V tiles: wait for every warp).
+#pragma unroll
+  for (int i = 0; i < RB; ++i) l[i] = WarpSum(l[i]);
+  __syncthreads();
+  float* mw = sMerge + warp * RB * (D + 2);
+#pragma unroll
+  for (int i = 0; i < RB; ++i) {
+    if (lane == 0) {
+      mw[i * (D + 2)] = m[i];
+      mw[i * (D + 2) + 1] = l[i];
+    }
+#pragma unroll
+    for (int c = 0; c < MAXC; ++c) {
+      const int d = lane + 32 * c;
+      if (d < D) mw[i * (D + 2) + 2 + d] = acc[i][c];
+    }
+  }
+  __syncthreads();
+  T* o = static_cast<T*>(p.o);
+  for (int idx = tid; idx < RB * D; idx += kThreads) {
+    const int i = idx / D, d = idx - i * D, r = r0 + i;
+    if (r >= R) continue;
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, sMerge[(w * RB + i) * (D + 2)]);
+    float L = 0.f, A = 0.f;
+    if (M != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float* e = sMerge + (w * RB + i) * (D + 2);
+        const float sc = exp2f(e[0] - M);  // a warp that saw nothing has e[0] = -inf: weight 0
+        L = fmaf(sc, e[1], L);
+        A = fmaf(sc, e[2 + d], A);
+      }
+    }
+    const int t = r / p.group, h = kvh * p.group + (r - t * p.group);
+    const int64_t grow = static_cast<int64_t>(t) * p.Hq + h;
+    if (p.ws_acc == nullptr) {
+      o[grow * D + d] = FromF32<T>(L > 0.f ? A / L : 0.f);
+    } else {
+      const int64_t wrow = static_cast<int64_t>(split) * p.T * p.Hq + grow;
+      p.ws_acc[wrow * D + d] = A;
+      if (d == 0) {
+        p.ws_ml[wrow * 2] = M;
+        p.ws_ml[wrow * 2 + 1] = L;
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------ split combine
+
+struct CombineParams {
+  const float* ws_acc;
+  const float* ws_ml;
+  void* o;
+  int rows;  // T * Hq
+  int D;
+  int splits;
+};
+
+// One block per output row. Warp 0 reads every split's (max, sum) in one round (8 per lane) and
+// turns them into weights; then each thread sums its head-dim element over the splits with 16 loads
+// in flight (the partials were just written, so they come from L2: the cost is round trips).
+template <typename T>
+__global__ void __launch_bounds__(kThreads) AttnCombineKernel(CombineParams p) {
+  constexpr int kPerLane = kAttentionMaxSplits / 32;
+  __shared__ float w[kAttentionMaxSplits];
+  __shared__ float s_inv;
+  const int64_t row = blockIdx.x;
+  const int64_t rows = p.rows;
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    float mv[kPerLane], lv[kPerLane];
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int s = lane + 32 * j;
+      mv[j] = -INFINITY;
+      lv[j] = 0.f;
+      if (s < p.splits) {
+        mv[j] = p.ws_ml[(s * rows + row) * 2];
+        lv[j] = p.ws_ml[(s * rows + row) * 2 + 1];
+      }
+    }
+    float M = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) M = fmaxf(M, mv[j]);
+    M = WarpMax(M);
+    float L = 0.f;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int s = lane + 32 * j;
+      const float ws = M == -INFINITY ? 0.f : exp2f(mv[j] - M);  // an empty split has mv = -inf: 0
+      if (s < p.splits) w[s] = ws;
+      L = fmaf(ws, lv[j], L);
+    }
+    L = WarpSum(L);
+    if (lane == 0) s_inv = L > 0.f ? 1.f / L : 0.f;
+  }
+  __syncthreads();
+  const float inv = s_inv;
+  T* o = static_cast<T*>(p.o);
+  for (int d = threadIdx.x; d < p.D; d += kThreads) {
+    const float* src = p.ws_acc + row * p.D + d;
+    const int64_t split_stride = rows * p.D;
+    float a[4] = {0.f, 0.f, 0.f, 0.f};
+    int s = 0;
+    for (; s + 16 <= p.splits; s += 16) {
+      float x[16];
+#pragma unroll
+      for (int u = 0; u < 16; ++u) x[u] = src[(s + u) * split_stride];
+#pragma unroll
+      for (int u = 0; u < 16; ++u) a[u & 3] = fmaf(w[s + u], x[u], a[u & 3]);
+    }
+    for (; s < p.splits; ++s) a[0] = fmaf(w[s], src[s * split_stride], a[0]);
+    o[row * p.D + d] = FromF32<T>(((a[0] + a[1]) + (a[2] + a[3])) * inv);
+  }
+}
+
+// ------------------------------------------------------------------ tensor-core kernel
+
+struct MmaParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  int T, S, Hq, Hkv, group;
+  int causal;
+  float scale_log2;
+};
+
+__device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddr(p)));
+}
+__device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddr(p)));
+}
+
+// c += a (16x16, row) * b (16x8, col), f32 accumulators.
+__device__ __forceinline__ void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, const __nv_bfloat16*) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, const __half*) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats as a packed pair (lo in the low half), in T.
+__device__ __forceinline__ uint32_t Pack2(float lo, float hi, const __nv_bfloat16*) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&h);
+}
+__device__ __forceinline__ uint32_t Pack2(float lo, float hi, const __half*) {
+  __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&h);
+}
+
+template <typename T, int HD>
+__global__ void __launch_bounds__(kThreads) AttnMmaKernel(MmaParams p) {
+  constexpr int BM = 64, BN = 64;  // query rows / keys per tile
+  constexpr int LD = HD + 8;       // padded shared row (elements): 16-byte shift per row
+  constexpr int CPR = HD / 8;      // 16-byte chunks per row
+  static_assert(BM * CPR % kThreads == 0 && BM == BN, "tile loader assumes this");
+  __shared__ __align__(16) T sK[BN * LD];
+  __shared__ __align__(16) T sV[BN * LD];  // holds the Q tile before the first V tile
+  const T* tp = nullptr;                   // tag for the dtype overloads
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int mt = p.causal ? static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x) : blockIdx.x;
+  const int m0 = mt * BM;
+  const int h = blockIdx.y, kvh = h / p.group;
+  const int off = p.S - p.T;
+  const int64_t q_stride = static_cast<int64_t>(p.Hq) * HD, kv_stride = static_cast<int64_t>(p.Hkv) * HD;
+  const T* qbase = static_cast<const T*>(p.q) + static_cast<int64_t>(h) * HD;
+  const T* kbase = static_cast<const T*>(p.k) + static_cast<int64_t>(kvh) * HD;
+  const T* vbase = static_cast<const T*>(p.v) + static_cast<int64_t>(kvh) * HD;
+  const int kv_end = p.causal ? min(p.S, max(0, m0 + BM + off)) : p.S;  // keys any row here sees
+  const int ntiles = (kv_end + BN - 1) / BN;
+
+  // rows [row0, row0 + 64) of a [rows, heads, HD] tensor -> padded shared tile; rows >= nrows -> 0.
+  auto load_tile = [&](T* dst, const T* base, int64_t stride, int row0, int nrows) {
+#pragma unroll
+    for (int i = 0; i < BM * CPR / kThreads; ++i) {
+      const int idx = tid + i * kThreads;
+      const int r = idx / CPR, c = idx - (idx / CPR) * CPR;
+      const bool ok = row0 + r < nrows;
+      const T* src = ok ? base + static_cast<int64_t>(row0 + r) * stride + c * 8 : base;
+      CpAsync16(dst + r * LD + c * 8, src, ok ? 16 : 0);
+    }
+  };
+
+  load_tile(sV, qbase, q_stride, m0, p.T);
+  CpAsyncCommit();
+  if (ntiles > 0) load_tile(sK, kbase, kv_stride, 0, p.S);
+  CpAsyncCommit();
+  CpAsyncWait<0>();
+  __syncthreads();
+  // Q fragments (A operand, 16 rows x HD) of this warp: matrices (rows 0-7 | 8-15) x (k 0-7 | 8-15).
+  uint32_t qf[HD / 16][4];
+#pragma unroll
+  for (int kc = 0; kc < HD / 16; ++kc)
+    LdMatrixX4(qf[kc], sV + (warp * 16 + (lane & 15)) * LD + kc * 16 + (lane >> 4) * 8);
+  __syncthreads();  // the Q tile's buffer becomes the V buffer
+
+  float oacc[HD / 8][4];
+#pragma unroll
+  for (int dt = 0; dt < HD / 8; ++dt) oacc[dt][0] = oacc[dt][1] = oacc[dt][2] = oacc[dt][3] = 0.f;
+  float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};  // rows g and g + 8 of the warp
+  const int qrow = m0 + warp * 16 + (lane >> 2);                  // query row of c0/c1 (c2/c3: +8)
+
+  for (int j = 0; j < ntiles; ++j) {
+    const int n0 = j * BN;
+    load_tile(sV, vbase, kv_stride, n0, p.S);
+    CpAsyncCommit();
+    CpAsyncWait<1>();  // K tile j has landed (V tile j may be in flight)
+    __syncthreads();
+
+    // S = Q K^T: 16 x 64 per warp, 8 n-tiles of 8 keys.
+    float sacc[BN / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < BN / 8; ++nt) sacc[nt][0] = sacc[nt][1] = sacc[nt][2] = sacc[nt][3] = 0.f;
+#pragma unroll
+    for (int kc = 0; kc < HD / 16; ++kc) {
+#pragma unroll
+      for (int ntp = 0; ntp < BN / 16; ++ntp) {
+        // matrices: (keys 0-7, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 0-7), (keys 8-15, d 8-15)
+        uint32_t b[4];
+        LdMatrixX4(b, sK + (ntp * 16 + ((lane >> 4) << 3) + (lane & 7)) * LD + kc * 16 + ((lane >> 3) & 1) * 8);
+        Mma(sacc[2 * ntp], qf[kc], b[0], b[1], tp);
+        Mma(sacc[2 * ntp + 1], qf[kc], b[2], b[3], tp);
+      }
+    }
+    __syncthreads();  // every warp is done with sK
+    if (j + 1 < ntiles) load_tile(sK, kbase, kv_stride, n0 + BN, p.S);
+    CpAsyncCommit();  // (possibly empty) group, so the wait counts below stay uniform
+
+    // Online softmax in the log2 domain. Masking is needed only on the tile past S or crossing the
+    // causal diagonal of this block's first row.
+    const bool need_mask = (n0 + BN > p.S) || (p.causal && n0 + BN - 1 > m0 + off);
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < BN / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float s0 = sacc[nt][e] * p.scale_log2, s1 = sacc[nt][2 + e] * p.scale_log2;
+        if (need_mask) {
+          const int key = n0 + nt * 8 + (lane & 3) * 2 + e;
+          if (key >= p.S || (p.causal && key > qrow + off)) s0 = -INFINITY;
+          if (key >= p.S || (p.causal && key > qrow + 8 + off)) s1 = -INFINITY;
+        }
+        sacc[nt][e] = s0;
+        sacc[nt][2 + e] = s1;
+        mx[0] = fmaxf(mx[0], s0);
+        mx[1] = fmaxf(mx[1], s1);
+      }
+    }
+    float mu[2], alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      const float m_new = fmaxf(mrow[r], mx[r]);
+      mu[r] = m_new == -INFINITY ? 0.f : m_new;
+      alpha[r] = exp2f(mrow[r] - mu[r]);
+      mrow[r] = m_new;
+    }
+    float rs[2] = {0.f, 0.f};
+#pragma unroll
+    for (int nt = 0; nt < BN / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        sacc[nt][e] = exp2f(sacc[nt][e] - mu[0]);
+        sacc[nt][2 + e] = exp2f(sacc[nt][2 + e] - mu[1]);
+        rs[0] += sacc[nt][e];
+        rs[1] += sacc[nt][2 + e];
+      }
+    }
+    lrow[0] = lrow[0] * alpha[0] + rs[0];  // per-thread partial sums; the quad is summed at the end
+    lrow[1] = lrow[1] * alpha[1] + rs[1];
+#pragma unroll
+    for (int dt = 0; dt < HD / 8; ++dt) {
+      oacc[dt][0] *= alpha[0];
+      oacc[dt][1] *= alpha[0];
+      oacc[dt][2] *= alpha[1];
+      oacc[dt][3] *= alpha[1];
+    }
+
+    CpAsyncWait<1>();  // V tile j has landed (K tile j + 1 may be in flight)
+    __syncthreads();
+    // O += P V: P's accumulators are the A fragments (keys 16*kc2 .. +15); V via ldmatrix.trans.
+#pragma unroll
+    for (int kc2 = 0; kc2 < BN / 16; ++kc2) {
+      uint32_t a[4];
+      a[0] = Pack2(sacc[2 * kc2][0], sacc[2 * kc2][1], tp);
+      a[1] = Pack2(sacc[2 * kc2][2], sacc[2 * kc2][3], tp);
+      a[2] = Pack2(sacc[2 * kc2 + 1][0], sacc[2 * kc2 + 1][1], tp);
+      a[3] = Pack2(sacc[2 * kc2 + 1][2], sacc[2 * kc2 + 1][3], tp);
+#pragma unroll
+      for (int dtp = 0; dtp < HD / 16; ++dtp) {
+        // matrices: (keys 0-7, d 0-7), (keys 8-15, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 8-15)
+        uint32_t b[4];
+        LdMatrixX4Trans(b, sV + (kc2 * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + dtp * 16 + (lane >> 4) * 8);
+        Mma(oacc[2 * dtp], a, b[0], b[1], tp);
+        Mma(oacc[2 * dtp + 1], a, b[2], b[3], tp);
+      }
+    }
+    __syncthreads();  // every warp is done with sV before the next V tile lands in it
+  }
+  CpAsyncWait<0>();  // nothing is outstanding here; keeps the exit clean regardless
+
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 1);
+    lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 2);
+    inv[r] = lrow[r] > 0.f ? 1.f / lrow[r] : 0.f;
+  }
+  T* o = static_cast<T*>(p.o);
+#pragma unroll
+  for (int dt = 0; dt < HD / 8; ++dt) {
+    const int col = dt * 8 + (lane & 3) * 2;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = qrow + 8 * r;
+      if (row < p.T) {
+        const uint32_t packed = Pack2(oacc[dt][2 * r] * inv[r], oacc[dt][2 * r + 1] * inv[r], tp);
+        *reinterpret_cast<uint32_t*>(o + (static_cast<int64_t>(row) * p.Hq + h) * HD + col) = packed;
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------ host side
+
+struct Dims {
+  int64_t T = 0, S = 0, Hq = 0, Hkv = 0, D = 0, group = 1;
+  DType dtype = DType::kF32;
+};
+
+Status CheckDims(const std::vector<TensorRef>& in, const std::vector<TensorRef>* out, Dims* d) {
+  if (in.size() < 3) return InvalidArgument(fmt::format("attention: expected 3 inputs (q, k, v), got {}", in.size()));
+  const TensorRef &q = in[0], &k = in[1], &v = in[2];
+  if (q.shape.size() != 3 || k.shape.size() != 3 || v.shape.size() != 3)
+    return InvalidArgument("attention: shape mismatch: q, k, v must be [tokens, heads, head_dim]");
+  if (k.dtype != q.dtype || v.dtype != q.dtype)
+    return InvalidArgument("attention: dtype mismatch: q, k, v must share a dtype");
+  if (k.shape != v.shape) return InvalidArgument("attention: shape mismatch: k and v differ");
+  if (k.shape[2] != q.shape[2]) return InvalidArgument("attention: shape mismatch: q and k head_dim differ");
+  d->T = q.shape[0];
+  d->Hq = q.shape[1];
+  d->D = q.shape[2];
+  d->S = k.shape[0];
+  d->Hkv = k.shape[1];
+  d->dtype = q.dtype;
+  if (d->Hkv <= 0 || d->Hq % d->Hkv)
+    return InvalidArgument(
+        fmt::format("attention: shape mismatch: {} query heads not a multiple of {} kv heads", d->Hq, d->Hkv));
+  d->group = d->Hq / d->Hkv;
+  if (out) {
+    if (out->empty()) return InvalidArgument("attention: no output");
+    const TensorRef& y = (*out)[0];
+    if (y.dtype != q.dtype || y.shape != q.shape)
+      return InvalidArgument("attention: output must have q's dtype and shape");
+  }
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  if (d->T * d->group > kIntMax || d->S > kIntMax / 2 || d->Hq * d->D > kIntMax || d->T * d->Hq > kIntMax)
+    return Unimplemented(fmt::format("attention: sizes T={} S={} Hq={} D={} exceed the kernels' 32-bit row indexing",
+                                     d->T, d->S, d->Hq, d->D));
+  return Status::Ok();
+}
+
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+bool EnvGeneral() {
+  const char* e = std::getenv("OPFUSE_ATTENTION_GENERAL");
+  return e && *e && std::string(e) != "0";
+}
+
+// Why the tensor-core kernel does not apply ("" when it does).
+std::string MmaRefusal(const Dims& d, const std::vector<TensorRef>& in, const std::vector<TensorRef>* out) {
+  if (d.dtype != DType::kF16 && d.dtype != DType::kBF16) return fmt::format("dtype {} (needs f16/bf16)", DTypeName(d.dtype));
+  if (d.D != 64 && d.D != 128) return fmt::format("head_dim {} (needs 64 or 128)", d.D);
+  bool aligned = Aligned16(in[0].data) && Aligned16(in[1].data) && Aligned16(in[2].data);
+  if (out) aligned = aligned && Aligned16((*out)[0].data);
+  if (!aligned) return "a q/k/v/output pointer is not 16-byte aligned";
+  return "";
+}
+
+// Launch shape of the general kernel.
+struct GeneralPlan {
+  int rb = 8;        // query rows per block
+  int maxc = 4;      // head-dim elements per lane (ceil(D / 32) rounded up to 2, 4, 8)
+  int kt = 32;       // keys per warp tile
+  int64_t row_tiles = 0;
+  int splits = 1;
+  int chunk = 0;
+  bool vec = false;
+  size_t union_bytes = 0, smem_bytes = 0;
+  size_t ws_bytes = 0;  // scratch for splits > 1
+};
+
+size_t SplitBytesPerSplit(const Dims& d) { return static_cast<size_t>(d.T * d.Hq * (d.D + 2)) * sizeof(float); }
+
+GeneralPlan PlanGeneral(const Dims& d, bool vec, const cuda::DeviceInfo& dev, size_t ws_capacity, int max_splits) {
+  GeneralPlan g;
+  const int64_t R = d.T * d.group;
+  // Decode gets at most 4 rows per block: a block is then latency-bound by its warps' instruction
+  // chains (measured: one warp per scheduler issues every ~4.4 cycles), so halving the rows per warp
+  // and doubling the blocks beats sharing K/V across 8 rows; prefill keeps 8 (fewer K/V re-reads).
+  g.rb = R <= 1 ? 1 : (R <= 4 || d.T <= kAttentionDecodeMaxT) ? 4 : 8;
+  g.maxc = d.D <= 64 ? 2 : d.D <= 128 ? 4 : 8;
+  const int64_t esize = DTypeSize(d.dtype);
+  g.kt = static_cast<int>(std::clamp<int64_t>(8192 / std::max<int64_t>(1, d.D * esize), 1, 32));
+  g.vec = vec;
+  g.row_tiles = (R + g.rb - 1) / g.rb;
+  const size_t vtiles = static_cast<size_t>(kWarps) * g.kt * d.D * esize;
+  const size_t merge = static_cast<size_t>(kWarps) * g.rb * (d.D + 2) * sizeof(float);
+  g.union_bytes = (std::max(vtiles, merge) + 15) / 16 * 16;
+  g.smem_bytes = g.union_bytes + static_cast<size_t>(g.rb) * d.D * sizeof(float) +
+                 static_cast<size_t>(kWarps) * g.rb * 32 * sizeof(float);
+  // Split the keys when the blocks would not fill the GPU and scratch is available.
+  const int64_t keys_per_iter = static_cast<int64_t>(kWarps) * g.kt;
+  const int64_t blocks = std::max<int64_t>(1, g.row_tiles * d.Hkv);
+  int64_t splits = 1;
+  const size_t per_split = SplitBytesPerSplit(d);
+  if (d.S > 0 && per_split > 0 && ws_capacity / per_split >= 2) {
+    const int64_t want = (int64_t{kTargetBlocksPerSm} * std::max(1, dev.sm_count) + blocks - 1) / blocks;
+    const int64_t by_len = (d.S + keys_per_iter - 1) / keys_per_iter;
+    splits = std::min({want, by_len, int64_t{kAttentionMaxSplits}, static_cast<int64_t>(ws_capacity / per_split)});
+    if (max_splits > 0) splits = std::min<int64_t>(splits, max_splits);
+    splits = std::max<int64_t>(splits, 1);
+  }
+  int64_t chunk = std::max<int64_t>(1, (d.S + splits - 1) / splits);
+  chunk = (chunk + keys_per_iter - 1) / keys_per_iter * keys_per_iter;
+  if (splits > 1) splits = (d.S + chunk - 1) / chunk;  // rounding the chunk up may leave fewer
+  g.splits = static_cast<int>(std::max<int64_t>(splits, 1));
+  g.chunk = static_cast<int>(g.splits == 1 ? std::max<int64_t>(d.S, 1) : chunk);
+  g.ws_bytes = g.splits > 1 ? per_split * g.splits : 0;
+  return g;
+}
+
+bool GeneralVec(const Dims& d, const std::vector<TensorRef>& in) {
+  return (d.D * DTypeSize(d.dtype)) % 16 == 0 && Aligned16(in[1].data) && Aligned16(in[2].data);
+}
+
+// Whether the default choice (kAuto) takes the tensor-core kernel.
+bool AutoUsesMma(const Dims& d, const std::vector<TensorRef>& in, const std::vector<TensorRef>* out) {
+  return !EnvGeneral() && d.T > kAttentionDecodeMaxT && MmaRefusal(d, in, out).empty();
+}
+
+using GeneralFn = void (*)(GeneralParams);
+
+template <typename T, int RB>
+GeneralFn PickGeneralC(int maxc) {
+  switch (maxc) {
+    case 2: return AttnGeneralKernel<T, RB, 2>;
+    case 4: return AttnGeneralKernel<T, RB, 4>;
+    default: return AttnGeneralKernel<T, RB, 8>;
+  }
+}
+template <typename T>
+GeneralFn PickGeneralRb(int rb, int maxc) {
+  switch (rb) {
+    case 1: return PickGeneralC<T, 1>(maxc);
+    case 4: return PickGeneralC<T, 4>(maxc);
+    default: return PickGeneralC<T, 8>(maxc);
+  }
+}
+GeneralFn PickGeneral(DType t, int rb, int maxc) {
+  switch (t) {
+    case DType::kF16: return PickGeneralRb<__half>(rb, maxc);
+    case DType::kBF16: return PickGeneralRb<__nv_bfloat16>(rb, maxc);
+    default: return PickGeneralRb<float>(rb, maxc);
+  }
+}
+using CombineFn = void (*)(CombineParams);
+CombineFn PickCombine(DType t) {
+  switch (t) {
+    case DType::kF16: return AttnCombineKernel<__half>;
+    case DType::kBF16: return AttnCombineKernel<__nv_bfloat16>;
+    default: return AttnCombineKernel<float>;
+  }
+}
+using MmaFn = void (*)(MmaParams);
+MmaFn PickMma(DType t, int64_t hd) {
+  if (t == DType::kBF16) return hd == 64 ? AttnMmaKernel<__nv_bfloat16, 64> : AttnMmaKernel<__nv_bfloat16, 128>;
+  return hd == 64 ? AttnMmaKernel<__half, 64> : AttnMmaKernel<__half, 128>;
+}
+
+}  // namespace
+
+size_t AttentionWorkspaceBytesFor(const std::vector<TensorRef>& in, const cuda::DeviceInfo& dev, AttentionPath path,
+                                  int max_splits) {
+  Dims d;
+  if (!CheckDims(in, nullptr, &d).ok() || d.D > 256 || !IsFloat(d.dtype)) return 0;
+  if (path == AttentionPath::kTensorCore) return 0;
+  if (path == AttentionPath::kAuto && AutoUsesMma(d, in, nullptr)) return 0;
+  return PlanGeneral(d, GeneralVec(d, in), dev, std::numeric_limits<size_t>::max(), max_splits).ws_bytes;
+}
+
+size_t AttentionWorkspaceBytes(const Node& n, const std::vector<TensorRef>& in, const cuda::DeviceInfo& dev) {
+  return AttentionWorkspaceBytesFor(in, dev, AttentionPath::kAuto);
+}
+
+StatusOr<std::vector<cuda::KernelLaunch>> PlanAttentionWith(const Node& n, const std::vector<TensorRef>& in,
+                                                            const std::vector<TensorRef>& out,
+                                                            const cuda::DeviceInfo& dev,
+                                                            const AttentionPlanOptions& opts) {
+  Dims d;
+  if (Status s = CheckDims(in, &out, &d); !s.ok()) return s;
+  if (!IsFloat(d.dtype)) return Unimplemented(fmt::format("attention: dtype {} (needs f32/f16/bf16)", DTypeName(d.dtype)));
+  if (d.D > 256) return Unimplemented(fmt::format("attention: head_dim {} > 256", d.D));
+  const bool causal = AttrInt(n.attrs, "causal", 1) != 0;
+  const double scale = AttrFloat(n.attrs, "scale", d.D > 0 ? 1.0 / std::sqrt(static_cast<double>(d.D)) : 1.0);
+  const float scale_log2 = static_cast<float>(scale * 1.4426950408889634);
+  std::vector<cuda::KernelLaunch> launches;
+  if (d.T == 0 || d.Hq == 0 || d.D == 0) return launches;  // empty output: nothing to compute
+
+  bool mma = false;
+  if (opts.path == AttentionPath::kTensorCore) {
+    const std::string why = MmaRefusal(d, in, &out);
+    if (!why.empty()) return Unimplemented("attention: tensor-core kernel does not apply: " + why);
+    mma = true;
+  } else if (opts.path == AttentionPath::kAuto) {
+    mma = AutoUsesMma(d, in, &out);
+  }
+
+  if (mma) {
+    MmaParams p{in[0].data, in[1].data, in[2].data, out[0].data, static_cast<int>(d.T), static_cast<int>(d.S),
+                static_cast<int>(d.Hq), static_cast<int>(d.Hkv), static_cast<int>(d.group), causal ? 1 : 0,
+                scale_log2};
+    const dim3 grid(static_cast<unsigned>((d.T + 63) / 64), static_cast<unsigned>(d.Hq), 1);
+    if (d.Hq > 65535) return Unimplemented(fmt::format("attention: {} query heads > 65535", d.Hq));
+    launches.push_back(cuda::KernelLaunch::Make(fmt::format("attention_mma_{}_d{}", DTypeName(d.dtype), d.D),
+                                                PickMma(d.dtype, d.D), grid, dim3(kThreads), 0, p));
+    return launches;
+  }
+
+  if (d.Hkv > 65535) return Unimplemented(fmt::format("attention: {} kv heads > 65535", d.Hkv));
+  const GeneralPlan g = PlanGeneral(d, GeneralVec(d, in), dev, opts.workspace ? opts.workspace_bytes : 0,
+                                    opts.max_splits);
+  if (g.smem_bytes > static_cast<size_t>(std::max<int64_t>(dev.max_shared_mem_per_block, 48 * 1024)))
+    return Internal(fmt::format("attention: general kernel needs {} bytes of shared memory", g.smem_bytes));
+  if (g.splits > 1 && (opts.workspace == nullptr || opts.workspace_bytes < g.ws_bytes ||
+                        reinterpret_cast<uintptr_t>(opts.workspace) % alignof(float) != 0))
+    return Internal("attention: split plan without enough aligned workspace");
+  GeneralParams p{};
+  p.q = in[0].data;
+  p.k = in[1].data;
+  p.v = in[2].data;
+  p.o = out[0].data;
+  p.T = static_cast<int>(d.T);
+  p.S = static_cast<int>(d.S);
+  p.Hq = static_cast<int>(d.Hq);
+  p.Hkv = static_cast<int>(d.Hkv);
+  p.D = static_cast<int>(d.D);
+  p.group = static_cast<int>(d.group);
+  p.causal = causal ? 1 : 0;
+  p.scale_log2 = scale_log2;
+  p.kt = g.kt;
+  p.chunk = g.chunk;
+  p.vec = g.vec ? 1 : 0;
+  p.union_bytes = static_cast<int>(g.union_bytes);
+  const size_t acc_bytes = static_cast<size_t>(g.splits) * d.T * d.Hq * d.D * sizeof(float);
+  if (g.splits > 1) {
+    p.ws_acc = static_cast<float*>(opts.workspace);
+    p.ws_ml = reinterpret_cast<float*>(static_cast<char*>(opts.workspace) + acc_bytes);
+  }
+  const dim3 grid(static_cast<unsigned>(g.row_tiles), static_cast<unsigned>(d.Hkv), static_cast<unsigned>(g.splits));
+  std::string name = fmt::format("attention_general_{}_rb{}_c{}", DTypeName(d.dtype), g.rb, g.maxc);
+  if (g.splits > 1) name += fmt::format("_split{}", g.splits);
+  launches.push_back(cuda::KernelLaunch::Make(std::move(name), PickGeneral(d.dtype, g.rb, g.maxc), grid,
+                                              dim3(kThreads), g.smem_bytes, p));
+  if (g.splits > 1) {
+    CombineParams c{p.ws_acc, p.ws_ml, out[0].data, static_cast<int>(d.T * d.Hq), static_cast<int>(d.D), g.splits};
+    launches.push_back(cuda::KernelLaunch::Make(fmt::format("attention_combine_{}", DTypeName(d.dtype)),
+                                                PickCombine(d.dtype), dim3(static_cast<unsigned>(d.T * d.Hq)),
+                                                dim3(kThreads), 0, c));
+  }
+  return launches;
+}
+
+StatusOr<std::vector<cuda::KernelLaunch>> PlanAttention(const Node& n, const std::vector<TensorRef>& in,
+                                                        const std::vector<TensorRef>& out,
+                                                        const cuda::DeviceInfo& dev) {
+  AttentionPlanOptions opts;
+  if (in.size() > 3) {  // optional scratch from the executor (AttentionWorkspaceBytes)
+    opts.workspace = in[3].data;
+    opts.workspace_bytes = static_cast<size_t>(in[3].numel()) * DTypeSize(in[3].dtype);
+  }
+  return PlanAttentionWith(n, in, out, dev, opts);
+}
+
+}  // namespace opfuse::kernels

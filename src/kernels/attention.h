@@ -1,0 +1,60 @@
+// Attention library kernel: planning options beyond PlanLibraryNode (src/kernels/attention.cu).
+//
+// Design: attention(q[T,Hq,D], k[S,Hkv,D], v[S,Hkv,D]) has three kernels, chosen per shape at plan time:
+//   * tensor-core prefill ("mma"): flash-attention-2 style for f16/bf16 with D = 64 or 128 and
+//     T > kAttentionDecodeMaxT — a 64-row Q tile per block held in registers as mma.sync m16n8k16
+//     fragments, 64-key K/V tiles streamed through shared memory with cp.async, online softmax in
+//     f32, causal tiles skipped;
+//   * general ("simt"): CUDA cores, any float dtype and any D <= 256. A block takes up to 8 query
+//     rows (4 when decoding) of one kv head (query heads of a GQA group share its K/V reads) and a range of
+//     keys; its 4 warps take interleaved key tiles, each keeping its own online-softmax state, and
+//     merge at the end. This is the decode kernel (T small), and the correct-for-everything path;
+//   * split-K decode (flash-decoding): the same general kernel with the key range cut into splits
+//     so that a short-T, long-S problem fills the GPU; each split writes a partial (max, sum, acc)
+//     to f32 scratch and a second small kernel combines them. The planner cannot allocate, so the
+//     scratch comes from the caller: AttentionWorkspaceBytes (library.h) says how much, and the
+//     executor passes it as a 4th TensorRef. Without it the general kernel runs in one pass.
+// OPFUSE_ATTENTION_GENERAL=1 in the environment makes the default path choice take the general
+// kernel everywhere (to compare the tensor-core path against it on a device); tests choose the
+// path explicitly through AttentionPlanOptions. Built with OPFUSE_CUDA only.
+#pragma once
+#include <cstddef>
+#include <vector>
+
+#include "kernels/library.h"
+
+namespace opfuse::kernels {
+
+// T at or below this is "decode": the general kernel with split-K, never the tensor-core kernel.
+inline constexpr int64_t kAttentionDecodeMaxT = 16;
+// Upper bound on the number of key splits (the combine kernel keeps one weight per split).
+inline constexpr int kAttentionMaxSplits = 256;
+
+enum class AttentionPath {
+  kAuto,        // tensor cores where they apply (unless OPFUSE_ATTENTION_GENERAL=1), else general
+  kGeneral,     // the CUDA-core kernel for every shape
+  kTensorCore,  // the mma kernel; Unimplemented where it does not apply
+};
+
+struct AttentionPlanOptions {
+  AttentionPath path = AttentionPath::kAuto;
+  // f32 scratch for split-K (nullptr / 0: none, so no split). Must stay untouched between the
+  // split kernel and the combine kernel of one run (same stream ordering suffices).
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  // 0: splits chosen from the shape and the SM count; otherwise at most this many (1: no split).
+  int max_splits = 0;
+};
+
+// Launches computing attention node `n` (see PlanAttention in library.h) with explicit options.
+StatusOr<std::vector<cuda::KernelLaunch>> PlanAttentionWith(const Node& n, const std::vector<TensorRef>& in,
+                                                            const std::vector<TensorRef>& out,
+                                                            const cuda::DeviceInfo& dev,
+                                                            const AttentionPlanOptions& opts);
+
+// Scratch bytes the plan for `path` would use (0 when it would not split). Only the shapes and
+// dtypes of in[0..2] are read, and n's attributes do not matter; data pointers may be null.
+size_t AttentionWorkspaceBytesFor(const std::vector<TensorRef>& in, const cuda::DeviceInfo& dev,
+                                  AttentionPath path, int max_splits = 0);
+
+}  // namespace opfuse::kernels

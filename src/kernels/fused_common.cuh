@@ -1,0 +1,263 @@
+// Device helpers shared by the fused library kernels (norm.cu, softmax.cu, glu.cu, rope.cu), and
+// the host helpers their planners share (dtype dispatch, alignment, broadcast row maps).
+//
+// Design: values are stored as float / __half / __nv_bfloat16 and all math is f32. A `Pack<T, N>`
+// is N consecutive elements held as raw 32-bit words, loaded with one 16-byte LDG.128 for
+// N * sizeof(T) == 16 (two for an 8-float mask pack) and a plain load for N == 1 — the same
+// kernel source serves the vector path and the scalar fallback. No pointer
+// is __restrict__ and no load goes through the non-coherent path: add_rms_norm's sum may alias its
+// residual input (and any output may alias an input), which is safe because every element is
+// read and then written by the same thread. Row reductions: xor-butterfly shuffles (every lane of
+// a group ends with the bit-identical value), then for groups wider than a warp one exchange
+// through a double-buffered shared array — one __syncthreads per reduction, which is safe because
+// a buffer is rewritten only two reductions later, after every reader passed the barrier between.
+// Built with OPFUSE_CUDA only; included by .cu files only.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "kernels/fused.h"
+
+namespace opfuse::kernels::fused {
+
+// ------------------------------------------------------------------ conversions
+__device__ __forceinline__ float ToF(float v) { return v; }
+__device__ __forceinline__ float ToF(__half v) { return __half2float(v); }
+__device__ __forceinline__ float ToF(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <class T> __device__ __forceinline__ T FromF(float v);
+template <> __device__ __forceinline__ float FromF<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half FromF<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 FromF<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// ------------------------------------------------------------------ packs
+// N consecutive elements of T held as raw 32-bit words (a 16-byte pack is 4 registers whatever
+// T is; a single 16-bit element sits in the low half of one word). Elements are converted to f32
+// on use (bf16: one shift or mask; f16: one cvt), so a row kept in registers costs its storage
+// size, not 4 bytes per element.
+template <class T, int N>
+struct Pack {
+  static constexpr int kBytes = N * static_cast<int>(sizeof(T));
+  static constexpr int kWords = kBytes >= 4 ? kBytes / 4 : 1;
+  uint32_t w[kWords];
+
+  __device__ __forceinline__ float get(int j) const {
+    if constexpr (std::is_same_v<T, float>) {
+      return __uint_as_float(w[j]);
+    } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      return __uint_as_float((j & 1) ? (w[j >> 1] & 0xffff0000u) : (w[j >> 1] << 16));
+    } else {
+      return __half2float(__ushort_as_half(static_cast<unsigned short>((j & 1) ? (w[j >> 1] >> 16) : (w[j >> 1] & 0xffffu))));
+    }
+  }
+};
+
+// Rounds N floats into a pack (16-bit types two at a time: one cvt.rn.*x2 per pair).
+template <class T, int N>
+__device__ __forceinline__ Pack<T, N> MakePack(const float (&f)[N]) {
+  Pack<T, N> p;
+  if constexpr (std::is_same_v<T, float>) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) p.w[j] = __float_as_uint(f[j]);
+  } else if constexpr (N == 1) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) p.w[0] = __bfloat16_as_ushort(__float2bfloat16_rn(f[0]));
+    else p.w[0] = __half_as_ushort(__float2half_rn(f[0]));
+  } else {
+#pragma unroll
+    for (int k = 0; k < N / 2; ++k) {
+      if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+        const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * k], f[2 * k + 1]);
+        memcpy(&p.w[k], &h, 4);
+      } else {
+        const __half2 h = __floats2half2_rn(f[2 * k], f[2 * k + 1]);
+        memcpy(&p.w[k], &h, 4);
+      }
+    }
+  }
+  return p;
+}
+
+// p must be aligned to the pack's size (checked by the planners).
+template <class T, int N>
+__device__ __forceinline__ Pack<T, N> LoadPack(const T* p) {
+  Pack<T, N> r;
+  constexpr int B = Pack<T, N>::kBytes;
+  if constexpr (B == 32) {
+    const uint4 a = reinterpret_cast<const uint4*>(p)[0], b = reinterpret_cast<const uint4*>(p)[1];
+    r.w[0] = a.x; r.w[1] = a.y; r.w[2] = a.z; r.w[3] = a.w;
+    r.w[4] = b.x; r.w[5] = b.y; r.w[6] = b.z; r.w[7] = b.w;
+  } else if constexpr (B == 16) {
+    const uint4 a = *reinterpret_cast<const uint4*>(p);
+    r.w[0] = a.x; r.w[1] = a.y; r.w[2] = a.z; r.w[3] = a.w;
+  } else if constexpr (B == 4) {
+    r.w[0] = *reinterpret_cast<const uint32_t*>(p);
+  } else {
+    static_assert(B == 2, "packs of 2, 4, 16 or 32 bytes");
+    r.w[0] = *reinterpret_cast<const unsigned short*>(p);
+  }
+  return r;
+}
+template <class T, int N>
+__device__ __forceinline__ void StorePack(T* p, const Pack<T, N>& v) {
+  constexpr int B = Pack<T, N>::kBytes;
+  if constexpr (B == 16) {
+    *reinterpret_cast<uint4*>(p) = make_uint4(v.w[0], v.w[1], v.w[2], v.w[3]);
+  } else if constexpr (B == 4) {
+    *reinterpret_cast<uint32_t*>(p) = v.w[0];
+  } else {
+    static_assert(B == 2, "stores of 2, 4 or 16 bytes");
+    *reinterpret_cast<unsigned short*>(p) = static_cast<unsigned short>(v.w[0]);
+  }
+}
+
+// Hides a pack's words from the optimiser (an empty asm that "may change" them). Used between the
+// passes of a row kernel: without it the compiler keeps the f32 values converted in the first
+// pass alive until the last one (CSE), doubling the registers a 16-bit row needs and spilling at
+// 8 vectors per thread; after it, each pass re-converts from the raw words.
+template <class T, int N>
+__device__ __forceinline__ void Launder(Pack<T, N>& p) {
+#pragma unroll
+  for (int i = 0; i < Pack<T, N>::kWords; ++i) asm volatile("" : "+r"(p.w[i]));
+}
+
+__device__ __forceinline__ float NegInf() { return -__int_as_float(0x7f800000); }
+
+// 2^x with one MUFU.EX2 (ex2.approx.ftz: ~2 ulp; 2^-inf = 0).
+__device__ __forceinline__ float Exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+inline constexpr float kLog2e = 1.4426950408889634f;
+
+// ------------------------------------------------------------------ reductions
+struct SumOp {
+  static __device__ __forceinline__ float Apply(float a, float b) { return a + b; }
+  static __device__ __forceinline__ float Identity() { return 0.0f; }
+};
+struct MaxOp {
+  static __device__ __forceinline__ float Apply(float a, float b) { return fmaxf(a, b); }
+  static __device__ __forceinline__ float Identity() { return NegInf(); }
+};
+
+// Butterfly over aligned groups of `width` lanes (a power of two <= 32).
+template <class Op>
+__device__ __forceinline__ float WarpReduce(float v, int width) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    if (o < width) v = Op::Apply(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Reduction over a row group of `tpr` threads (threadIdx.x / tpr is the group). Every thread of
+// the block must call it the same number of times (it may contain a __syncthreads); `smem` holds
+// 64 floats, `phase` counts calls and is block-uniform.
+template <class Op>
+__device__ __forceinline__ float RowReduce(float v, int tpr, float* smem, int& phase) {
+  v = WarpReduce<Op>(v, tpr < 32 ? tpr : 32);
+  if (tpr <= 32) return v;
+  float* buf = smem + (phase & 1) * 32;
+  ++phase;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wpr = tpr >> 5;
+  if (lane == 0) buf[warp] = v;
+  __syncthreads();
+  const float s = lane < wpr ? buf[(warp / wpr) * wpr + lane] : Op::Identity();
+  return WarpReduce<Op>(s, 32);
+}
+
+// ------------------------------------------------------------------ broadcast row maps
+// Offset (in elements) of the row of a broadcast operand that row r of x reads, for operands whose
+// last dim is x's (or 1). Leading dims are collapsed on the host (size-1 dims dropped, contiguous
+// or jointly broadcast neighbours merged), so [T, H] rows reading a [T, 1] table is one division.
+inline constexpr int kMaxMapDims = 6;
+struct RowMap {
+  int ndim = 0;                       // innermost first
+  uint32_t size[kMaxMapDims] = {};
+  int64_t stride[kMaxMapDims] = {};
+};
+
+__device__ __forceinline__ int64_t MapRow(const RowMap& m, uint32_t r) {
+  int64_t off = 0;
+#pragma unroll
+  for (int d = 0; d < kMaxMapDims; ++d) {
+    if (d >= m.ndim) break;
+    if (d == m.ndim - 1) {
+      off += static_cast<int64_t>(r) * m.stride[d];
+      break;
+    }
+    const uint32_t q = r / m.size[d];
+    off += static_cast<int64_t>(r - q * m.size[d]) * m.stride[d];
+    r = q;
+  }
+  return off;
+}
+
+// Row map of operand shape `o` (right-aligned, broadcastable) against x shape `x`.
+inline StatusOr<RowMap> BuildRowMap(const std::vector<int64_t>& x, const std::vector<int64_t>& o) {
+  if (x.empty() || o.size() > x.size()) return InvalidArgument("operand rank exceeds x rank");
+  const size_t rank = x.size(), off = rank - o.size();
+  // Contiguous strides of the operand, per x dim (0 where broadcast or absent).
+  std::vector<int64_t> stride(rank, 0);
+  int64_t acc = 1;
+  for (size_t d = rank; d-- > off;) {
+    const int64_t od = o[d - off];
+    if (od != 1 && od != x[d]) return InvalidArgument(fmt::format("dim {} of size {} does not broadcast to {}", d, od, x[d]));
+    stride[d] = od == 1 ? 0 : acc;
+    acc *= od;
+  }
+  RowMap m;
+  int64_t total = 1;
+  for (size_t d = rank - 1; d-- > 0;) {  // leading dims, innermost first
+    total *= x[d];
+    if (x[d] == 1) continue;
+    if (m.ndim > 0 && stride[d] == m.stride[m.ndim - 1] * static_cast<int64_t>(m.size[m.ndim - 1])) {
+      m.size[m.ndim - 1] = static_cast<uint32_t>(m.size[m.ndim - 1] * x[d]);  // merge (checked below)
+      continue;
+    }
+    if (m.ndim == kMaxMapDims) return Unimplemented(fmt::format("broadcast over more than {} separate dims", kMaxMapDims));
+    m.size[m.ndim] = static_cast<uint32_t>(x[d]);
+    m.stride[m.ndim] = stride[d];
+    ++m.ndim;
+  }
+  if (total > 0xffffffffLL) return Unimplemented("more than 2^32 rows with a broadcast operand");
+  return m;
+}
+
+// ------------------------------------------------------------------ host helpers
+inline bool Aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+template <class T> struct TypeTag { using type = T; };
+
+// Calls f(TypeTag<T>{}) with T the storage type of float dtype `t` (the caller checked IsFloat).
+template <class F>
+auto DispatchFloat(DType t, F&& f) {
+  switch (t) {
+    case DType::kF16: return f(TypeTag<__half>{});
+    case DType::kBF16: return f(TypeTag<__nv_bfloat16>{});
+    default: return f(TypeTag<float>{});
+  }
+}
+
+// Calls f(std::integral_constant<int, V>{}) for V in {1, 2, 4, 8} (the caller checked `v`).
+template <class F>
+auto DispatchVpt(int v, F&& f) {
+  switch (v) {
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 8: return f(std::integral_constant<int, 8>{});
+    default: return f(std::integral_constant<int, 1>{});
+  }
+}
+
+inline unsigned GridFor(int64_t units) {
+  return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(units, 1), 0x7fffffffLL));
+}
+
+}  // namespace opfuse::kernels::fused

@@ -1,0 +1,327 @@
+// Fused norm library kernels: rms_norm (x, weight?), add_rms_norm (x, residual, weight) -> (y, sum),
+// layer_norm (x, weight?, bias?), over the last axis.
+//
+// Design (launch shapes in fused.h): a row group of threads holds its row in registers as raw
+// 16-byte packs (4 registers per 8 bf16; Launder keeps the compiler from holding f32 copies
+// across the reduction instead), issues every load of the row before the first use,
+// reduces with shuffles (+ one shared exchange for groups wider than a warp), and writes the
+// result from the same registers, so each element is read once and written once. Rows wider than
+// the register path stream in steps of 4 vectors per thread and re-read the row (L2-resident) for
+// the output pass; layer_norm then takes three passes (mean, variance, output) so the variance is
+// the reference's two-pass sum((x - mean)^2), never E[x^2] - mean^2.
+// Semantics are src/ops/composite_cpu.cc's: f32 math, rsqrt(mean(x^2) + eps); add_rms_norm rounds
+// the sum to the storage type first and normalises the rounded value. add_rms_norm's sum output
+// may alias the residual (in-place residual update): every element is read before it is written,
+// by the same thread, in both paths (the looped path writes the sum in its first pass and reads it
+// back in the output pass). Optional weight/bias are runtime flags (null pointers), not templates.
+#include "kernels/fused_common.cuh"
+
+namespace opfuse::kernels {
+namespace {
+
+using namespace fused;  // NOLINT
+
+enum NormKind : int { kRms = 0, kAddRms = 1, kLayer = 2 };
+
+template <class T>
+struct NormParams {
+  const T* x;
+  const T* res;   // add_rms_norm
+  const T* w;     // may be null (rms_norm, layer_norm)
+  const T* b;     // layer_norm, may be null
+  T* y;
+  T* sum;         // add_rms_norm; may equal res
+  int64_t rows;
+  int cols;
+  int tpr;        // threads per row
+  float eps;
+  float inv_cols;
+};
+
+template <class T, int N>
+__device__ __forceinline__ void Finish(const NormParams<T>& p, const Pack<T, N>& xv, int64_t base, int c, float mean,
+                                       float inv) {
+  Pack<T, N> wv, bv;
+  if (p.w) wv = LoadPack<T, N>(p.w + c);
+  if (p.b) bv = LoadPack<T, N>(p.b + c);
+  float o[N];
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    float v = (xv.get(j) - mean) * inv;
+    if (p.w) v *= wv.get(j);
+    if (p.b) v += bv.get(j);
+    o[j] = v;
+  }
+  StorePack<T, N>(p.y + base + c, MakePack<T, N>(o));
+}
+
+// Register path: VPT packs of N elements per thread.
+template <class T, int N, int VPT, int KIND>
+__global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormParams<T> p) {
+  __shared__ float smem[64];
+  const int tpr = p.tpr;
+  const int g = threadIdx.x / tpr, t = threadIdx.x - g * tpr, rpb = blockDim.x / tpr;
+  int phase = 0;
+  for (int64_t r0 = static_cast<int64_t>(blockIdx.x) * rpb; r0 < p.rows; r0 += static_cast<int64_t>(gridDim.x) * rpb) {
+    const int64_t r = r0 + g;
+    const bool valid = r < p.rows;
+    const int64_t base = r * p.cols;
+    Pack<T, N> xv[VPT];
+    if constexpr (KIND == kAddRms) {
+      Pack<T, N> rv[VPT];
+#pragma unroll
+      for (int it = 0; it < VPT; ++it) {
+        const int c = (it * tpr + t) * N;
+        if (valid && c < p.cols) {
+          xv[it] = LoadPack<T, N>(p.x + base + c);
+          rv[it] = LoadPack<T, N>(p.res + base + c);
+        }
+      }
+#pragma unroll
+      for (int it = 0; it < VPT; ++it) {  // the sum, rounded to T (normalised from the rounded value)
+        float f[N];
+#pragma unroll
+        for (int j = 0; j < N; ++j) f[j] = xv[it].get(j) + rv[it].get(j);
+        xv[it] = MakePack<T, N>(f);
+      }
+    } else {
+#pragma unroll
+      for (int it = 0; it < VPT; ++it) {
+        const int c = (it * tpr + t) * N;
+        if (valid && c < p.cols) xv[it] = LoadPack<T, N>(p.x + base + c);
+      }
+    }
+    float mean = 0.0f, acc = 0.0f;
+    if constexpr (KIND == kLayer) {
+#pragma unroll
+      for (int it = 0; it < VPT; ++it)
+        if (valid && (it * tpr + t) * N < p.cols)
+#pragma unroll
+          for (int j = 0; j < N; ++j) acc += xv[it].get(j);
+      mean = RowReduce<SumOp>(acc, tpr, smem, phase) * p.inv_cols;
+#pragma unroll
+      for (int it = 0; it < VPT; ++it) Launder(xv[it]);
+      acc = 0.0f;
+#pragma unroll
+      for (int it = 0; it < VPT; ++it)
+        if (valid && (it * tpr + t) * N < p.cols)
+#pragma unroll
+          for (int j = 0; j < N; ++j) {
+            const float d = xv[it].get(j) - mean;
+            acc += d * d;
+          }
+    } else {
+#pragma unroll
+      for (int it = 0; it < VPT; ++it)
+        if (valid && (it * tpr + t) * N < p.cols)
+#pragma unroll
+          for (int j = 0; j < N; ++j) {
+            const float f = xv[it].get(j);
+            acc += f * f;
+          }
+    }
+    const float inv = rsqrtf(RowReduce<SumOp>(acc, tpr, smem, phase) * p.inv_cols + p.eps);
+#pragma unroll
+    for (int it = 0; it < VPT; ++it) Launder(xv[it]);  // re-convert from raw packs (fused_common.cuh)
+#pragma unroll
+    for (int it = 0; it < VPT; ++it) {
+      const int c = (it * tpr + t) * N;
+      if (valid && c < p.cols) {
+        if constexpr (KIND == kAddRms) StorePack<T, N>(p.sum + base + c, xv[it]);
+        Finish<T, N>(p, xv[it], base, c, mean, inv);
+      }
+    }
+  }
+}
+
+// Looped path: the row streamed in steps of U vectors per thread.
+template <class T, int N, int KIND>
+__global__ void __launch_bounds__(1024) NormLoopKernel(NormParams<T> p) {
+  constexpr int U = 4;
+  __shared__ float smem[64];
+  const int tpr = p.tpr;
+  const int g = threadIdx.x / tpr, t = threadIdx.x - g * tpr, rpb = blockDim.x / tpr;
+  const int step = U * tpr * N;
+  int phase = 0;
+  for (int64_t r0 = static_cast<int64_t>(blockIdx.x) * rpb; r0 < p.rows; r0 += static_cast<int64_t>(gridDim.x) * rpb) {
+    const int64_t r = r0 + g;
+    const int cols = r < p.rows ? p.cols : 0;  // invalid groups skip the column loops
+    const int64_t base = r * p.cols;
+    // Pass 1: sum (layer_norm) or sum of squares (rms); add_rms_norm writes the rounded sum here.
+    float acc = 0.0f;
+    for (int c0 = t * N; c0 < cols; c0 += step) {
+      Pack<T, N> xv[U], rv[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int c = c0 + u * tpr * N;
+        if (c < cols) {
+          xv[u] = LoadPack<T, N>(p.x + base + c);
+          if constexpr (KIND == kAddRms) rv[u] = LoadPack<T, N>(p.res + base + c);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int c = c0 + u * tpr * N;
+        if (c < cols) {
+          if constexpr (KIND == kAddRms) {
+            float f[N];
+#pragma unroll
+            for (int j = 0; j < N; ++j) f[j] = xv[u].get(j) + rv[u].get(j);
+            xv[u] = MakePack<T, N>(f);
+            StorePack<T, N>(p.sum + base + c, xv[u]);
+          }
+#pragma unroll
+          for (int j = 0; j < N; ++j) {
+            const float f = xv[u].get(j);
+            acc += KIND == kLayer ? f : f * f;
+          }
+        }
+      }
+    }
+    acc = RowReduce<SumOp>(acc, tpr, smem, phase);
+    float mean = 0.0f, inv;
+    const T* src = KIND == kAddRms ? p.sum : p.x;
+    if constexpr (KIND == kLayer) {
+      mean = acc * p.inv_cols;
+      acc = 0.0f;
+      for (int c0 = t * N; c0 < cols; c0 += step) {
+        Pack<T, N> xv[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int c = c0 + u * tpr * N;
+          if (c < cols) xv[u] = LoadPack<T, N>(p.x + base + c);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (c0 + u * tpr * N < cols)
+#pragma unroll
+            for (int j = 0; j < N; ++j) {
+              const float d = xv[u].get(j) - mean;
+              acc += d * d;
+            }
+      }
+      inv = rsqrtf(RowReduce<SumOp>(acc, tpr, smem, phase) * p.inv_cols + p.eps);
+    } else {
+      inv = rsqrtf(acc * p.inv_cols + p.eps);
+    }
+    // Output pass.
+    for (int c0 = t * N; c0 < cols; c0 += step) {
+      Pack<T, N> xv[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int c = c0 + u * tpr * N;
+        if (c < cols) xv[u] = LoadPack<T, N>(src + base + c);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int c = c0 + u * tpr * N;
+        if (c < cols) Finish<T, N>(p, xv[u], base, c, mean, inv);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::vector<TensorRef>& in,
+                                                     const std::vector<TensorRef>& out, const cuda::DeviceInfo& dev,
+                                                     const FusedPlanOptions& opt) {
+  const char* op = OpName(n.op);
+  int kind;
+  size_t min_in, max_in, nout;
+  switch (n.op) {
+    case OpKind::kRmsNorm: kind = kRms; min_in = 1; max_in = 2; nout = 1; break;
+    case OpKind::kAddRmsNorm: kind = kAddRms; min_in = 3; max_in = 3; nout = 2; break;
+    case OpKind::kLayerNorm: kind = kLayer; min_in = 1; max_in = 3; nout = 1; break;
+    default: return InvalidArgument(fmt::format("{}: not a norm op", op));
+  }
+  if (in.size() < min_in || in.size() > max_in || out.size() != nout)
+    return InvalidArgument(fmt::format("{}: {} inputs / {} outputs", op, in.size(), out.size()));
+  const TensorRef& x = in[0];
+  const DType dt = x.dtype;
+  if (!IsFloat(dt)) return Unimplemented(fmt::format("{}: dtype {} (the library kernel takes f32, f16, bf16)", op, DTypeName(dt)));
+  if (x.shape.empty()) return InvalidArgument(fmt::format("{}: x is a scalar", op));
+  for (const auto* set : {&in, &out})
+    for (const TensorRef& t : *set)
+      if (t.dtype != dt)
+        return Unimplemented(fmt::format("{}: mixed dtypes ({} and {}); the library kernel needs one dtype", op,
+                                         DTypeName(dt), DTypeName(t.dtype)));
+  const int64_t cols = x.shape.back(), numel = x.numel();
+  const int64_t rows = cols > 0 ? numel / cols : 0;
+  const size_t nrow_like = kind == kAddRms ? 2 : 1;  // x (and residual) are full tensors
+  for (size_t i = 1; i < in.size(); ++i) {
+    const bool full = i < nrow_like;
+    if (full ? in[i].numel() != numel : (in[i].shape.size() != 1 || in[i].shape[0] != cols))
+      return InvalidArgument(fmt::format("{}: input {} has {} elements, expected {}", op, i, in[i].numel(), full ? numel : cols));
+  }
+  for (const TensorRef& o : out)
+    if (o.numel() != numel) return InvalidArgument(fmt::format("{}: output has {} elements, x has {}", op, o.numel(), numel));
+  if (cols > (int64_t{1} << 30)) return Unimplemented(fmt::format("{}: row of {} columns", op, cols));
+  if (numel == 0) return std::vector<cuda::KernelLaunch>{};
+
+  int vec = 16 / DTypeSize(dt);
+  bool ok = !opt.force_scalar && cols % vec == 0;
+  for (const auto* set : {&in, &out})
+    for (const TensorRef& t : *set) ok = ok && Aligned(t.data, 16);
+  if (!ok) vec = 1;
+  RowShape s;
+  if (opt.shape) {
+    s = *opt.shape;
+    s.vec = vec;
+    OPFUSE_RETURN_IF_ERROR(CheckRowShape(s, cols));
+  } else {
+    RowLimits lim;
+    if (kind == kAddRms) lim.prefill_vpt = 2;  // x and residual both in registers (fused.h)
+    s = ChooseRowShape(rows, cols, vec, dev, lim);
+  }
+  const double eps = AttrFloat(n.attrs, "eps", kind == kLayer ? 1e-5 : 1e-6);
+  const std::string name = fmt::format("lib:{}_{}_{}", op, DTypeName(dt), s.ToString());
+  const dim3 grid(GridFor((rows + s.rows_per_block - 1) / s.rows_per_block)), block(s.block());
+
+  return DispatchFloat(dt, [&](auto tag) -> StatusOr<std::vector<cuda::KernelLaunch>> {
+    using T = typename decltype(tag)::type;
+    NormParams<T> p{};
+    p.x = static_cast<const T*>(x.data);
+    p.res = kind == kAddRms ? static_cast<const T*>(in[1].data) : nullptr;
+    p.w = kind == kAddRms ? static_cast<const T*>(in[2].data) : in.size() > 1 ? static_cast<const T*>(in[1].data) : nullptr;
+    p.b = kind == kLayer && in.size() > 2 ? static_cast<const T*>(in[2].data) : nullptr;
+    p.y = static_cast<T*>(out[0].data);
+    p.sum = kind == kAddRms ? static_cast<T*>(out[1].data) : nullptr;
+    p.rows = rows;
+    p.cols = static_cast<int>(cols);
+    p.tpr = s.threads_per_row;
+    p.eps = static_cast<float>(eps);
+    p.inv_cols = static_cast<float>(1.0 / static_cast<double>(cols));
+    auto make = [&](auto kernel) { return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(name, kernel, grid, block, 0, p)}; };
+    auto by_kind = [&](auto n_c, auto vpt_c, auto looped_c) -> std::vector<cuda::KernelLaunch> {
+      constexpr int N = decltype(n_c)::value, V = decltype(vpt_c)::value;
+      if constexpr (decltype(looped_c)::value) {
+        switch (kind) {
+          case kRms: return make(NormLoopKernel<T, N, kRms>);
+          case kAddRms: return make(NormLoopKernel<T, N, kAddRms>);
+          default: return make(NormLoopKernel<T, N, kLayer>);
+        }
+      } else {
+        switch (kind) {
+          case kRms: return make(NormRegKernel<T, N, V, kRms>);
+          case kAddRms: return make(NormRegKernel<T, N, V, kAddRms>);
+          default: return make(NormRegKernel<T, N, V, kLayer>);
+        }
+      }
+    };
+    constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+    using One = std::integral_constant<int, 1>;
+    using VecN = std::integral_constant<int, kVec>;
+    if (s.looped) return vec == 1 ? by_kind(One{}, One{}, std::true_type{}) : by_kind(VecN{}, One{}, std::true_type{});
+    return DispatchVpt(s.vectors_per_thread, [&](auto vpt_c) {
+      return vec == 1 ? by_kind(One{}, vpt_c, std::false_type{}) : by_kind(VecN{}, vpt_c, std::false_type{});
+    });
+  });
+}
+
+StatusOr<std::vector<cuda::KernelLaunch>> PlanNorm(const Node& n, const std::vector<TensorRef>& in,
+                                                   const std::vector<TensorRef>& out, const cuda::DeviceInfo& dev) {
+  return PlanNormEx(n, in, out, dev, {});
+}
+
+}  // namespace opfuse::kernels

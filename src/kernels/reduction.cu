@@ -1,0 +1,274 @@
+// Reduction library kernels: sum, max, mean, argmax over the last axis (kept with size 1), one
+// node per launch.
+//
+// Design:
+//  * Semantics follow src/ops/reduction.cc: sum/mean accumulate in f32 for float inputs (the CPU
+//    reference uses double, so results agree to f32 rounding) and in int64 for integers (exact;
+//    i32 results saturate like HostTensor::set); mean = sum / cols; output dtype = input dtype,
+//    argmax -> i64. max and argmax propagate NaN: the result is NaN / the index of the *first* NaN
+//    when a row has one, else the maximum / the *first* index of the maximum — the CPU reference's
+//    sequential scan. The parallel combine is "better(x, y)": NaN beats numbers (lower index among
+//    NaNs), a larger value wins, ties go to the lower index; it is associative and commutative, so
+//    any reduction tree gives the sequential answer. An empty row gives sum 0, mean NaN, max -inf
+//    (integer minimum), argmax 0, as the reference does.
+//  * Two launch shapes, picked on the host:
+//      warp-per-row   8 rows per 256-thread block, grid-stride over rows; shuffle-only reduction.
+//                     For narrow rows (<= 1024 columns) and whenever there are enough rows to fill
+//                     the GPU with warps (>= 32 per SM) — the prefill shapes.
+//      block-per-row  one row per block (64..1024 threads sized to the row), warp shuffles then
+//                     shared memory across warps. For few wide rows (decode: 1-64 rows of
+//                     2048..128k columns), where a warp per row would leave most SMs idle.
+//    Both read 16-byte vectors when the row starts are aligned (base pointer aligned and
+//    cols * size a multiple of 16), with 8 vectors in flight per thread, else scalar loads.
+//  * A single row over the whole vocabulary still runs in one block (split-row two-pass is not
+//    implemented); at 128k f32 columns that is a few microseconds.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/kernel_common.cuh"
+#include "kernels/library.h"
+
+namespace opfuse::kernels {
+namespace {
+
+// ------------------------------------------------------------------ reducers
+// State: the running value; Add() folds element `c` of the row, Combine() merges two states,
+// Shfl() moves a state across lanes, Final() produces the output element.
+template <class T>
+struct RSum {
+  using C = CompOf<T>;
+  using State = C;
+  using Out = T;
+  __device__ __forceinline__ static State Init() { return C(0); }
+  __device__ __forceinline__ static void Add(State& s, C v, int64_t) { s += v; }
+  __device__ __forceinline__ static State Combine(State a, State b) { return a + b; }
+  __device__ __forceinline__ static State Shfl(State s, int lane_mask) { return __shfl_xor_sync(0xffffffffu, s, lane_mask); }
+  __device__ __forceinline__ static Out Final(State s, int64_t) { return FromComp<T>(s); }
+};
+
+template <class T>
+struct RMean : RSum<T> {
+  using typename RSum<T>::State;
+  __device__ __forceinline__ static T Final(State s, int64_t cols) { return FromFloat<T>(s / static_cast<float>(cols)); }
+};
+
+template <class C>
+__device__ __forceinline__ bool IsNan(C v) {
+  if constexpr (std::is_same_v<C, float>) return v != v;
+  else return false;
+}
+
+template <class T>
+struct RMax {
+  using C = CompOf<T>;
+  using State = C;
+  using Out = T;
+  __device__ __forceinline__ static State Init() {
+    if constexpr (std::is_same_v<C, float>) return -INFINITY;
+    else return INT64_MIN;
+  }
+  __device__ __forceinline__ static State Combine(State a, State b) {
+    if (IsNan(a)) return a;
+    if (IsNan(b)) return b;
+    return a > b ? a : b;
+  }
+  __device__ __forceinline__ static void Add(State& s, C v, int64_t) { s = Combine(s, v); }
+  __device__ __forceinline__ static State Shfl(State s, int lane_mask) { return __shfl_xor_sync(0xffffffffu, s, lane_mask); }
+  __device__ __forceinline__ static Out Final(State s, int64_t) { return FromComp<T>(s); }
+};
+
+template <class C>
+struct ArgState {
+  C v;
+  int64_t i;
+};
+
+template <class T>
+struct RArgmax {
+  using C = CompOf<T>;
+  using State = ArgState<C>;
+  using Out = int64_t;
+  __device__ __forceinline__ static State Init() { return {RMax<T>::Init(), INT64_MAX}; }
+  // Whether x beats y (see the design note).
+  __device__ __forceinline__ static bool Better(const State& x, const State& y) {
+    const bool xn = IsNan(x.v), yn = IsNan(y.v);
+    if (xn || yn) return xn && (!yn || x.i < y.i);
+    return x.v > y.v || (x.v == y.v && x.i < y.i);
+  }
+  __device__ __forceinline__ static State Combine(State a, State b) { return Better(b, a) ? b : a; }
+  __device__ __forceinline__ static void Add(State& s, C v, int64_t c) {
+    const State x{v, c};
+    if (Better(x, s)) s = x;
+  }
+  __device__ __forceinline__ static State Shfl(State s, int lane_mask) {
+    return {__shfl_xor_sync(0xffffffffu, s.v, lane_mask), __shfl_xor_sync(0xffffffffu, s.i, lane_mask)};
+  }
+  __device__ __forceinline__ static Out Final(State s, int64_t) { return s.i == INT64_MAX ? 0 : s.i; }
+};
+
+// ------------------------------------------------------------------ kernels
+struct RedParams {
+  const void* in = nullptr;
+  void* out = nullptr;
+  int64_t rows = 0, cols = 0;
+};
+
+constexpr int kWarpRowsThreads = 256;
+constexpr int kRowsPerBlock = kWarpRowsThreads / 32;
+constexpr int kUnroll = 8;  // vectors in flight per thread (8 measured 25% faster than 4 on H200)
+
+// Folds the columns [first, cols) of one row, VEC elements at a time, `step` elements between a
+// thread's consecutive vectors, kUnroll vectors in flight.
+template <class R, class T, int VEC>
+__device__ __forceinline__ void FoldRow(const T* row, int64_t cols, int64_t first, int64_t step,
+                                        typename R::State& s) {
+  for (int64_t c0 = first; c0 < cols; c0 += step * kUnroll) {
+    VecOf<T, VEC> v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = c0 + u * step;
+      if (c < cols) v[u] = *reinterpret_cast<const VecOf<T, VEC>*>(row + c);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = c0 + u * step;
+      if (c < cols) {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) R::Add(s, ToComp(v[u].v[j]), c + j);
+      }
+    }
+  }
+}
+
+template <class R>
+__device__ __forceinline__ typename R::State WarpReduce(typename R::State s) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) s = R::Combine(s, R::Shfl(s, m));
+  return s;
+}
+
+template <class R, class T, int VEC>
+__global__ void __launch_bounds__(kWarpRowsThreads) RedWarpPerRow(RedParams p) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const T* in = static_cast<const T*>(p.in);
+  auto* out = static_cast<typename R::Out*>(p.out);
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + warp; r < p.rows;
+       r += static_cast<int64_t>(gridDim.x) * kRowsPerBlock) {
+    typename R::State s = R::Init();
+    FoldRow<R, T, VEC>(in + r * p.cols, p.cols, int64_t{lane} * VEC, 32 * VEC, s);
+    s = WarpReduce<R>(s);
+    if (lane == 0) out[r] = R::Final(s, p.cols);
+  }
+}
+
+template <class R, class T, int VEC>
+__global__ void __launch_bounds__(1024) RedBlockPerRow(RedParams p) {
+  __shared__ typename R::State partial[32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nwarps = blockDim.x / 32;
+  const T* in = static_cast<const T*>(p.in);
+  auto* out = static_cast<typename R::Out*>(p.out);
+  for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
+    typename R::State s = R::Init();
+    FoldRow<R, T, VEC>(in + r * p.cols, p.cols, int64_t{threadIdx.x} * VEC, int64_t{blockDim.x} * VEC, s);
+    s = WarpReduce<R>(s);
+    if (lane == 0) partial[warp] = s;
+    __syncthreads();
+    if (warp == 0) {
+      s = lane < nwarps ? partial[lane] : R::Init();
+      s = WarpReduce<R>(s);
+      if (lane == 0) out[r] = R::Final(s, p.cols);
+    }
+    __syncthreads();  // `partial` is reused by the next row
+  }
+}
+
+// ------------------------------------------------------------------ dispatch
+using RedKernel = void (*)(RedParams);
+struct RedKernels {
+  RedKernel warp_vec = nullptr, warp_scalar = nullptr, block_vec = nullptr, block_scalar = nullptr;
+  int vec = 1;
+  bool ok() const { return warp_scalar != nullptr; }
+};
+
+template <class R, class T>
+RedKernels MakeRed() {
+  constexpr int V = 16 / sizeof(T);
+  return {RedWarpPerRow<R, T, V>, RedWarpPerRow<R, T, 1>, RedBlockPerRow<R, T, V>, RedBlockPerRow<R, T, 1>, V};
+}
+
+template <template <class> class R, bool kFloatOnly>
+RedKernels RedFor(DType t) {
+  switch (t) {
+    case DType::kF32: return MakeRed<R<float>, float>();
+    case DType::kF16: return MakeRed<R<__half>, __half>();
+    case DType::kBF16: return MakeRed<R<__nv_bfloat16>, __nv_bfloat16>();
+    case DType::kI32: if constexpr (!kFloatOnly) return MakeRed<R<int32_t>, int32_t>(); else return {};
+    case DType::kI64: if constexpr (!kFloatOnly) return MakeRed<R<int64_t>, int64_t>(); else return {};
+    case DType::kBool: return {};
+  }
+  return {};
+}
+
+RedKernels RedKernelsFor(OpKind op, DType t) {
+  switch (op) {
+    case OpKind::kSum: return RedFor<RSum, false>(t);
+    case OpKind::kMean: return RedFor<RMean, true>(t);
+    case OpKind::kMax: return RedFor<RMax, false>(t);
+    case OpKind::kArgmax: return RedFor<RArgmax, false>(t);
+    default: return {};
+  }
+}
+
+Status Err(const Node& n, const std::string& msg) { return InvalidArgument(fmt::format("{}: {}", OpName(n.op), msg)); }
+
+}  // namespace
+
+StatusOr<std::vector<cuda::KernelLaunch>> PlanReduction(const Node& n, const std::vector<TensorRef>& in,
+                                                        const std::vector<TensorRef>& out, const cuda::DeviceInfo& dev) {
+  if (GetOpInfo(n.op).kind != FusionKind::kReduction) return Internal(fmt::format("{}: not a reduction", OpName(n.op)));
+  if (in.size() != 1 || out.size() != 1)
+    return Err(n, fmt::format("expected 1 input and 1 output, got {} and {}", in.size(), out.size()));
+  const TensorRef &x = in[0], &y = out[0];
+  if (x.shape.empty()) return Err(n, "reduction of a scalar");
+  const DType want = n.op == OpKind::kArgmax ? DType::kI64 : x.dtype;
+  if (y.dtype != want)
+    return Err(n, fmt::format("output dtype {} (expected {})", DTypeName(y.dtype), DTypeName(want)));
+  std::vector<int64_t> want_shape = x.shape;
+  want_shape.back() = 1;
+  if (y.shape != want_shape)
+    return Err(n, fmt::format("output shape [{}] (expected [{}])", fmt::join(y.shape, ", "), fmt::join(want_shape, ", ")));
+  const RedKernels k = RedKernelsFor(n.op, x.dtype);
+  if (!k.ok()) return Unimplemented(fmt::format("{}: no library kernel for dtype {}", OpName(n.op), DTypeName(x.dtype)));
+  if ((!x.data && x.numel() > 0) || (!y.data && y.numel() > 0)) return Err(n, "null pointer");
+
+  RedParams p;
+  p.in = x.data;
+  p.out = y.data;
+  p.cols = x.shape.back();
+  p.rows = y.numel();
+  if (p.rows == 0)
+    return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(fmt::format("red_{}_empty", OpName(n.op)), k.warp_scalar,
+                                                                    dim3(0), dim3(kWarpRowsThreads), 0, p)};
+  const int esize = DTypeSize(x.dtype);
+  const bool vec = Aligned(x.data, 16) && (p.cols * esize) % 16 == 0 && p.cols > 0;
+  const int v = vec ? k.vec : 1;
+  const int sms = std::max(dev.sm_count, 1);
+  const bool warp_rows = p.cols <= 1024 || p.rows >= int64_t{sms} * 32;
+  std::string name = fmt::format("red_{}_{}_{}_v{}", OpName(n.op), DTypeName(x.dtype), warp_rows ? "warprow" : "blockrow", v);
+  if (warp_rows) {
+    const unsigned grid = GridFor(p.rows, kRowsPerBlock, sms, 8);
+    return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(std::move(name), vec ? k.warp_vec : k.warp_scalar,
+                                                                    dim3(grid), dim3(kWarpRowsThreads), 0, p)};
+  }
+  // Block per row: about 4 vectors per thread, 64..1024 threads.
+  const int64_t nvec = (p.cols + v - 1) / v;
+  int64_t threads = (nvec / 4 + 31) / 32 * 32;
+  threads = std::clamp<int64_t>(threads, 64, 1024);
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(p.rows, int64_t{sms} * 16));
+  return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(std::move(name), vec ? k.block_vec : k.block_scalar,
+                                                                  dim3(grid), dim3(static_cast<unsigned>(threads)), 0, p)};
+}
+
+}  // namespace opfuse::kernels

@@ -1,0 +1,353 @@
+// Fused softmax library kernel: softmax over the last axis of x (rank >= 1) with attrs scale
+// (default 1) and causal (default 0), and an optional additive mask broadcastable to x.
+//
+// Design (launch shapes in fused.h): causal masks key j of query row i (i = row % Tq,
+// Tq = x.shape[-2], 1 for rank 1) when j > i + (S - Tq), as the CPU reference
+// (src/ops/composite_cpu.cc) does. A row whose every key is masked (max is -inf) is written as
+// zeros, like the reference. Softmax is memory-bound only if it stays lean — at 4.3 TB/s a bf16
+// row element (2 B in, 2 B out) leaves ~30 thread instructions, so the math runs in the log2
+// domain: z = (x * scale + mask) * log2(e) is one FFMA (scale * log2(e) folded on the host),
+// each exponential is one MUFU.EX2, and the output is 2^(z - (max + log2(sum))) — no divide, no
+// multiply. Causal is a template flag (a compare + select per element only when set).
+//  * Register path without a mask: the row's raw 16-byte packs stay in registers (laundered
+//    between passes so the compiler does not hold f32 copies); z is recomputed in each of the
+//    three steps (max, sum, write).
+//  * Register path with a mask: z is computed once as f32 (x and mask packs are loaded together,
+//    all in flight) and cached, so the kernel is "heavy" (<= 512 threads, <= 4 vectors/thread).
+//  * Looped path (rows wider than the register path): one online pass keeps a running (max, sum)
+//    per thread — rescaled by 2^(old_max - new_max) once per 4-vector step — merged across the
+//    group, then a second pass re-reads the row (L2) and writes.
+// The mask is read through a broadcast row map (fused_common.cuh): same shape as x, [T, S] under
+// any leading dims, or any numpy-broadcastable shape; its last dim may be S or 1. Mask dtype: x's
+// or f32. ex2.approx is ~2 ulp, well inside the f32 test bound.
+#include "kernels/fused_common.cuh"
+
+namespace opfuse::kernels {
+namespace {
+
+using namespace fused;  // NOLINT
+
+template <class T, class M>
+struct SoftmaxParams {
+  const T* x;
+  const M* mask;  // null without a mask
+  T* y;
+  int64_t rows;
+  int cols;
+  int tpr;
+  float s2;         // scale * log2(e)
+  int causal;
+  int64_t tq;       // x.shape[-2] (1 for rank 1)
+  int mask_cols;    // mask column stride: 1 (mask last dim S) or 0 (last dim 1)
+  RowMap mmap;      // row of x -> element offset of the mask row
+};
+
+// Loads N mask values for columns [c, c + N) of the row at `moff` (broadcast when mask_cols == 0).
+template <class T, class M, int N>
+__device__ __forceinline__ void LoadMask(const SoftmaxParams<T, M>& p, int64_t moff, int c, float* out) {
+  if (p.mask_cols) {
+    const Pack<M, N> m = LoadPack<M, N>(p.mask + moff + c);
+#pragma unroll
+    for (int j = 0; j < N; ++j) out[j] = m.get(j);
+  } else {
+    const float m = ToF(p.mask[moff]);
+#pragma unroll
+    for (int j = 0; j < N; ++j) out[j] = m;
+  }
+}
+
+// Last visible column of row r (causal: i + (S - Tq) with i = r % Tq), clamped to [-1, cols - 1].
+template <bool CAUSAL, class P>
+__device__ __forceinline__ int LastVisible(const P& p, int64_t r) {
+  if constexpr (CAUSAL) {
+    const int64_t lv = (r % p.tq) + (p.cols - p.tq);
+    return static_cast<int>(lv < -1 ? -1 : lv > p.cols - 1 ? p.cols - 1 : lv);
+  } else {
+    return p.cols - 1;
+  }
+}
+
+// z = (x * scale + mask) * log2(e), or -inf where causally masked: softmax = 2^(z - max) / sum.
+template <bool CAUSAL, class P>
+__device__ __forceinline__ float Z(const P& p, float x, float m, int c, int lv) {
+  const float v = x * p.s2 + m;
+  return CAUSAL && c > lv ? NegInf() : v;
+}
+
+// Register path. HAS_MASK caches z as f32 (x and mask packs all in flight first); otherwise the
+// raw packs are kept (laundered between passes) and z recomputed: one FMUL per element.
+template <class T, class M, bool HAS_MASK, bool CAUSAL, int N, int VPT>
+__global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel(SoftmaxParams<T, M> p) {
+  __shared__ float smem[64];
+  const int tpr = p.tpr;
+  const int g = threadIdx.x / tpr, t = threadIdx.x - g * tpr, rpb = blockDim.x / tpr;
+  int phase = 0;
+  for (int64_t r0 = static_cast<int64_t>(blockIdx.x) * rpb; r0 < p.rows; r0 += static_cast<int64_t>(gridDim.x) * rpb) {
+    const int64_t r = r0 + g;
+    const bool valid = r < p.rows;
+    const int64_t base = r * p.cols;
+    const int lv = LastVisible<CAUSAL>(p, r);
+    Pack<T, N> xv[VPT];
+    float z[HAS_MASK ? VPT : 1][N];
+    if constexpr (HAS_MASK) {
+      float mv[VPT][N];
+      const int64_t moff = valid ? MapRow(p.mmap, static_cast<uint32_t>(r)) : 0;
+#pragma unroll
+      for (int it = 0; it < VPT; ++it) {
+        const int c = (it * tpr + t) * N;
+        if (valid && c < p.cols) {
+          xv[it] = LoadPack<T, N>(p.x + base + c);
+          LoadMask<T, M, N>(p, moff, c, mv[it]);
+        }
+      }
+#pragma unroll
+      for (int it = 0; it < VPT; ++it) {
+        const int c = (it * tpr + t) * N;
+#pragma unroll
+        for (int j = 0; j < N; ++j)
+          z[it][j] = valid && c < p.cols ? Z<CAUSAL>(p, xv[it].get(j), mv[it][j] * kLog2e, c + j, lv) : NegInf();
+      }
+    } else {
+#pragma unroll
+      for (int it = 0; it < VPT; ++it) {
+        const int c = (it * tpr + t) * N;
+        if (valid && c < p.cols) xv[it] = LoadPack<T, N>(p.x + base + c);
+      }
+    }
+    auto zval = [&](int it, int j) -> float {
+      if constexpr (HAS_MASK) return z[it][j];
+      else return Z<CAUSAL>(p, xv[it].get(j), 0.0f, (it * tpr + t) * N + j, lv);
+    };
+    float mx = NegInf();
+#pragma unroll
+    for (int it = 0; it < VPT; ++it)
+      if (valid && (it * tpr + t) * N < p.cols)
+#pragma unroll
+        for (int j = 0; j < N; ++j) mx = fmaxf(mx, zval(it, j));
+    mx = RowReduce<MaxOp>(mx, tpr, smem, phase);
+    const bool dead = mx == NegInf();  // every key masked: zeros
+#pragma unroll
+    for (int it = 0; it < VPT; ++it) Launder(xv[it]);
+    float sum = 0.0f;
+#pragma unroll
+    for (int it = 0; it < VPT; ++it)
+      if (valid && !dead && (it * tpr + t) * N < p.cols)
+#pragma unroll
+        for (int j = 0; j < N; ++j) sum += Exp2(zval(it, j) - mx);
+    sum = RowReduce<SumOp>(sum, tpr, smem, phase);
+    const float off = dead ? 0.0f : mx + log2f(sum);  // y = 2^(z - off)
+#pragma unroll
+    for (int it = 0; it < VPT; ++it) Launder(xv[it]);
+#pragma unroll
+    for (int it = 0; it < VPT; ++it) {
+      const int c = (it * tpr + t) * N;
+      if (valid && c < p.cols) {
+        float o[N];
+#pragma unroll
+        for (int j = 0; j < N; ++j) o[j] = dead ? 0.0f : Exp2(zval(it, j) - off);
+        StorePack<T, N>(p.y + base + c, MakePack<T, N>(o));
+      }
+    }
+  }
+}
+
+// Looped path: online (max, sum) in one read of the row, then a write pass.
+template <class T, class M, bool HAS_MASK, bool CAUSAL, int N>
+__global__ void __launch_bounds__(1024) SoftmaxLoopKernel(SoftmaxParams<T, M> p) {
+  constexpr int U = 4;
+  __shared__ float smem[64];
+  const int tpr = p.tpr;
+  const int g = threadIdx.x / tpr, t = threadIdx.x - g * tpr, rpb = blockDim.x / tpr;
+  const int step = U * tpr * N;
+  int phase = 0;
+  for (int64_t r0 = static_cast<int64_t>(blockIdx.x) * rpb; r0 < p.rows; r0 += static_cast<int64_t>(gridDim.x) * rpb) {
+    const int64_t r = r0 + g;
+    const bool valid = r < p.rows;
+    const int cols = valid ? p.cols : 0;
+    const int64_t base = r * p.cols;
+    const int lv = LastVisible<CAUSAL>(p, r);
+    const int64_t moff = HAS_MASK && valid ? MapRow(p.mmap, static_cast<uint32_t>(r)) : 0;
+    // z of U vectors starting at c0 (masked-off / out-of-row slots are -inf).
+    auto load_z = [&](int c0, float (&z)[U][N]) {
+      Pack<T, N> xv[U];
+      float mv[U][N];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int c = c0 + u * tpr * N;
+        if (c < cols) {
+          xv[u] = LoadPack<T, N>(p.x + base + c);
+          if constexpr (HAS_MASK) LoadMask<T, M, N>(p, moff, c, mv[u]);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int c = c0 + u * tpr * N;
+#pragma unroll
+        for (int j = 0; j < N; ++j)
+          z[u][j] = c < cols ? Z<CAUSAL>(p, xv[u].get(j), HAS_MASK ? mv[u][j] * kLog2e : 0.0f, c + j, lv) : NegInf();
+      }
+    };
+    float m = NegInf(), s = 0.0f;
+    for (int c0 = t * N; c0 < cols; c0 += step) {
+      float z[U][N];
+      load_z(c0, z);
+      float lm = NegInf();
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int j = 0; j < N; ++j) lm = fmaxf(lm, z[u][j]);
+      const float nm = fmaxf(m, lm);
+      if (nm != NegInf()) {
+        s *= Exp2(m - nm);  // m = -inf: 2^-inf = 0 and s was 0
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+          for (int j = 0; j < N; ++j) s += Exp2(z[u][j] - nm);
+        m = nm;
+      }
+    }
+    const float mx = RowReduce<MaxOp>(m, tpr, smem, phase);
+    const bool dead = mx == NegInf();
+    const float sum = RowReduce<SumOp>(m == NegInf() ? 0.0f : s * Exp2(m - mx), tpr, smem, phase);
+    const float off = dead ? 0.0f : mx + log2f(sum);
+    for (int c0 = t * N; c0 < cols; c0 += step) {
+      float z[U][N];
+      load_z(c0, z);
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int c = c0 + u * tpr * N;
+        if (c < cols) {
+          float o[N];
+#pragma unroll
+          for (int j = 0; j < N; ++j) o[j] = dead ? 0.0f : Exp2(z[u][j] - off);
+          StorePack<T, N>(p.y + base + c, MakePack<T, N>(o));
+        }
+      }
+    }
+  }
+}
+
+template <class T, class M, bool HAS_MASK, bool CAUSAL>
+std::vector<cuda::KernelLaunch> MakeSoftmax(const std::string& name, const RowShape& s, dim3 grid,
+                                            const SoftmaxParams<T, M>& p) {
+  auto make = [&](auto kernel) {
+    return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(name, kernel, grid, dim3(s.block()), 0, p)};
+  };
+  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  if (s.looped)
+    return s.vec == 1 ? make(SoftmaxLoopKernel<T, M, HAS_MASK, CAUSAL, 1>) : make(SoftmaxLoopKernel<T, M, HAS_MASK, CAUSAL, kVec>);
+  return DispatchVpt(s.vectors_per_thread, [&](auto vpt_c) {
+    constexpr int V = decltype(vpt_c)::value;
+    if constexpr (HAS_MASK && V > 4) {
+      return make(SoftmaxRegKernel<T, M, HAS_MASK, CAUSAL, 1, 1>);  // unreachable: CheckRowShape caps vpt at 4
+    } else {
+      return s.vec == 1 ? make(SoftmaxRegKernel<T, M, HAS_MASK, CAUSAL, 1, V>)
+                        : make(SoftmaxRegKernel<T, M, HAS_MASK, CAUSAL, kVec, V>);
+    }
+  });
+}
+
+template <class T, class M, bool HAS_MASK>
+std::vector<cuda::KernelLaunch> MakeSoftmax(const std::string& name, const RowShape& s, dim3 grid,
+                                            const SoftmaxParams<T, M>& p) {
+  return p.causal ? MakeSoftmax<T, M, HAS_MASK, true>(name, s, grid, p) : MakeSoftmax<T, M, HAS_MASK, false>(name, s, grid, p);
+}
+
+}  // namespace
+
+StatusOr<std::vector<cuda::KernelLaunch>> PlanSoftmaxEx(const Node& n, const std::vector<TensorRef>& in,
+                                                        const std::vector<TensorRef>& out, const cuda::DeviceInfo& dev,
+                                                        const FusedPlanOptions& opt) {
+  const char* op = OpName(n.op);
+  if (n.op != OpKind::kSoftmax) return InvalidArgument(fmt::format("{}: not softmax", op));
+  if (in.empty() || in.size() > 2 || out.size() != 1)
+    return InvalidArgument(fmt::format("{}: {} inputs / {} outputs", op, in.size(), out.size()));
+  const TensorRef& x = in[0];
+  const DType dt = x.dtype;
+  if (!IsFloat(dt)) return Unimplemented(fmt::format("{}: dtype {} (the library kernel takes f32, f16, bf16)", op, DTypeName(dt)));
+  if (out[0].dtype != dt) return Unimplemented(fmt::format("{}: output dtype {} differs from x's {}", op, DTypeName(out[0].dtype), DTypeName(dt)));
+  if (x.shape.empty()) return InvalidArgument(fmt::format("{}: x is a scalar", op));
+  const bool has_mask = in.size() == 2;
+  const TensorRef* mask = has_mask ? &in[1] : nullptr;
+  if (mask && mask->dtype != dt && mask->dtype != DType::kF32)
+    return Unimplemented(fmt::format("{}: mask dtype {} with x {} (the library kernel takes x's dtype or f32)", op,
+                                     DTypeName(mask->dtype), DTypeName(dt)));
+  const int64_t cols = x.shape.back(), numel = x.numel();
+  const int64_t rows = cols > 0 ? numel / cols : 0;
+  if (out[0].numel() != numel) return InvalidArgument(fmt::format("{}: output has {} elements, x has {}", op, out[0].numel(), numel));
+  if (cols > (int64_t{1} << 30)) return Unimplemented(fmt::format("{}: row of {} columns", op, cols));
+  RowMap mmap;
+  int mask_cols = 1;
+  if (mask) {
+    if (mask->shape.empty()) return Unimplemented(fmt::format("{}: scalar mask", op));
+    const int64_t mc = mask->shape.back();
+    if (mc != cols && mc != 1) return InvalidArgument(fmt::format("{}: mask last dim {} does not broadcast to {}", op, mc, cols));
+    mask_cols = mc == cols ? 1 : 0;
+    auto m = BuildRowMap(x.shape, mask->shape);
+    if (!m.ok()) return Status(m.status().code(), fmt::format("{}: mask: {}", op, m.status().message()));
+    mmap = *m;
+  }
+  if (numel == 0) return std::vector<cuda::KernelLaunch>{};
+
+  int vec = 16 / DTypeSize(dt);
+  bool ok = !opt.force_scalar && cols % vec == 0 && Aligned(x.data, 16) && Aligned(out[0].data, 16);
+  if (mask && mask_cols) ok = ok && Aligned(mask->data, vec * DTypeSize(mask->dtype));
+  if (!ok) vec = 1;
+  // Prefill: 8 vectors per thread without a mask (measured best, fused.h); the mask path caches
+  // f32 values and stays at 4.
+  const RowLimits lim{has_mask ? 4 : kMaxVectorsPerThread, has_mask, has_mask ? 4 : 8};
+  RowShape s;
+  if (opt.shape) {
+    s = *opt.shape;
+    s.vec = vec;
+    OPFUSE_RETURN_IF_ERROR(CheckRowShape(s, cols, lim));
+  } else {
+    s = ChooseRowShape(rows, cols, vec, dev, lim);
+  }
+  const double scale = AttrFloat(n.attrs, "scale", 1.0);
+  const bool causal = AttrInt(n.attrs, "causal", 0) != 0;
+  const int64_t tq = x.shape.size() >= 2 ? x.shape[x.shape.size() - 2] : 1;
+  const std::string name = fmt::format("lib:softmax_{}{}{}{}_{}", DTypeName(dt), causal ? "_causal" : "",
+                                       mask ? "_mask" : "", mask && mask->dtype != dt ? DTypeName(mask->dtype) : "",
+                                       s.ToString());
+  const dim3 grid(GridFor((rows + s.rows_per_block - 1) / s.rows_per_block));
+
+  return DispatchFloat(dt, [&](auto tag) -> StatusOr<std::vector<cuda::KernelLaunch>> {
+    using T = typename decltype(tag)::type;
+    auto fill = [&](auto& p) {
+      p.x = static_cast<const T*>(x.data);
+      p.y = static_cast<T*>(out[0].data);
+      p.rows = rows;
+      p.cols = static_cast<int>(cols);
+      p.tpr = s.threads_per_row;
+      p.s2 = static_cast<float>(scale * 1.4426950408889634);
+      p.causal = causal ? 1 : 0;
+      p.tq = std::max<int64_t>(tq, 1);
+      p.mask_cols = mask_cols;
+      p.mmap = mmap;
+    };
+    if (!mask) {
+      SoftmaxParams<T, T> p{};
+      fill(p);
+      p.mask = nullptr;
+      return MakeSoftmax<T, T, false>(name, s, grid, p);
+    }
+    if (mask->dtype == dt) {
+      SoftmaxParams<T, T> p{};
+      fill(p);
+      p.mask = static_cast<const T*>(mask->data);
+      return MakeSoftmax<T, T, true>(name, s, grid, p);
+    }
+    SoftmaxParams<T, float> p{};
+    fill(p);
+    p.mask = static_cast<const float*>(mask->data);
+    return MakeSoftmax<T, float, true>(name, s, grid, p);
+  });
+}
+
+StatusOr<std::vector<cuda::KernelLaunch>> PlanSoftmax(const Node& n, const std::vector<TensorRef>& in,
+                                                      const std::vector<TensorRef>& out, const cuda::DeviceInfo& dev) {
+  return PlanSoftmaxEx(n, in, out, dev, {});
+}
+
+}  // namespace opfuse::kernels

@@ -1,0 +1,990 @@
+// The hand-tuned fused library kernels (src/kernels/{norm,softmax,glu,rope}.cu) on the GPU, and
+// their launch planning on the host.
+//
+// Design: each GPU case is a one-node graph; the CPU reference is RunGraphCpu on it (double math,
+// src/ops/composite_cpu.cc). Per DESIGN.md "Measuring": fresh signed random inputs (RandomInputs,
+// std::random_device seed printed), outputs poisoned with 0xFF bytes (NaN in every float type)
+// before the launch, norm-wise relative error with per-dtype bounds (bf16 1e-2, f16 2e-3,
+// f32 1e-5 — a few output roundings), unwritten / NaN / all-zero outputs rejected, inputs checked
+// unmodified — except add_rms_norm's documented in-place case, where the sum is written into the
+// residual buffer and both outputs are checked. Cases cover decode and prefill row counts, odd and
+// wide (looped-path) widths, every dtype, unaligned pointers (scalar path, asserted through the
+// launch name), every forced register/looped row shape on a small problem, causal softmax with
+// T < S, T = S and T > S (fully masked rows), broadcast and -inf masks, and rope on [T, H, D] with
+// [T, 1, D] tables. Planning tests (launch shapes, clean errors) need no GPU and run everywhere
+// the CUDA build exists. LibraryFusedBandwidth prints µs and % of a same-bytes device copy.
+// GPU tests skip with QueryDevice()'s reason where no GPU is usable.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "jit_cases.h"
+#include "runtime/cpu/cpu_executor.h"
+#include "runtime/host_tensor.h"
+
+#ifdef OPFUSE_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "kernels/fused.h"
+#include "kernels/library.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/device.h"
+#endif
+
+namespace opfuse {
+namespace {
+
+#ifndef OPFUSE_WITH_CUDA
+
+TEST(LibraryFused, BuiltWithoutCuda) { GTEST_SKIP() << "built without OPFUSE_CUDA"; }
+
+#else
+
+using kernels::FusedPlanOptions;
+using kernels::RowShape;
+using kernels::TensorRef;
+
+double FusedBound(DType t) {
+  switch (t) {
+    case DType::kBF16: return 1e-2;
+    case DType::kF16: return 2e-3;
+    default: return 1e-5;
+  }
+}
+
+struct InputSpec {
+  DType dtype;
+  std::vector<int64_t> shape;
+};
+
+struct FusedCase {
+  std::string name;
+  OpKind op;
+  Attrs attrs;
+  std::vector<InputSpec> inputs;      // in node order
+  bool unaligned = false;             // every pointer offset by one element
+  bool inplace = false;               // add_rms_norm: sum written into the residual buffer
+  bool neg_inf_mask = false;          // softmax: -inf mask entries, first mask row fully masked
+  FusedPlanOptions opt;
+  std::string expect;                 // substring the (first) launch name must contain
+};
+void PrintTo(const FusedCase& c, std::ostream* os) { *os << c.name; }
+
+std::string Dt(DType t) { return DTypeName(t); }
+
+// ------------------------------------------------------------------ planning (no GPU needed)
+
+cuda::DeviceInfo FakeH200() {
+  cuda::DeviceInfo d;
+  d.name = "fake H200";
+  d.major = 9;
+  d.arch = "sm_90";
+  d.sm_count = 132;
+  d.l2_bytes = int64_t{60} << 20;
+  d.max_shared_mem_per_block = 48 << 10;
+  d.max_threads_per_sm = 2048;
+  return d;
+}
+
+// Fake, 256-byte aligned device addresses: planning never dereferences them.
+void* FakePtr(int i, size_t offset = 0) { return reinterpret_cast<void*>(0x7f0000000000ULL + (uint64_t(i) << 32) + offset); }
+
+Node MakeNode(OpKind op, Attrs attrs = {}) {
+  Node n;
+  n.op = op;
+  n.attrs = std::move(attrs);
+  return n;
+}
+
+TEST(LibraryFusedPlan, RowShapesDecodeVsPrefill) {
+  const auto dev = FakeH200();
+  // Decode: one row per block, one 16-byte vector per thread, the whole row in flight.
+  RowShape s = kernels::ChooseRowShape(1, 2048, 8, dev);
+  EXPECT_EQ(s.threads_per_row, 256);
+  EXPECT_EQ(s.vectors_per_thread, 1);
+  EXPECT_EQ(s.rows_per_block, 1);
+  EXPECT_FALSE(s.looped);
+  s = kernels::ChooseRowShape(32, 4096, 8, dev);
+  EXPECT_EQ(s.threads_per_row, 512);
+  EXPECT_EQ(s.vectors_per_thread, 1);
+  s = kernels::ChooseRowShape(8, 16384, 8, dev);
+  EXPECT_EQ(s.threads_per_row, 1024);
+  EXPECT_EQ(s.vectors_per_thread, 2);
+  // Prefill: 4 vectors per thread, 64 threads per 2048-wide bf16 row, ~128-thread blocks.
+  s = kernels::ChooseRowShape(16384, 2048, 8, dev);
+  EXPECT_EQ(s.threads_per_row, 64);
+  EXPECT_EQ(s.vectors_per_thread, 4);
+  EXPECT_EQ(s.rows_per_block, 2);
+  s = kernels::ChooseRowShape(16384, 4096, 8, dev);
+  EXPECT_EQ(s.threads_per_row, 128);
+  EXPECT_EQ(s.vectors_per_thread, 4);
+  EXPECT_EQ(s.block(), 128);
+  s = kernels::ChooseRowShape(16384, 16384, 8, dev);
+  EXPECT_EQ(s.threads_per_row, 512);
+  EXPECT_EQ(s.vectors_per_thread, 4);
+  EXPECT_FALSE(s.looped);
+  // Narrow prefill rows: >= 8 threads per row (coalesced), several rows per warp.
+  s = kernels::ChooseRowShape(16384, 64, 8, dev);
+  EXPECT_EQ(s.threads_per_row, 8);
+  EXPECT_EQ(s.vectors_per_thread, 1);
+  EXPECT_EQ(s.rows_per_block, 16);
+  // The boundary between decode and prefill is 4 rows per SM.
+  EXPECT_EQ(kernels::ChooseRowShape(4 * 132 - 1, 2048, 8, dev).threads_per_row, 256);
+  EXPECT_EQ(kernels::ChooseRowShape(4 * 132, 2048, 8, dev).threads_per_row, 64);
+  // Beyond the register path: looped.
+  EXPECT_TRUE(kernels::ChooseRowShape(1, 20000, 8, dev).looped);
+  EXPECT_TRUE(kernels::ChooseRowShape(16384, 20000, 8, dev).looped);
+  // Scalar path on a wide row: more vectors than fit -> looped.
+  EXPECT_TRUE(kernels::ChooseRowShape(16384, 16384, 1, dev).looped);
+  // Heavy kernels (softmax with a mask) stay within 512 threads and 4 vectors.
+  s = kernels::ChooseRowShape(16384, 4096, 8, dev, {4, true});
+  EXPECT_LE(s.vectors_per_thread, 4);
+  EXPECT_LE(s.block(), 512);
+  // Every chosen register shape passes its own check.
+  for (int64_t rows : {1, 3, 32, 513, 4096, 16384})
+    for (int64_t cols : {1, 2, 64, 77, 1000, 2048, 4096, 5632, 16384, 20000})
+      for (int vec : {1, 4, 8})
+        for (kernels::RowLimits lim : {kernels::RowLimits{}, kernels::RowLimits{4, true}}) {
+          s = kernels::ChooseRowShape(rows, cols, vec, dev, lim);
+          EXPECT_TRUE(kernels::CheckRowShape(s, cols, lim).ok()) << rows << "x" << cols << " " << s.ToString();
+          if (!s.looped) {
+            EXPECT_GE(int64_t{s.threads_per_row} * s.vectors_per_thread * s.vec, cols);
+          }
+        }
+}
+
+TEST(LibraryFusedPlan, NormLaunchesAndPaths) {
+  const auto dev = FakeH200();
+  const Node n = MakeNode(OpKind::kRmsNorm);
+  auto plan = [&](int64_t rows, int64_t cols, size_t x_off) {
+    std::vector<TensorRef> in{{FakePtr(0, x_off), DType::kBF16, {rows, cols}}, {FakePtr(1), DType::kBF16, {cols}}};
+    std::vector<TensorRef> out{{FakePtr(2), DType::kBF16, {rows, cols}}};
+    return kernels::PlanLibraryNode(n, in, out, dev);
+  };
+  auto decode = plan(1, 2048, 0);
+  ASSERT_TRUE(decode.ok()) << decode.status().ToString();
+  ASSERT_EQ(decode->size(), 1u);
+  EXPECT_EQ((*decode)[0].grid().x, 1u);
+  EXPECT_EQ((*decode)[0].block().x, 256u);
+  EXPECT_NE((*decode)[0].name().find("rms_norm_bf16_v8_"), std::string::npos) << (*decode)[0].name();
+  auto prefill = plan(16384, 2048, 0);
+  ASSERT_TRUE(prefill.ok());
+  EXPECT_EQ((*prefill)[0].grid().x, 8192u);  // 2 rows per 128-thread block
+  EXPECT_EQ((*prefill)[0].block().x, 128u);
+  auto unaligned = plan(3, 2048, 2);  // x offset by one bf16 element: scalar path
+  ASSERT_TRUE(unaligned.ok());
+  EXPECT_NE((*unaligned)[0].name().find("_v1_"), std::string::npos) << (*unaligned)[0].name();
+  // Per-family prefill shapes (fused.h): add_rms_norm 2 vectors per thread, softmax 8.
+  {
+    std::vector<TensorRef> in{{FakePtr(0), DType::kBF16, {16384, 2048}}, {FakePtr(1), DType::kBF16, {16384, 2048}},
+                              {FakePtr(3), DType::kBF16, {2048}}};
+    std::vector<TensorRef> out{{FakePtr(2), DType::kBF16, {16384, 2048}}, {FakePtr(4), DType::kBF16, {16384, 2048}}};
+    auto add = kernels::PlanLibraryNode(MakeNode(OpKind::kAddRmsNorm), in, out, dev);
+    ASSERT_TRUE(add.ok()) << add.status().ToString();
+    EXPECT_NE((*add)[0].name().find("_t128x2_p1"), std::string::npos) << (*add)[0].name();
+    in.resize(1);
+    out.resize(1);
+    auto sm = kernels::PlanLibraryNode(MakeNode(OpKind::kSoftmax), in, out, dev);
+    ASSERT_TRUE(sm.ok()) << sm.status().ToString();
+    EXPECT_NE((*sm)[0].name().find("_t32x8_p4"), std::string::npos) << (*sm)[0].name();
+    in.push_back({FakePtr(1), DType::kBF16, {2048}});  // with a mask: at most 4 vectors per thread
+    auto smm = kernels::PlanLibraryNode(MakeNode(OpKind::kSoftmax), in, out, dev);
+    ASSERT_TRUE(smm.ok()) << smm.status().ToString();
+    EXPECT_NE((*smm)[0].name().find("_t64x4_p2"), std::string::npos) << (*smm)[0].name();
+  }
+  auto wide = plan(3, 20000, 0);
+  ASSERT_TRUE(wide.ok());
+  EXPECT_NE((*wide)[0].name().find("_looped"), std::string::npos) << (*wide)[0].name();
+  auto empty = plan(0, 2048, 0);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->empty());
+  // Forced shapes are validated.
+  FusedPlanOptions opt;
+  opt.shape = RowShape{32, 2, 1, 8, false};  // 32 x 2 x 8 = 512 < 2048 columns
+  std::vector<TensorRef> in{{FakePtr(0), DType::kBF16, {4, 2048}}};
+  std::vector<TensorRef> out{{FakePtr(2), DType::kBF16, {4, 2048}}};
+  auto bad = kernels::PlanNormEx(n, in, out, dev, opt);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("covers 512 of 2048"), std::string::npos) << bad.status().message();
+  opt.shape = RowShape{48, 1, 1, 8, false};
+  EXPECT_FALSE(kernels::PlanNormEx(n, in, out, dev, opt).ok());  // 48 is not a valid group width
+}
+
+TEST(LibraryFusedPlan, GluAndRopeLaunches) {
+  const auto dev = FakeH200();
+  auto glu = [&](int64_t rows, int64_t cols) {
+    std::vector<TensorRef> in{{FakePtr(0), DType::kBF16, {rows, cols}}, {FakePtr(1), DType::kBF16, {rows, cols}}};
+    std::vector<TensorRef> out{{FakePtr(2), DType::kBF16, {rows, cols}}};
+    return kernels::PlanLibraryNode(MakeNode(OpKind::kSwiglu), in, out, dev);
+  };
+  auto small = glu(1, 5632);  // 704 packs: 64-thread blocks, one pack each -> 11 blocks
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  EXPECT_EQ((*small)[0].grid().x, 11u);
+  EXPECT_EQ((*small)[0].block().x, 64u);
+  auto large = glu(16384, 5632);  // one pack per thread, 256 threads, the whole tensor in one step
+  ASSERT_TRUE(large.ok());
+  EXPECT_EQ((*large)[0].block().x, 256u);
+  EXPECT_EQ((*large)[0].grid().x, static_cast<unsigned>(16384LL * 5632 / 8 / 256));
+  EXPECT_NE((*large)[0].name().find("_u1"), std::string::npos);
+  {  // forced unroll and grid cap (sweeps)
+    FusedPlanOptions opt;
+    opt.unroll = 4;
+    opt.max_blocks = 100;
+    std::vector<TensorRef> in{{FakePtr(0), DType::kBF16, {64, 5632}}, {FakePtr(1), DType::kBF16, {64, 5632}}};
+    std::vector<TensorRef> out{{FakePtr(2), DType::kBF16, {64, 5632}}};
+    auto capped = kernels::PlanGluEx(MakeNode(OpKind::kSwiglu), in, out, dev, opt);
+    ASSERT_TRUE(capped.ok());
+    EXPECT_EQ((*capped)[0].grid().x, 100u);
+    EXPECT_NE((*capped)[0].name().find("_u4"), std::string::npos);
+    opt.unroll = 3;
+    EXPECT_FALSE(kernels::PlanGluEx(MakeNode(OpKind::kSwiglu), in, out, dev, opt).ok());
+  }
+
+  auto rope = [&](std::vector<int64_t> xs, std::vector<int64_t> ts, DType dt = DType::kBF16, DType tt = DType::kBF16) {
+    std::vector<TensorRef> in{{FakePtr(0), dt, xs}, {FakePtr(1), tt, ts}, {FakePtr(3), tt, ts}};
+    std::vector<TensorRef> out{{FakePtr(2), dt, xs}};
+    return kernels::PlanLibraryNode(MakeNode(OpKind::kRope), in, out, dev);
+  };
+  auto r = rope({7, 32, 128}, {7, 1, 128});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_NE((*r)[0].name().find("_v8"), std::string::npos);
+  auto odd = rope({7, 4, 7}, {7, 1, 7});
+  ASSERT_FALSE(odd.ok());
+  EXPECT_EQ(odd.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(odd.status().message().find("even last dim"), std::string::npos) << odd.status().message();
+  auto mixed = rope({7, 4, 64}, {7, 1, 64}, DType::kBF16, DType::kF16);  // f16 tables with bf16 x
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_EQ(mixed.status().code(), StatusCode::kUnimplemented);
+  auto half_tables = rope({7, 4, 64}, {7, 1, 32});
+  ASSERT_FALSE(half_tables.ok());
+  EXPECT_NE(half_tables.status().message().find("last dim must be 64"), std::string::npos);
+  EXPECT_TRUE(rope({7, 4, 64}, {7, 1, 64}, DType::kBF16, DType::kF32).ok());  // f32 tables are fine
+  auto scalar_half = rope({7, 4, 6}, {7, 1, 6});  // half = 3: 1-element path
+  ASSERT_TRUE(scalar_half.ok());
+  EXPECT_NE((*scalar_half)[0].name().find("_v1"), std::string::npos);
+}
+
+TEST(LibraryFusedPlan, CleanErrors) {
+  const auto dev = FakeH200();
+  auto expect_code = [](const StatusOr<std::vector<cuda::KernelLaunch>>& r, StatusCode code, const std::string& text) {
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), code) << r.status().ToString();
+    EXPECT_NE(r.status().message().find(text), std::string::npos) << r.status().message();
+  };
+  // Integer inputs: no library kernel.
+  for (OpKind op : {OpKind::kRmsNorm, OpKind::kSoftmax, OpKind::kSwiglu, OpKind::kLayerNorm}) {
+    std::vector<TensorRef> in{{FakePtr(0), DType::kI32, {4, 64}}};
+    if (op == OpKind::kSwiglu) in.push_back({FakePtr(1), DType::kI32, {4, 64}});
+    std::vector<TensorRef> out{{FakePtr(2), DType::kI32, {4, 64}}};
+    expect_code(kernels::PlanLibraryNode(MakeNode(op), in, out, dev), StatusCode::kUnimplemented, "dtype i32");
+  }
+  {  // rope on i64
+    std::vector<TensorRef> in{{FakePtr(0), DType::kI64, {4, 2, 64}}, {FakePtr(1), DType::kI64, {4, 1, 64}}, {FakePtr(3), DType::kI64, {4, 1, 64}}};
+    std::vector<TensorRef> out{{FakePtr(2), DType::kI64, {4, 2, 64}}};
+    expect_code(kernels::PlanLibraryNode(MakeNode(OpKind::kRope), in, out, dev), StatusCode::kUnimplemented, "dtype i64");
+  }
+  {  // weight dtype differs from x
+    std::vector<TensorRef> in{{FakePtr(0), DType::kBF16, {4, 64}}, {FakePtr(1), DType::kF32, {64}}};
+    std::vector<TensorRef> out{{FakePtr(2), DType::kBF16, {4, 64}}};
+    expect_code(kernels::PlanLibraryNode(MakeNode(OpKind::kRmsNorm), in, out, dev), StatusCode::kUnimplemented, "mixed dtypes");
+  }
+  {  // weight of the wrong width
+    std::vector<TensorRef> in{{FakePtr(0), DType::kBF16, {4, 64}}, {FakePtr(1), DType::kBF16, {32}}};
+    std::vector<TensorRef> out{{FakePtr(2), DType::kBF16, {4, 64}}};
+    expect_code(kernels::PlanLibraryNode(MakeNode(OpKind::kRmsNorm), in, out, dev), StatusCode::kInvalidArgument, "expected 64");
+  }
+  {  // add_rms_norm missing its second output
+    std::vector<TensorRef> in{{FakePtr(0), DType::kBF16, {4, 64}}, {FakePtr(1), DType::kBF16, {4, 64}}, {FakePtr(3), DType::kBF16, {64}}};
+    std::vector<TensorRef> out{{FakePtr(2), DType::kBF16, {4, 64}}};
+    expect_code(kernels::PlanLibraryNode(MakeNode(OpKind::kAddRmsNorm), in, out, dev), StatusCode::kInvalidArgument, "outputs");
+  }
+  {  // softmax mask that does not broadcast / has an unsupported dtype
+    std::vector<TensorRef> in{{FakePtr(0), DType::kBF16, {2, 5, 64}}, {FakePtr(1), DType::kBF16, {5, 32}}};
+    std::vector<TensorRef> out{{FakePtr(2), DType::kBF16, {2, 5, 64}}};
+    expect_code(kernels::PlanLibraryNode(MakeNode(OpKind::kSoftmax), in, out, dev), StatusCode::kInvalidArgument, "mask last dim");
+    in[1] = {FakePtr(1), DType::kBF16, {3, 64}};
+    expect_code(kernels::PlanLibraryNode(MakeNode(OpKind::kSoftmax), in, out, dev), StatusCode::kInvalidArgument, "does not broadcast");
+    in[1] = {FakePtr(1), DType::kF16, {5, 64}};
+    expect_code(kernels::PlanLibraryNode(MakeNode(OpKind::kSoftmax), in, out, dev), StatusCode::kUnimplemented, "mask dtype f16");
+  }
+  {  // geglu with an unknown approximation
+    std::vector<TensorRef> in{{FakePtr(0), DType::kBF16, {4, 64}}, {FakePtr(1), DType::kBF16, {4, 64}}};
+    std::vector<TensorRef> out{{FakePtr(2), DType::kBF16, {4, 64}}};
+    expect_code(kernels::PlanLibraryNode(MakeNode(OpKind::kGeglu, {{"approximate", std::string("fast")}}), in, out, dev),
+                StatusCode::kInvalidArgument, "approximate");
+  }
+}
+
+// ------------------------------------------------------------------ GPU numerics
+
+struct DeviceBuffer {
+  void* base = nullptr;
+  void* ptr = nullptr;  // base + offset
+  size_t bytes = 0;
+  ~DeviceBuffer() {
+    if (base) cudaFree(base);
+  }
+};
+
+class LibraryFusedGpu : public ::testing::TestWithParam<FusedCase> {
+ protected:
+  void SetUp() override {
+    auto d = cuda::QueryDevice();
+    if (!d.ok()) GTEST_SKIP() << d.status().message();
+    dev_ = *d;
+  }
+  cuda::DeviceInfo dev_;
+};
+
+#define CUDA_ASSERT(call)                                                         \
+  do {                                                                           \
+    cudaError_t _e = (call);                                                     \
+    ASSERT_EQ(_e, cudaSuccess) << #call << ": " << cudaGetErrorString(_e);       \
+  } while (0)
+
+void RunFusedCase(const FusedCase& c, const cuda::DeviceInfo& dev) {
+  // The one-node graph and its CPU reference.
+  GraphBuilder b(c.name);
+  std::vector<int> ids;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    Shape s;
+    for (int64_t d : c.inputs[i].shape) s.push_back(Dim(d));
+    ids.push_back(b.Input("in" + std::to_string(i), c.inputs[i].dtype, s));
+  }
+  const std::vector<int> outs = b.OpN(c.op, ids, c.attrs);
+  for (size_t i = 0; i < outs.size(); ++i) b.Output(outs[i], "out" + std::to_string(i));
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  const uint64_t seed = std::random_device{}();
+  std::printf("[ seed     ] %s seed %llu\n", c.name.c_str(), static_cast<unsigned long long>(seed));
+  SCOPED_TRACE(::testing::Message() << c.name << " seed " << seed);
+  auto inputs = RandomInputs(*g, {}, seed);
+  if (c.neg_inf_mask) {  // -inf on every 7th mask element and the whole first mask row
+    HostTensor& m = inputs.at("in1");
+    const int64_t mc = m.cols();
+    for (int64_t i = 0; i < m.numel(); ++i)
+      if (i % 7 == 3 || i < mc) m.set(i, -std::numeric_limits<double>::infinity());
+  }
+  auto ref = RunGraphCpu(*g, inputs);
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+
+  // Device buffers (offset by one element when unaligned), outputs poisoned.
+  const size_t n_in = c.inputs.size();
+  std::vector<DeviceBuffer> bufs(n_in + outs.size());
+  std::vector<TensorRef> in_refs, out_refs;
+  std::vector<const HostTensor*> host_in;
+  for (size_t i = 0; i < n_in; ++i) {
+    const HostTensor& h = inputs.at("in" + std::to_string(i));
+    host_in.push_back(&h);
+    DeviceBuffer& d = bufs[i];
+    d.bytes = h.data.size();
+    CUDA_ASSERT(cudaMalloc(&d.base, d.bytes + 64));
+    d.ptr = static_cast<char*>(d.base) + (c.unaligned ? DTypeSize(h.dtype) : 0);
+    CUDA_ASSERT(cudaMemcpy(d.ptr, h.data.data(), d.bytes, cudaMemcpyHostToDevice));
+    in_refs.push_back({d.ptr, h.dtype, h.shape});
+  }
+  std::vector<HostTensor> gpu_out;
+  for (size_t o = 0; o < outs.size(); ++o) {
+    const HostTensor& want = ref->at("out" + std::to_string(o));
+    gpu_out.emplace_back(want.dtype, want.shape);
+    if (c.inplace && o == 1) {  // add_rms_norm's sum into the residual buffer
+      out_refs.push_back({bufs[1].ptr, want.dtype, want.shape});
+      continue;
+    }
+    DeviceBuffer& d = bufs[n_in + o];
+    d.bytes = gpu_out.back().data.size();
+    CUDA_ASSERT(cudaMalloc(&d.base, d.bytes + 64));
+    d.ptr = static_cast<char*>(d.base) + (c.unaligned ? DTypeSize(want.dtype) : 0);
+    CUDA_ASSERT(cudaMemset(d.ptr, 0xFF, d.bytes));  // NaN in every float type
+    out_refs.push_back({d.ptr, want.dtype, want.shape});
+  }
+
+  const Node& node = g->nodes[0];
+  StatusOr<std::vector<cuda::KernelLaunch>> plan = Internal("no planner");
+  switch (c.op) {
+    case OpKind::kRmsNorm: case OpKind::kAddRmsNorm: case OpKind::kLayerNorm:
+      plan = kernels::PlanNormEx(node, in_refs, out_refs, dev, c.opt); break;
+    case OpKind::kSoftmax: plan = kernels::PlanSoftmaxEx(node, in_refs, out_refs, dev, c.opt); break;
+    case OpKind::kSwiglu: case OpKind::kGeglu: plan = kernels::PlanGluEx(node, in_refs, out_refs, dev, c.opt); break;
+    case OpKind::kRope: plan = kernels::PlanRopeEx(node, in_refs, out_refs, dev, c.opt); break;
+    default: break;
+  }
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_FALSE(plan->empty());
+  if (!c.expect.empty()) {
+    EXPECT_NE((*plan)[0].name().find(c.expect), std::string::npos) << (*plan)[0].name();
+  }
+  for (const auto& l : *plan) {
+    Status st = l.Launch(nullptr);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  CUDA_ASSERT(cudaGetLastError());
+  CUDA_ASSERT(cudaDeviceSynchronize());
+
+  for (size_t o = 0; o < outs.size(); ++o)
+    CUDA_ASSERT(cudaMemcpy(gpu_out[o].data.data(), out_refs[o].data, gpu_out[o].data.size(), cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < n_in; ++i) {
+    if (c.inplace && i == 1) continue;  // now holds the sum (checked as output 1)
+    std::vector<uint8_t> back(bufs[i].bytes);
+    CUDA_ASSERT(cudaMemcpy(back.data(), bufs[i].ptr, back.size(), cudaMemcpyDeviceToHost));
+    EXPECT_TRUE(back == host_in[i]->data) << "input " << i << " was modified";
+  }
+  for (size_t o = 0; o < outs.size(); ++o) {
+    const HostTensor& want = ref->at("out" + std::to_string(o));
+    const HostTensor& got = gpu_out[o];
+    int64_t bad = 0, nonzero = 0, first_bad = -1;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      const double v = got.get(i);
+      if (!std::isfinite(v) && std::isfinite(want.get(i))) {
+        if (first_bad < 0) first_bad = i;
+        ++bad;
+      }
+      if (v != 0) ++nonzero;
+    }
+    ASSERT_EQ(bad, 0) << "out" << o << ": " << bad << " unwritten/non-finite elements, first at " << first_bad;
+    ASSERT_GT(nonzero, 0) << "out" << o << ": all zeros";
+    const double err = testing_cases::RelErr(got, want);
+    EXPECT_LE(err, FusedBound(want.dtype)) << "out" << o << " (" << (*plan)[0].name() << ")";
+    std::printf("[ rel err  ] %s out%zu %.2e  %s\n", c.name.c_str(), o, err, (*plan)[0].name().c_str());
+  }
+}
+
+TEST_P(LibraryFusedGpu, MatchesCpuReference) { RunFusedCase(GetParam(), dev_); }
+
+// ------------------------------------------------------------------ cases
+
+std::string ShapeName(const std::vector<int64_t>& s) {
+  std::string r;
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? "x" : "") + std::to_string(s[i]);
+  return r;
+}
+
+const DType kDtypes[] = {DType::kF32, DType::kF16, DType::kBF16};
+const int64_t kWidths[] = {64, 77, 1000, 2048, 4096, 5632, 16384, 20000};
+
+FusedCase NormCase(OpKind op, DType dt, int64_t rows, int64_t cols, bool weight = true, bool bias = true) {
+  FusedCase c;
+  c.op = op;
+  c.inputs.push_back({dt, {rows, cols}});
+  if (op == OpKind::kAddRmsNorm) c.inputs.push_back({dt, {rows, cols}});
+  if (weight || op == OpKind::kAddRmsNorm) c.inputs.push_back({dt, {cols}});
+  if (op == OpKind::kLayerNorm && weight && bias) c.inputs.push_back({dt, {cols}});
+  c.name = std::string(OpName(op)) + "_" + Dt(dt) + "_" + std::to_string(rows) + "x" + std::to_string(cols) +
+           (weight ? "" : "_noweight") + (op == OpKind::kLayerNorm && weight && !bias ? "_nobias" : "");
+  return c;
+}
+
+std::vector<FusedCase> NormCases() {
+  std::vector<FusedCase> v;
+  for (OpKind op : {OpKind::kRmsNorm, OpKind::kAddRmsNorm, OpKind::kLayerNorm})
+    for (DType dt : kDtypes)
+      for (int64_t rows : {1, 3, 32, 513})
+        for (int64_t cols : kWidths) {
+          FusedCase c = NormCase(op, dt, rows, cols);
+          if (cols == 20000) c.expect = "_looped";
+          v.push_back(c);
+        }
+  // Prefill row counts (bf16, and f32 on one width).
+  for (OpKind op : {OpKind::kRmsNorm, OpKind::kAddRmsNorm, OpKind::kLayerNorm})
+    for (int64_t cols : {64, 77, 1000, 2048, 4096}) v.push_back(NormCase(op, DType::kBF16, 4096, cols));
+  v.push_back(NormCase(OpKind::kRmsNorm, DType::kF32, 4096, 2048));
+  v.push_back(NormCase(OpKind::kRmsNorm, DType::kF16, 4096, 5632));
+  // Optional operands and a non-default eps.
+  v.push_back(NormCase(OpKind::kRmsNorm, DType::kBF16, 33, 2048, false));
+  v.push_back(NormCase(OpKind::kRmsNorm, DType::kF32, 5, 20000, false));
+  v.push_back(NormCase(OpKind::kLayerNorm, DType::kBF16, 33, 2048, false));
+  v.push_back(NormCase(OpKind::kLayerNorm, DType::kF16, 33, 1000, true, false));
+  v.push_back(NormCase(OpKind::kLayerNorm, DType::kF32, 5, 20000, true, false));
+  for (DType dt : kDtypes) {
+    FusedCase c = NormCase(OpKind::kRmsNorm, dt, 9, 2048);
+    c.attrs["eps"] = 0.25;
+    c.name += "_eps0.25";
+    v.push_back(c);
+    c = NormCase(OpKind::kLayerNorm, dt, 9, 20000);
+    c.attrs["eps"] = 0.5;
+    c.name += "_eps0.5";
+    v.push_back(c);
+  }
+  // Unaligned base pointers: the 1-element path.
+  for (OpKind op : {OpKind::kRmsNorm, OpKind::kAddRmsNorm, OpKind::kLayerNorm})
+    for (DType dt : kDtypes)
+      for (int64_t cols : {77, 2048, 20000}) {
+        FusedCase c = NormCase(op, dt, 5, cols);
+        c.unaligned = true;
+        c.expect = "_v1_";
+        c.name += "_unaligned";
+        v.push_back(c);
+      }
+  return v;
+}
+
+std::vector<FusedCase> InplaceCases() {
+  std::vector<FusedCase> v;
+  for (DType dt : {DType::kBF16, DType::kF32, DType::kF16})
+    for (int64_t rows : {1, 33, 513})
+      for (int64_t cols : {77, 2048, 20000}) {
+        FusedCase c = NormCase(OpKind::kAddRmsNorm, dt, rows, cols);
+        c.inplace = true;
+        c.name += "_inplace";
+        v.push_back(c);
+      }
+  FusedCase c = NormCase(OpKind::kAddRmsNorm, DType::kBF16, 4096, 2048);
+  c.inplace = true;
+  c.name += "_inplace";
+  v.push_back(c);
+  c = NormCase(OpKind::kAddRmsNorm, DType::kBF16, 7, 2048);
+  c.inplace = true;
+  c.unaligned = true;
+  c.name += "_inplace_unaligned";
+  v.push_back(c);
+  return v;
+}
+
+FusedCase SoftmaxCase(DType dt, std::vector<int64_t> xs, std::optional<InputSpec> mask = std::nullopt, double scale = 1.0,
+                      bool causal = false) {
+  FusedCase c;
+  c.op = OpKind::kSoftmax;
+  c.inputs.push_back({dt, xs});
+  if (mask) c.inputs.push_back(*mask);
+  if (scale != 1.0) c.attrs["scale"] = scale;
+  if (causal) c.attrs["causal"] = int64_t{1};
+  c.name = "softmax_" + Dt(dt) + "_" + ShapeName(xs) + (causal ? "_causal" : "") +
+           (mask ? "_mask" + Dt(mask->dtype) + "_" + ShapeName(mask->shape) : "") + (scale != 1.0 ? "_scaled" : "");
+  return c;
+}
+
+std::vector<FusedCase> SoftmaxCases() {
+  std::vector<FusedCase> v;
+  for (DType dt : kDtypes)
+    for (int64_t rows : {1, 3, 32, 513})
+      for (int64_t cols : kWidths) v.push_back(SoftmaxCase(dt, {rows, cols}, std::nullopt, rows % 2 ? 3.0 : 1.0));
+  for (int64_t cols : {64, 77, 1000, 2048, 4096}) v.push_back(SoftmaxCase(DType::kBF16, {4096, cols}, std::nullopt, 2.0));
+  // Causal on [B, T, S]: T < S (decode with a KV cache), T = S, T > S (fully masked rows -> zeros).
+  struct TS { int64_t t, s; };
+  for (DType dt : kDtypes)
+    for (TS ts : {TS{5, 77}, TS{16, 64}, TS{7, 2048}, TS{64, 64}, TS{9, 5}, TS{3, 20000}, TS{130, 1000}}) {
+      v.push_back(SoftmaxCase(dt, {2, ts.t, ts.s}, std::nullopt, 0.5, true));
+      // [T, S] mask broadcast over the batch, and a same-shape mask.
+      v.push_back(SoftmaxCase(dt, {2, ts.t, ts.s}, InputSpec{dt, {ts.t, ts.s}}, 0.5, true));
+      v.push_back(SoftmaxCase(dt, {2, ts.t, ts.s}, InputSpec{dt, {2, ts.t, ts.s}}, 1.0, false));
+    }
+  // f32 masks with 16-bit x; a [T, 1] (column-broadcast) mask; a rank-4 general broadcast.
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    v.push_back(SoftmaxCase(dt, {2, 5, 2048}, InputSpec{DType::kF32, {5, 2048}}, 0.5, true));
+    v.push_back(SoftmaxCase(dt, {2, 3, 20000}, InputSpec{DType::kF32, {3, 20000}}));
+  }
+  v.push_back(SoftmaxCase(DType::kBF16, {2, 6, 77}, InputSpec{DType::kBF16, {6, 1}}, 2.0, true));
+  v.push_back(SoftmaxCase(DType::kF32, {2, 6, 1000}, InputSpec{DType::kF32, {2, 6, 1}}));
+  v.push_back(SoftmaxCase(DType::kBF16, {2, 3, 4, 64}, InputSpec{DType::kBF16, {1, 3, 1, 64}}, 1.0, true));
+  v.push_back(SoftmaxCase(DType::kF32, {2, 3, 4, 2048}, InputSpec{DType::kF32, {2, 1, 4, 2048}}));
+  v.push_back(SoftmaxCase(DType::kBF16, {1024, 16384}, InputSpec{DType::kBF16, {16384}}));  // heavy register path, prefill
+  v.push_back(SoftmaxCase(DType::kBF16, {8, 16384}, InputSpec{DType::kBF16, {8, 16384}}));  // heavy register path, decode
+  // -inf mask entries, the first mask row fully masked (those rows -> zeros).
+  for (DType dt : kDtypes)
+    for (int64_t s : {64, 2048, 20000}) {
+      FusedCase c = SoftmaxCase(dt, {2, 4, s}, InputSpec{dt, {4, s}}, 1.0, s == 64);
+      c.neg_inf_mask = true;
+      c.name += "_neginf";
+      v.push_back(c);
+    }
+  // Unaligned: the 1-element path, with and without a mask.
+  for (DType dt : kDtypes)
+    for (int64_t cols : {77, 2048, 20000}) {
+      FusedCase c = SoftmaxCase(dt, {5, cols}, std::nullopt, 2.0);
+      c.unaligned = true;
+      c.expect = "_v1_";
+      c.name += "_unaligned";
+      v.push_back(c);
+      c = SoftmaxCase(dt, {2, 3, cols}, InputSpec{dt, {3, cols}}, 1.0, true);
+      c.unaligned = true;
+      c.expect = "_v1_";
+      c.name += "_unaligned";
+      v.push_back(c);
+    }
+  return v;
+}
+
+// Every forced row shape (register and looped) on small problems.
+std::vector<FusedCase> ForcedShapeCases() {
+  std::vector<FusedCase> v;
+  const cuda::DeviceInfo dev = FakeH200();
+  struct Base { OpKind op; bool mask; };
+  for (Base base : {Base{OpKind::kRmsNorm, false}, Base{OpKind::kAddRmsNorm, false}, Base{OpKind::kLayerNorm, false},
+                    Base{OpKind::kSoftmax, false}, Base{OpKind::kSoftmax, true}})
+    for (DType dt : {DType::kBF16, DType::kF32})
+      for (bool scalar : {false, true}) {
+        const int64_t cols = scalar ? 300 : 1000, rows = 37;
+        const int vec = scalar ? 1 : 16 / DTypeSize(dt);
+        const kernels::RowLimits lim{base.mask ? 4 : kernels::kMaxVectorsPerThread, base.mask};
+        std::vector<RowShape> shapes;
+        for (int tpr : {1, 2, 4, 8, 16, 32, 64, 96, 128, 256, 512, 1024})
+          for (int vpt : {1, 2, 4, 8})
+            for (int rpb : {1, 2, 3}) {
+              RowShape s{tpr, vpt, rpb, vec, false};
+              if (kernels::CheckRowShape(s, cols, lim).ok() && int64_t{tpr} * vpt * vec < 2 * cols + 64 * vec) shapes.push_back(s);
+            }
+        for (int tpr : {1, 8, 32, 64, 256, 1024})
+          for (int rpb : {1, 4})
+            if (tpr * rpb <= 1024) shapes.push_back(RowShape{tpr, 4, rpb, vec, true});
+        for (const RowShape& s : shapes) {
+          FusedCase c = base.op == OpKind::kSoftmax
+                            ? SoftmaxCase(dt, {rows, cols}, base.mask ? std::optional<InputSpec>(InputSpec{dt, {rows, cols}}) : std::nullopt, 2.0)
+                            : NormCase(base.op, dt, rows, cols);
+          c.opt.shape = s;
+          c.opt.force_scalar = scalar;
+          c.expect = s.ToString();
+          c.name += "_forced_" + s.ToString();
+          v.push_back(c);
+        }
+      }
+  (void)dev;
+  return v;
+}
+
+FusedCase GluCase(OpKind op, DType dt, std::vector<int64_t> shape, bool tanh_approx = false) {
+  FusedCase c;
+  c.op = op;
+  c.inputs = {{dt, shape}, {dt, shape}};
+  if (tanh_approx) c.attrs["approximate"] = std::string("tanh");
+  c.name = std::string(OpName(op)) + (tanh_approx ? "_tanh_" : "_") + Dt(dt) + "_" + ShapeName(shape);
+  return c;
+}
+
+std::vector<FusedCase> GluCases() {
+  std::vector<FusedCase> v;
+  for (DType dt : kDtypes)
+    for (std::vector<int64_t> s : std::vector<std::vector<int64_t>>{{1, 5632}, {3, 77}, {32, 1000}, {513, 5632}, {7, 11}, {1, 20000}, {64, 16384}})
+      for (int act = 0; act < 3; ++act) {
+        FusedCase c = GluCase(act == 0 ? OpKind::kSwiglu : OpKind::kGeglu, dt, s, act == 2);
+        v.push_back(c);
+        if (s[1] == 77 || s[1] == 5632) {
+          c.unaligned = true;
+          c.expect = "_v1_";
+          c.name += "_unaligned";
+          v.push_back(c);
+        }
+      }
+  v.push_back(GluCase(OpKind::kSwiglu, DType::kBF16, {4096, 5632}));
+  // Forced unroll 2 / 4 and a capped grid (grid-stride loop), vector and 1-element paths.
+  for (DType dt : {DType::kBF16, DType::kF32})
+    for (std::vector<int64_t> s : std::vector<std::vector<int64_t>>{{513, 5632}, {7, 11}})
+      for (int unroll : {2, 4})
+        for (int64_t cap : {0, 3}) {
+          FusedCase c = GluCase(OpKind::kSwiglu, dt, s);
+          c.opt.unroll = unroll;
+          c.opt.max_blocks = cap;
+          c.expect = "_u" + std::to_string(unroll);
+          c.name += "_u" + std::to_string(unroll) + "_cap" + std::to_string(cap);
+          v.push_back(c);
+          c.unaligned = true;
+          c.name += "_unaligned";
+          v.push_back(c);
+        }
+  return v;
+}
+
+FusedCase RopeCase(DType dt, std::vector<int64_t> xs, std::vector<int64_t> ts, DType tt) {
+  FusedCase c;
+  c.op = OpKind::kRope;
+  c.inputs = {{dt, xs}, {tt, ts}, {tt, ts}};
+  c.name = "rope_" + Dt(dt) + "_" + ShapeName(xs) + "_tab" + Dt(tt) + "_" + ShapeName(ts);
+  return c;
+}
+
+std::vector<FusedCase> RopeCases() {
+  std::vector<FusedCase> v;
+  for (DType dt : kDtypes)
+    for (int64_t d : {64, 128})
+      for (int64_t t : {1, 7, 513})
+        for (int64_t h : {4, 32}) {
+          v.push_back(RopeCase(dt, {t, h, d}, {t, 1, d}, dt));
+          if (t == 7) {
+            v.push_back(RopeCase(dt, {t, h, d}, {t, h, d}, dt));  // same-shape tables
+            v.push_back(RopeCase(dt, {t, h, d}, {1, 1, d}, dt));  // one row for every position
+            if (dt != DType::kF32) v.push_back(RopeCase(dt, {t, h, d}, {t, 1, d}, DType::kF32));
+            FusedCase c = RopeCase(dt, {t, h, d}, {t, 1, d}, dt);
+            c.unaligned = true;
+            c.expect = "_v1";
+            c.name += "_unaligned";
+            v.push_back(c);
+          }
+        }
+  for (DType dt : kDtypes) {
+    v.push_back(RopeCase(dt, {5, 3, 6}, {5, 1, 6}, dt));     // half = 3: 1-element path
+    v.push_back(RopeCase(dt, {5, 3, 2}, {5, 1, 2}, dt));     // D = 2
+    v.push_back(RopeCase(dt, {2, 5, 4, 64}, {5, 1, 64}, dt));  // [B, T, H, D] with [T, 1, D] tables
+  }
+  v.push_back(RopeCase(DType::kBF16, {4096, 32, 128}, {4096, 1, 128}, DType::kBF16));
+  return v;
+}
+
+std::string CaseName(const ::testing::TestParamInfo<FusedCase>& info) {
+  std::string s = info.param.name;
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(Norm, LibraryFusedGpu, ::testing::ValuesIn(NormCases()), CaseName);
+INSTANTIATE_TEST_SUITE_P(Inplace, LibraryFusedGpu, ::testing::ValuesIn(InplaceCases()), CaseName);
+INSTANTIATE_TEST_SUITE_P(Softmax, LibraryFusedGpu, ::testing::ValuesIn(SoftmaxCases()), CaseName);
+INSTANTIATE_TEST_SUITE_P(Forced, LibraryFusedGpu, ::testing::ValuesIn(ForcedShapeCases()), CaseName);
+INSTANTIATE_TEST_SUITE_P(Glu, LibraryFusedGpu, ::testing::ValuesIn(GluCases()), CaseName);
+INSTANTIATE_TEST_SUITE_P(Rope, LibraryFusedGpu, ::testing::ValuesIn(RopeCases()), CaseName);
+
+// ------------------------------------------------------------------ bandwidth (prints, no asserts on speed)
+
+struct BwCase {
+  std::string name;
+  OpKind op;
+  int64_t rows, cols;
+};
+
+// Device time of `launch`: with `flush`, each rep writes a 2x-L2 buffer first and is timed alone
+// (median of reps); without, reps run back to back (median over samples of `reps` launches).
+struct Timer {
+  void* flush = nullptr;
+  size_t flush_bytes = 0;
+  cudaStream_t stream = nullptr;
+
+  double Us(const std::function<void()>& launch, bool flush_l2, int reps = 60) {
+    for (int i = 0; i < 10; ++i) launch();
+    cudaStreamSynchronize(stream);
+    std::vector<float> ms;
+    if (flush_l2) {
+      std::vector<cudaEvent_t> ev(2 * reps);
+      for (auto& e : ev) cudaEventCreate(&e);
+      for (int i = 0; i < reps; ++i) {
+        cudaMemsetAsync(flush, i & 0xff, flush_bytes, stream);
+        cudaEventRecord(ev[2 * i], stream);
+        launch();
+        cudaEventRecord(ev[2 * i + 1], stream);
+      }
+      cudaStreamSynchronize(stream);
+      for (int i = 0; i < reps; ++i) {
+        float t = 0;
+        cudaEventElapsedTime(&t, ev[2 * i], ev[2 * i + 1]);
+        ms.push_back(t);
+      }
+      for (auto& e : ev) cudaEventDestroy(e);
+    } else {
+      cudaEvent_t a, b;
+      cudaEventCreate(&a);
+      cudaEventCreate(&b);
+      for (int s = 0; s < 9; ++s) {
+        cudaEventRecord(a, stream);
+        for (int i = 0; i < reps; ++i) launch();
+        cudaEventRecord(b, stream);
+        cudaEventSynchronize(b);
+        float t = 0;
+        cudaEventElapsedTime(&t, a, b);
+        ms.push_back(t / reps);
+      }
+      cudaEventDestroy(a);
+      cudaEventDestroy(b);
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2] * 1e3;
+  }
+
+  // Per-launch time of `reps` launches captured into one CUDA graph (no host launch overhead).
+  double GraphUs(const std::function<void()>& launch, int reps = 100) {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return -1;
+    for (int i = 0; i < reps; ++i) launch();
+    if (cudaStreamEndCapture(stream, &graph) != cudaSuccess) return -1;
+    if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) return -1;
+    cudaGraphLaunch(exec, stream);
+    cudaStreamSynchronize(stream);
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    std::vector<float> ms;
+    for (int s = 0; s < 7; ++s) {
+      cudaEventRecord(a, stream);
+      cudaGraphLaunch(exec, stream);
+      cudaEventRecord(b, stream);
+      cudaEventSynchronize(b);
+      float t = 0;
+      cudaEventElapsedTime(&t, a, b);
+      ms.push_back(t / reps);
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2] * 1e3;
+  }
+};
+
+struct BwBuffers {
+  std::vector<DeviceBuffer> bufs;
+  std::vector<TensorRef> in, out;
+  size_t bytes = 0;  // read once + written once
+};
+
+// Random bf16 inputs in [-1, 1) (weights: the same), outputs allocated.
+bool MakeBwBuffers(const BwCase& c, BwBuffers& b, std::mt19937& rng) {
+  std::vector<std::vector<int64_t>> ins, outs;
+  const std::vector<int64_t> full{c.rows, c.cols}, chan{c.cols};
+  switch (c.op) {
+    case OpKind::kRmsNorm: ins = {full, chan}; outs = {full}; break;
+    case OpKind::kAddRmsNorm: ins = {full, full, chan}; outs = {full, full}; break;
+    case OpKind::kSwiglu: ins = {full, full}; outs = {full}; break;
+    default: ins = {full}; outs = {full}; break;  // softmax
+  }
+  b.bufs.resize(ins.size() + outs.size());
+  size_t k = 0;
+  for (size_t i = 0; i < ins.size() + outs.size(); ++i) {
+    const bool is_in = i < ins.size();
+    const auto& shape = is_in ? ins[i] : outs[i - ins.size()];
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    DeviceBuffer& d = b.bufs[k++];
+    d.bytes = static_cast<size_t>(n) * 2;
+    if (cudaMalloc(&d.base, d.bytes) != cudaSuccess) return false;
+    d.ptr = d.base;
+    if (is_in) {
+      std::vector<uint16_t> h(static_cast<size_t>(n));
+      for (auto& x : h) x = static_cast<uint16_t>((rng() & 0x8000u) | 0x3F00u | (rng() & 0x7Fu));
+      if (cudaMemcpy(d.ptr, h.data(), d.bytes, cudaMemcpyHostToDevice) != cudaSuccess) return false;
+      b.in.push_back({d.ptr, DType::kBF16, shape});
+    } else {
+      if (cudaMemset(d.ptr, 0, d.bytes) != cudaSuccess) return false;
+      b.out.push_back({d.ptr, DType::kBF16, shape});
+    }
+    b.bytes += d.bytes;
+  }
+  return true;
+}
+
+struct BwEnv {
+  cuda::DeviceInfo dev;
+  Timer timer;
+  void* copy_src = nullptr;
+  void* copy_dst = nullptr;
+  size_t copy_cap = 0;
+};
+
+void BwRow(BwEnv& env, const BwCase& c, const kernels::FusedPlanOptions* opt, std::mt19937& rng) {
+  BwBuffers b;
+  ASSERT_TRUE(MakeBwBuffers(c, b, rng)) << "allocation failed for " << c.name;
+  StatusOr<std::vector<cuda::KernelLaunch>> plan = Internal("none");
+  const Node n = MakeNode(c.op);
+  if (opt && c.op == OpKind::kSoftmax) plan = kernels::PlanSoftmaxEx(n, b.in, b.out, env.dev, *opt);
+  else if (opt && c.op == OpKind::kSwiglu) plan = kernels::PlanGluEx(n, b.in, b.out, env.dev, *opt);
+  else if (opt) plan = kernels::PlanNormEx(n, b.in, b.out, env.dev, *opt);
+  else plan = kernels::PlanLibraryNode(n, b.in, b.out, env.dev);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  Status st;
+  auto launch = [&] {
+    for (const auto& l : *plan) {
+      Status s = l.Launch(env.timer.stream);
+      if (!s.ok()) st = s;
+    }
+  };
+  const size_t half = b.bytes / 2;  // a copy of half the bytes reads + writes the same total
+  ASSERT_LE(half, env.copy_cap);
+  auto copy = [&] { cudaMemcpyAsync(env.copy_dst, env.copy_src, half, cudaMemcpyDeviceToDevice, env.timer.stream); };
+  const bool flush = static_cast<int64_t>(b.bytes) < 4 * env.dev.l2_bytes;
+  const double us = env.timer.Us(launch, flush), copy_us = env.timer.Us(copy, flush);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  std::string extra;
+  if (c.rows <= 64) {  // decode sizes: also back-to-back and CUDA-graph replay per launch
+    const double b2b = env.timer.Us(launch, false, 50), graph = env.timer.GraphUs(launch);
+    const double copy_graph = env.timer.GraphUs(copy);
+    extra = fmt::format("  back-to-back {:.2f} us, graph replay {:.2f} us (copy {:.2f} us)", b2b, graph, copy_graph);
+  }
+  std::printf("[lib-bw] %-14s rows %6lld cols %5lld  %8.2f us  %7.0f GB/s  copy %8.2f us  %5.1f%% of copy  %s%s%s\n",
+              c.name.c_str(), static_cast<long long>(c.rows), static_cast<long long>(c.cols), us, b.bytes / (us * 1e3),
+              copy_us, 100.0 * copy_us / us, flush ? "(L2 flushed) " : "", (*plan)[0].name().c_str(), extra.c_str());
+}
+
+class LibraryFusedBandwidthTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto d = cuda::QueryDevice();
+    if (!d.ok()) GTEST_SKIP() << d.status().message();
+    env_.dev = *d;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&env_.timer.stream, cudaStreamNonBlocking), cudaSuccess);
+    env_.timer.flush_bytes = static_cast<size_t>(2 * env_.dev.l2_bytes);
+    ASSERT_EQ(cudaMalloc(&env_.timer.flush, env_.timer.flush_bytes), cudaSuccess);
+    env_.copy_cap = size_t{512} << 20;
+    ASSERT_EQ(cudaMalloc(&env_.copy_src, env_.copy_cap), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&env_.copy_dst, env_.copy_cap), cudaSuccess);
+    cudaMemset(env_.copy_src, 0x3c, env_.copy_cap);
+  }
+  void TearDown() override {
+    if (env_.timer.flush) cudaFree(env_.timer.flush);
+    if (env_.copy_src) cudaFree(env_.copy_src);
+    if (env_.copy_dst) cudaFree(env_.copy_dst);
+    if (env_.timer.stream) cudaStreamDestroy(env_.timer.stream);
+  }
+  BwEnv env_;
+};
+
+TEST_F(LibraryFusedBandwidthTest, LibraryFusedBandwidth) {
+  std::printf("[lib-bw] device: %s\n", env_.dev.ToString().c_str());
+  std::mt19937 rng(1234);
+  std::vector<BwCase> cases;
+  for (int64_t rows : {16384, 1, 32}) {
+    for (int64_t h : {2048, 4096}) {
+      cases.push_back({"rms_norm", OpKind::kRmsNorm, rows, h});
+      cases.push_back({"add_rms_norm", OpKind::kAddRmsNorm, rows, h});
+      cases.push_back({"softmax", OpKind::kSoftmax, rows, h});
+    }
+    cases.push_back({"swiglu", OpKind::kSwiglu, rows, 5632});
+  }
+  for (const BwCase& c : cases) BwRow(env_, c, nullptr, rng);
+}
+
+// Tuning sweep (not run by default: --gtest_also_run_disabled_tests): forced row shapes at prefill
+// sizes (L2-flushed or back-to-back events), decode shapes (CUDA-graph replay per launch), and
+// swiglu unroll / grid caps. Prints only.
+TEST_F(LibraryFusedBandwidthTest, DISABLED_ShapeSweep) {
+  std::printf("[lib-bw] device: %s\n", env_.dev.ToString().c_str());
+  std::mt19937 rng(99);
+  for (OpKind op : {OpKind::kRmsNorm, OpKind::kAddRmsNorm, OpKind::kSoftmax})
+    for (int64_t rows : {16384, 2048, 1, 32})
+      for (int64_t h : {2048, 4096}) {
+        const int64_t v = h / 8;
+        for (int vpt : {1, 2, 4, 8})
+          for (int block : {128, 256, 1024}) {
+            const int64_t tpr64 = (v + vpt - 1) / vpt;
+            if (tpr64 > 1024 || (tpr64 >= 32 && tpr64 % 32) || tpr64 > block) continue;
+            if (rows <= 64 ? block != 1024 : (block == 1024 || vpt == 1)) continue;  // decode: 1 row per block
+            RowShape s{static_cast<int>(tpr64), vpt, rows <= 64 ? 1 : static_cast<int>(block / tpr64), 8, false};
+            if (!kernels::CheckRowShape(s, h).ok()) continue;
+            kernels::FusedPlanOptions opt;
+            opt.shape = s;
+            BwRow(env_, {std::string(OpName(op)), op, rows, h}, &opt, rng);
+          }
+      }
+  for (int unroll : {1, 2, 4})
+    for (int64_t cap : {0, 4, 8, 16}) {
+      kernels::FusedPlanOptions opt;
+      opt.unroll = unroll;
+      opt.max_blocks = cap * env_.dev.sm_count;
+      std::printf("[lib-bw] swiglu unroll %d, grid cap %lld x SMs\n", unroll, static_cast<long long>(cap));
+      BwRow(env_, {"swiglu", OpKind::kSwiglu, 16384, 5632}, &opt, rng);
+    }
+}
+
+#endif  // OPFUSE_WITH_CUDA
+
+}  // namespace
+}  // namespace opfuse
