@@ -18,6 +18,7 @@
 #include "bench/cuda/bench_kernels.h"
 #include "bench/cuda/op_runner.h"
 #include "bench/cuda/timing.h"
+#include "gpu/gpu_test_util.h"
 #include "runtime/cuda/allocator.h"
 #include "runtime/cuda/device.h"
 #endif
@@ -30,12 +31,6 @@ namespace {
 TEST(BenchTiming, BuiltWithoutCuda) { GTEST_SKIP() << "built without OPFUSE_CUDA"; }
 
 #else
-
-#define ASSERT_OK(expr)                                     \
-  do {                                                      \
-    ::opfuse::Status _s = (expr);                           \
-    ASSERT_TRUE(_s.ok()) << #expr << ": " << _s.ToString(); \
-  } while (0)
 
 class BenchTiming : public ::testing::Test {
  protected:

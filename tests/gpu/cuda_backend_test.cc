@@ -22,6 +22,7 @@
 #ifdef OPFUSE_WITH_CUDA
 #include <cuda_runtime_api.h>
 
+#include "gpu/gpu_test_util.h"
 #include "runtime/cuda/allocator.h"
 #include "runtime/cuda/cublaslt_matmul.h"
 #include "runtime/cuda/cuda_check.h"
@@ -41,12 +42,6 @@ using cuda::CachingAllocator;
 using cuda::MatmulArgs;
 using cuda::MatmulEpilogue;
 using cuda::MatmulType;
-
-#define ASSERT_OK(expr)                                        \
-  do {                                                         \
-    ::opfuse::Status _s = (expr);                              \
-    ASSERT_TRUE(_s.ok()) << #expr << ": " << _s.ToString();    \
-  } while (0)
 
 class CudaBackendTest : public ::testing::Test {
  protected:

@@ -24,6 +24,7 @@
 #ifdef OPFUSE_WITH_CUDA
 #include <cuda_runtime_api.h>
 
+#include "gpu/gpu_test_util.h"
 #include "runtime/cuda/allocator.h"
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/executor.h"
@@ -34,12 +35,6 @@ namespace {
 
 using testing_cases::Bound;
 using testing_cases::RelErr;
-
-#define ASSERT_OK(expr)                                     \
-  do {                                                      \
-    ::opfuse::Status _s = (expr);                           \
-    ASSERT_TRUE(_s.ok()) << #expr << ": " << _s.ToString(); \
-  } while (0)
 
 uint64_t FreshSeed() {
   uint64_t s = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();

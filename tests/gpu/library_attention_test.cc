@@ -33,6 +33,7 @@
 #include <fmt/format.h>
 
 #include "kernels/attention.h"
+#include "gpu/gpu_test_util.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/device.h"
 #endif
@@ -95,12 +96,6 @@ bool EnvForcesGeneral() {
   const char* e = std::getenv("OPFUSE_ATTENTION_GENERAL");
   return e && *e && std::string(e) != "0";
 }
-
-#define ASSERT_OK(expr)                                     \
-  do {                                                      \
-    ::opfuse::Status _s = (expr);                           \
-    ASSERT_TRUE(_s.ok()) << #expr << ": " << _s.ToString(); \
-  } while (0)
 
 // cudaMalloc'd block, freed on scope exit.
 struct DevBuf {
@@ -242,15 +237,7 @@ TEST(LibraryAttentionPlan, Errors) {
 
 // ------------------------------------------------------------------ numerics on the GPU
 
-class LibraryAttentionTest : public ::testing::TestWithParam<AttnCase> {
- protected:
-  void SetUp() override {
-    auto d = cuda::QueryDevice();
-    if (!d.ok()) GTEST_SKIP() << d.status().message();
-    dev_ = *d;
-  }
-  cuda::DeviceInfo dev_;
-};
+class LibraryAttentionTest : public testing_gpu::WithGpu<::testing::TestWithParam<AttnCase>> {};
 
 struct Variant {
   const char* name;
@@ -428,15 +415,7 @@ INSTANTIATE_TEST_SUITE_P(All, LibraryAttentionTest, ::testing::ValuesIn(AllCases
 
 // ------------------------------------------------------------------ speed (prints, asserts nothing)
 
-class LibraryAttentionSpeed : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto d = cuda::QueryDevice();
-    if (!d.ok()) GTEST_SKIP() << d.status().message();
-    dev_ = *d;
-  }
-  cuda::DeviceInfo dev_;
-};
+class LibraryAttentionSpeed : public testing_gpu::WithGpu<::testing::Test> {};
 
 // Median µs of one run of `launches` over `samples` samples (after warm-up); `flush` (if set) is
 // overwritten before every sample so the inputs are not served from L2.

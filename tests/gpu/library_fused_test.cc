@@ -37,6 +37,7 @@
 
 #include "kernels/fused.h"
 #include "kernels/library.h"
+#include "gpu/gpu_test_util.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/device.h"
 #endif
@@ -337,21 +338,7 @@ struct DeviceBuffer {
   }
 };
 
-class LibraryFusedGpu : public ::testing::TestWithParam<FusedCase> {
- protected:
-  void SetUp() override {
-    auto d = cuda::QueryDevice();
-    if (!d.ok()) GTEST_SKIP() << d.status().message();
-    dev_ = *d;
-  }
-  cuda::DeviceInfo dev_;
-};
-
-#define CUDA_ASSERT(call)                                                         \
-  do {                                                                           \
-    cudaError_t _e = (call);                                                     \
-    ASSERT_EQ(_e, cudaSuccess) << #call << ": " << cudaGetErrorString(_e);       \
-  } while (0)
+class LibraryFusedGpu : public testing_gpu::WithGpu<::testing::TestWithParam<FusedCase>> {};
 
 void RunFusedCase(const FusedCase& c, const cuda::DeviceInfo& dev) {
   // The one-node graph and its CPU reference.
@@ -389,9 +376,9 @@ void RunFusedCase(const FusedCase& c, const cuda::DeviceInfo& dev) {
     host_in.push_back(&h);
     DeviceBuffer& d = bufs[i];
     d.bytes = h.data.size();
-    CUDA_ASSERT(cudaMalloc(&d.base, d.bytes + 64));
+    ASSERT_CUDA(cudaMalloc(&d.base, d.bytes + 64));
     d.ptr = static_cast<char*>(d.base) + (c.unaligned ? DTypeSize(h.dtype) : 0);
-    CUDA_ASSERT(cudaMemcpy(d.ptr, h.data.data(), d.bytes, cudaMemcpyHostToDevice));
+    ASSERT_CUDA(cudaMemcpy(d.ptr, h.data.data(), d.bytes, cudaMemcpyHostToDevice));
     in_refs.push_back({d.ptr, h.dtype, h.shape});
   }
   std::vector<HostTensor> gpu_out;
@@ -404,9 +391,9 @@ void RunFusedCase(const FusedCase& c, const cuda::DeviceInfo& dev) {
     }
     DeviceBuffer& d = bufs[n_in + o];
     d.bytes = gpu_out.back().data.size();
-    CUDA_ASSERT(cudaMalloc(&d.base, d.bytes + 64));
+    ASSERT_CUDA(cudaMalloc(&d.base, d.bytes + 64));
     d.ptr = static_cast<char*>(d.base) + (c.unaligned ? DTypeSize(want.dtype) : 0);
-    CUDA_ASSERT(cudaMemset(d.ptr, 0xFF, d.bytes));  // NaN in every float type
+    ASSERT_CUDA(cudaMemset(d.ptr, 0xFF, d.bytes));  // NaN in every float type
     out_refs.push_back({d.ptr, want.dtype, want.shape});
   }
 
@@ -429,15 +416,15 @@ void RunFusedCase(const FusedCase& c, const cuda::DeviceInfo& dev) {
     Status st = l.Launch(nullptr);
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
-  CUDA_ASSERT(cudaGetLastError());
-  CUDA_ASSERT(cudaDeviceSynchronize());
+  ASSERT_CUDA(cudaGetLastError());
+  ASSERT_CUDA(cudaDeviceSynchronize());
 
   for (size_t o = 0; o < outs.size(); ++o)
-    CUDA_ASSERT(cudaMemcpy(gpu_out[o].data.data(), out_refs[o].data, gpu_out[o].data.size(), cudaMemcpyDeviceToHost));
+    ASSERT_CUDA(cudaMemcpy(gpu_out[o].data.data(), out_refs[o].data, gpu_out[o].data.size(), cudaMemcpyDeviceToHost));
   for (size_t i = 0; i < n_in; ++i) {
     if (c.inplace && i == 1) continue;  // now holds the sum (checked as output 1)
     std::vector<uint8_t> back(bufs[i].bytes);
-    CUDA_ASSERT(cudaMemcpy(back.data(), bufs[i].ptr, back.size(), cudaMemcpyDeviceToHost));
+    ASSERT_CUDA(cudaMemcpy(back.data(), bufs[i].ptr, back.size(), cudaMemcpyDeviceToHost));
     EXPECT_TRUE(back == host_in[i]->data) << "input " << i << " was modified";
   }
   for (size_t o = 0; o < outs.size(); ++o) {

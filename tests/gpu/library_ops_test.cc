@@ -45,6 +45,7 @@
 
 #include "kernels/kernel_common.cuh"
 #include "kernels/library.h"
+#include "gpu/gpu_test_util.h"
 #include "runtime/cuda/device.h"
 #endif
 
@@ -488,21 +489,7 @@ void Shape(HostTensor& t, unsigned flags, bool first_float, std::mt19937_64& rng
   }
 }
 
-class LibraryOpsGpu : public ::testing::TestWithParam<Case> {
- protected:
-  void SetUp() override {
-    auto d = cuda::QueryDevice();
-    if (!d.ok()) GTEST_SKIP() << d.status().message();
-    dev_ = *d;
-  }
-  cuda::DeviceInfo dev_;
-};
-
-#define CUDA_OK(expr)                                                         \
-  do {                                                                        \
-    cudaError_t _e = (expr);                                                  \
-    ASSERT_EQ(_e, cudaSuccess) << #expr << ": " << cudaGetErrorString(_e);    \
-  } while (0)
+class LibraryOpsGpu : public testing_gpu::WithGpu<::testing::TestWithParam<Case>> {};
 
 struct DevMem {
   std::vector<void*> ptrs;
@@ -561,16 +548,16 @@ void RunCase(const Case& c, const cuda::DeviceInfo& dev, bool unaligned) {
     const HostTensor& h = inputs.at(g->values[v].name);
     const size_t off = unaligned ? DTypeSize(h.dtype) : 0;
     void* p = nullptr;
-    CUDA_OK(cudaMalloc(&p, h.data.size() + off + 16));
+    ASSERT_CUDA(cudaMalloc(&p, h.data.size() + off + 16));
     mem.ptrs.push_back(p);
     char* dp = static_cast<char*>(p) + off;
-    if (!h.data.empty()) CUDA_OK(cudaMemcpy(dp, h.data.data(), h.data.size(), cudaMemcpyHostToDevice));
+    if (!h.data.empty()) ASSERT_CUDA(cudaMemcpy(dp, h.data.data(), h.data.size(), cudaMemcpyHostToDevice));
     in_refs.push_back({dp, h.dtype, h.shape});
     uploaded.push_back({dp, &h});
   }
   const size_t out_off = unaligned ? DTypeSize(want.dtype) : 0;
   void* op = nullptr;
-  CUDA_OK(cudaMalloc(&op, want.data.size() + out_off + 16));
+  ASSERT_CUDA(cudaMalloc(&op, want.data.size() + out_off + 16));
   mem.ptrs.push_back(op);
   char* dout = static_cast<char*>(op) + out_off;
   std::vector<TensorRef> out_refs{{dout, want.dtype, want.shape}};
@@ -581,15 +568,15 @@ void RunCase(const Case& c, const cuda::DeviceInfo& dev, bool unaligned) {
 
   for (int poison : {0xFF, 0x5A}) {
     SCOPED_TRACE(::testing::Message() << "poison 0x" << std::hex << poison);
-    CUDA_OK(cudaMemset(dout, poison, want.data.size()));
+    ASSERT_CUDA(cudaMemset(dout, poison, want.data.size()));
     for (const auto& l : *launches) {
       Status st = l.Launch(nullptr);
       ASSERT_TRUE(st.ok()) << st.ToString();
     }
-    CUDA_OK(cudaGetLastError());
-    CUDA_OK(cudaDeviceSynchronize());
+    ASSERT_CUDA(cudaGetLastError());
+    ASSERT_CUDA(cudaDeviceSynchronize());
     HostTensor got(want.dtype, want.shape);
-    if (!got.data.empty()) CUDA_OK(cudaMemcpy(got.data.data(), dout, got.data.size(), cudaMemcpyDeviceToHost));
+    if (!got.data.empty()) ASSERT_CUDA(cudaMemcpy(got.data.data(), dout, got.data.size(), cudaMemcpyDeviceToHost));
 
     const int64_t n = want.numel();
     if (want.dtype == DType::kBool) {
@@ -631,7 +618,7 @@ void RunCase(const Case& c, const cuda::DeviceInfo& dev, bool unaligned) {
   // Inputs untouched.
   for (const auto& [dp, h] : uploaded) {
     std::vector<uint8_t> back(h->data.size());
-    if (!back.empty()) CUDA_OK(cudaMemcpy(back.data(), dp, back.size(), cudaMemcpyDeviceToHost));
+    if (!back.empty()) ASSERT_CUDA(cudaMemcpy(back.data(), dp, back.size(), cudaMemcpyDeviceToHost));
     ASSERT_TRUE(back == h->data) << "an input was modified";
   }
 }
@@ -643,15 +630,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, LibraryOpsGpu, ::testing::ValuesIn(Cases()),
                          [](const auto& info) { return info.param.name; });
 
 // Out-of-range ids: the row becomes 0xFF bytes (NaN for float tables), other rows are exact.
-class LibraryOpsGpuOnly : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto d = cuda::QueryDevice();
-    if (!d.ok()) GTEST_SKIP() << d.status().message();
-    dev_ = *d;
-  }
-  cuda::DeviceInfo dev_;
-};
+class LibraryOpsGpuOnly : public testing_gpu::WithGpu<::testing::Test> {};
 
 TEST_F(LibraryOpsGpuOnly, EmbeddingOutOfRangeIdsGiveNanRows) {
   for (DType ids_t : {DType::kI32, DType::kI64}) {
@@ -667,19 +646,19 @@ TEST_F(LibraryOpsGpuOnly, EmbeddingOutOfRangeIdsGiveNanRows) {
       for (int i = 0; i < 5; ++i) ids.set(i, static_cast<double>(id_values[i]));
       DevMem mem;
       void *dt, *di, *dy;
-      CUDA_OK(cudaMalloc(&dt, table.data.size()));
-      CUDA_OK(cudaMalloc(&di, ids.data.size()));
-      CUDA_OK(cudaMalloc(&dy, 5 * D * DTypeSize(tab_t)));
+      ASSERT_CUDA(cudaMalloc(&dt, table.data.size()));
+      ASSERT_CUDA(cudaMalloc(&di, ids.data.size()));
+      ASSERT_CUDA(cudaMalloc(&dy, 5 * D * DTypeSize(tab_t)));
       mem.ptrs = {dt, di, dy};
-      CUDA_OK(cudaMemcpy(dt, table.data.data(), table.data.size(), cudaMemcpyHostToDevice));
-      CUDA_OK(cudaMemcpy(di, ids.data.data(), ids.data.size(), cudaMemcpyHostToDevice));
-      CUDA_OK(cudaMemset(dy, 0, 5 * D * DTypeSize(tab_t)));
+      ASSERT_CUDA(cudaMemcpy(dt, table.data.data(), table.data.size(), cudaMemcpyHostToDevice));
+      ASSERT_CUDA(cudaMemcpy(di, ids.data.data(), ids.data.size(), cudaMemcpyHostToDevice));
+      ASSERT_CUDA(cudaMemset(dy, 0, 5 * D * DTypeSize(tab_t)));
       auto l = kernels::PlanLibraryNode(g->nodes[0], {{dt, tab_t, {V, D}}, {di, ids_t, {5}}}, {{dy, tab_t, {5, D}}}, dev_);
       ASSERT_TRUE(l.ok()) << l.status().ToString();
       for (const auto& x : *l) ASSERT_TRUE(x.Launch(nullptr).ok());
-      CUDA_OK(cudaDeviceSynchronize());
+      ASSERT_CUDA(cudaDeviceSynchronize());
       HostTensor got(tab_t, {5, D});
-      CUDA_OK(cudaMemcpy(got.data.data(), dy, got.data.size(), cudaMemcpyDeviceToHost));
+      ASSERT_CUDA(cudaMemcpy(got.data.data(), dy, got.data.size(), cudaMemcpyDeviceToHost));
       for (int r = 0; r < 5; ++r)
         for (int64_t c = 0; c < D; ++c) {
           const double x = got.get(r * D + c);
@@ -755,12 +734,12 @@ TEST_F(LibraryOpsGpuOnly, LibraryOpsBandwidth) {
       for (int v : node.inputs) {
         const size_t b = bytes_of(v);
         void* p = nullptr;
-        CUDA_OK(cudaMalloc(&p, b));
+        ASSERT_CUDA(cudaMalloc(&p, b));
         mem.ptrs.push_back(p);
         // Random bit patterns of values in [-1, 1) (bf16: sign | 0x3F00 | mantissa; f32 likewise).
         std::vector<uint16_t> h(b / 2);
         for (auto& x : h) x = static_cast<uint16_t>((rng() & 0x8000u) | 0x3F00u | (rng() & 0x7Fu));
-        CUDA_OK(cudaMemcpy(p, h.data(), b, cudaMemcpyHostToDevice));
+        ASSERT_CUDA(cudaMemcpy(p, h.data(), b, cudaMemcpyHostToDevice));
         const auto& ty = g->values[v].type;
         TensorRef r{p, ty.dtype, {}};
         for (const auto& d : ty.shape) r.shape.push_back(d.value);
@@ -768,7 +747,7 @@ TEST_F(LibraryOpsGpuOnly, LibraryOpsBandwidth) {
       }
       for (int v : node.outputs) {
         void* p = nullptr;
-        CUDA_OK(cudaMalloc(&p, bytes_of(v)));
+        ASSERT_CUDA(cudaMalloc(&p, bytes_of(v)));
         mem.ptrs.push_back(p);
         const auto& ty = g->values[v].type;
         TensorRef r{p, ty.dtype, {}};
@@ -786,7 +765,7 @@ TEST_F(LibraryOpsGpuOnly, LibraryOpsBandwidth) {
       si = (si + 1) % sets;
     };
     for (int i = 0; i < 10; ++i) launch();
-    CUDA_OK(cudaDeviceSynchronize());
+    ASSERT_CUDA(cudaDeviceSynchronize());
     ASSERT_TRUE(ok);
     std::vector<float> samples;
     for (int i = 0; i < 15; ++i) samples.push_back(TimeMs(launch, 20));
@@ -796,7 +775,7 @@ TEST_F(LibraryOpsGpuOnly, LibraryOpsBandwidth) {
     std::printf("[lib-bw] %-28s %9.2f us  %7.0f GB/s  %5.1f%% of copy  (%s, %d input sets)\n", c.name, us, gbs,
                 ceiling > 0 ? 100.0 * gbs / ceiling : 0.0, plans[0][0].name().c_str(), sets);
   }
-  CUDA_OK(cudaGetLastError());
+  ASSERT_CUDA(cudaGetLastError());
 }
 
 #endif  // OPFUSE_WITH_CUDA
