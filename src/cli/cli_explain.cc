@@ -7,9 +7,15 @@
 // one JSON document (nlohmann_json) for scripts and tests; --dump-after-each adds the graph text
 // after every pass (in JSON as "dumps"). Kill switches come from OPFUSE_DISABLE and --disable
 // (same names; unknown names are an error listing the valid ones).
-// Exit codes: 0 ok, 2 bad input (parse error "file: line N: problem", bad --shape/--disable), 1 internal.
+// --profile P hands the schedule pass a measured profile (src/scheduler/profile_db.h): each group
+// then also shows the source of its decision (config | profile | cost_model), the profile point or
+// interpolation used and the expected us saved. The profile must come from the target device
+// (--device/--sm, else the CUDA device when there is one): on a mismatch it is ignored with a
+// warning on stderr (exit 0); a malformed profile is bad input (exit 2).
+// Exit codes: 0 ok, 2 bad input (parse error "file: line N: problem", bad --shape/--disable/--profile), 1 internal.
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -17,6 +23,10 @@
 #include "cli/cli.h"
 #include "fusion/group_info.h"
 #include "passes/pipeline.h"
+#include "scheduler/profile_db.h"
+#ifdef OPFUSE_WITH_CUDA
+#include "runtime/cuda/device.h"
+#endif
 
 namespace opfuse::cli {
 namespace {
@@ -28,7 +38,42 @@ struct ExplainOptions {
   bool no_fusion = false;
   std::vector<std::string> shapes;
   std::vector<std::string> disable;
+  std::string profile;
+  std::string device, sm;   // the target device the profile must match ("" = the CUDA device, if any)
 };
+
+// The profile for --profile: loaded and checked against the target device. `db` stays empty when
+// the profile does not apply (the warning says why); an error Status for a malformed profile.
+struct LoadedProfile {
+  std::optional<scheduler::ProfileDb> db;
+  std::string warning;   // device mismatch (profile ignored) or "no device to compare"
+  bool ignored = false;
+};
+
+StatusOr<LoadedProfile> LoadProfile(const ExplainOptions& o) {
+  LoadedProfile out;
+  auto db = scheduler::ProfileDb::Load(o.profile);
+  if (!db.ok()) return db.status();
+  std::optional<scheduler::DeviceInfo> target;
+  if (!o.device.empty()) {
+    target = scheduler::DeviceInfo{o.device, o.sm.empty() ? db->device.sm : o.sm, "", 0, 0};
+  } else {
+#ifdef OPFUSE_WITH_CUDA
+    if (auto dev = cuda::QueryDevice(); dev.ok())
+      target = scheduler::DeviceInfo{dev->name, fmt::format("{}.{}", dev->major, dev->minor), "", 0, 0};
+#endif
+  }
+  if (!target) {
+    out.warning = fmt::format("no CUDA device here and no --device: using the profile measured on '{}' (sm {}) as given",
+                              db->device.name, db->device.sm);
+  } else if (Status s = scheduler::CheckDevice(db->device, *target); !s.ok()) {
+    out.warning = s.message() + "; profile ignored";
+    out.ignored = true;
+    return out;
+  }
+  out.db = std::move(*db);
+  return out;
+}
 
 std::string Join(const std::vector<std::string>& v, const char* sep) {
   std::string out;
@@ -53,6 +98,15 @@ int ExplainMain(const ExplainOptions& o) {
   for (const auto& d : o.disable)
     if (Status s = ctx.config.Disable(d, "--disable"); !s.ok()) return Fail("explain", s);
 
+  LoadedProfile profile;
+  if (!o.profile.empty()) {
+    auto p = LoadProfile(o);
+    if (!p.ok()) return Fail("explain", p.status());
+    profile = std::move(*p);
+    if (!profile.warning.empty()) std::cerr << "opfuse explain: warning: " << o.profile << ": " << profile.warning << "\n";
+    if (profile.db) ctx.profile = &*profile.db;
+  }
+
   std::vector<std::pair<std::string, std::string>> dumps;
   AfterPassFn after;
   if (o.dump_after_each) after = [&](const std::string& pass, const Graph& gr) { dumps.emplace_back(pass, PrintGraph(gr)); };
@@ -68,15 +122,28 @@ int ExplainMain(const ExplainOptions& o) {
     j["passes"] = passes;
     j["bindings"] = nlohmann::ordered_json::object();
     for (const auto& [sym, val] : ctx.bindings) j["bindings"][sym] = val;
+    if (!o.profile.empty())
+      j["profile"] = {{"path", o.profile},
+                      {"used", ctx.profile != nullptr},
+                      {"device", profile.db ? profile.db->device.name : ""},
+                      {"warning", profile.warning}};
     j["groups"] = nlohmann::ordered_json::array();
-    for (const auto& grp : g.groups) {
-      j["groups"].push_back({{"ops", fusion::GroupOpNames(g, grp.nodes)},
-                             {"values", fusion::GroupValueNames(g, grp.nodes)},
-                             {"kind", grp.kind},
-                             {"decision", grp.decision.fuse ? "fuse" : "no"},
-                             {"reason", grp.decision.reason},
-                             {"variant", grp.variant},
-                             {"name", grp.name}});
+    for (size_t i = 0; i < g.groups.size(); ++i) {
+      const auto& grp = g.groups[i];
+      nlohmann::ordered_json jg = {{"ops", fusion::GroupOpNames(g, grp.nodes)},
+                                   {"values", fusion::GroupValueNames(g, grp.nodes)},
+                                   {"kind", grp.kind},
+                                   {"decision", grp.decision.fuse ? "fuse" : "no"},
+                                   {"reason", grp.decision.reason},
+                                   {"variant", grp.variant},
+                                   {"name", grp.name}};
+      if (i < ctx.choices.size()) {
+        const auto& c = ctx.choices[i];
+        jg["source"] = scheduler::SourceName(c.source);
+        jg["expected_us_saved"] = c.expected_us_saved;
+        jg["evidence"] = c.evidence;
+      }
+      j["groups"].push_back(std::move(jg));
     }
     j["notes"] = nlohmann::ordered_json::array();
     for (const auto& n : ctx.notes)
@@ -115,6 +182,9 @@ int ExplainMain(const ExplainOptions& o) {
     std::cout << fmt::format("  [{}] {}  ops: {}  ({})\n", i, grp.kind, Join(ops, ", "), Join(vals, ", "));
     std::cout << fmt::format("      {}\n", grp.decision.ToString());
     std::cout << fmt::format("      variant: {}  kernel: {}\n", grp.variant.empty() ? "-" : grp.variant, grp.name);
+    if (ctx.profile && i < ctx.choices.size())
+      std::cout << fmt::format("      source: {}  expected saved: {:.2f} us\n", scheduler::SourceName(ctx.choices[i].source),
+                               ctx.choices[i].expected_us_saved);
   }
   SetExitCode(0);
   return 0;
@@ -128,7 +198,8 @@ void RegisterExplain(CLI::App& app) {
   cmd->add_option("FILE", o->file, "graph file (.ofg, grammar in docs/graph_format.md)")->required();
   cmd->add_flag("--json", o->json,
                 "print one JSON document: {\"graph\", \"passes\", \"bindings\", \"groups\": [{\"ops\", \"values\", \"kind\", "
-                "\"decision\", \"reason\", \"variant\", \"name\"}], \"notes\"}");
+                "\"decision\", \"reason\", \"variant\", \"name\", \"source\", \"expected_us_saved\", \"evidence\"}], \"notes\", "
+                "\"profile\" (with --profile)}");
   cmd->add_flag("--dump-after-each", o->dump_after_each,
                 "print the graph (with its groups as comments) after every pass; with --json as \"dumps\"");
   cmd->add_option("--shape", o->shapes,
@@ -139,12 +210,20 @@ void RegisterExplain(CLI::App& app) {
                   "comma-separated kill switches, added to OPFUSE_DISABLE's: pattern names (swiglu, geglu, rms_norm, "
                   "add_rms_norm, layer_norm, softmax, rope) or passes (decompose, fuse_patterns, fuse_generic)")
       ->allow_extra_args(false);
+  cmd->add_option("--profile", o->profile,
+                  "profile database JSON (profile_result.json, format in docs/scheduler.md): decide each group from "
+                  "measured times (interpolated in log(rows), 3% margin), else a cost model; bind --shape for rows");
+  cmd->add_option("--device", o->device,
+                  "target device name the profile must match, e.g. \"NVIDIA H200\" (default: the CUDA device here, if any)");
+  cmd->add_option("--sm", o->sm, "target SM version for --device, e.g. 9.0 (default: the profile's)");
   cmd->add_flag("--no-fusion", o->no_fusion, "enable_fusion=false: every op runs alone (the never_fuse strategy)");
   cmd->footer(
       "Passes: verify -> infer_shapes -> decompose -> fuse_patterns -> fuse_generic -> schedule.\n"
       "Group kinds: pattern:<name> (a composite op, or a disabled pattern's ops), generic (an elementwise chain or\n"
       "elementwise -> last-axis reduction -> elementwise), single (one op). Every group says fuse or no, with the\n"
       "reason. Variant: library (fused library kernel, or a library op), jit (generated kernel), unfused (op by op).\n"
+      "With --profile each group also shows source (config | profile | cost_model) and the expected us saved; a\n"
+      "profile from another device is ignored with a warning (exit 0), a malformed one is exit 2.\n"
       "Environment: OPFUSE_DISABLE=name,... (same names as --disable).\n"
       "Exit 0 ok, 2 bad input (one-line reason on stderr, e.g. 'file.ofg: line 7: unknown op'), 1 internal failure.\n"
       "Example: opfuse explain examples/graphs/llama_decoder_layer.ofg --shape T=128 --json");

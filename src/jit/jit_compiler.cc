@@ -19,13 +19,25 @@ JitCompiler::JitCompiler(KernelCache& cache, JitOptions opts) : cache_(cache), o
   arch_ = opts_.arch.empty() ? DefaultArch() : opts_.arch;
 }
 
+namespace {
+KernelKey KeyFor(const std::string& source, const std::string& arch) {
+  std::string options;
+  for (const auto& o : NvrtcOptions(arch)) options += o + " ";
+  return KernelKey{source, arch, NvrtcVersion(), options};
+}
+}  // namespace
+
+StatusOr<KernelKey> JitCompiler::KeyForGroup(const Graph& g, const FusionGroup& group, bool aligned) const {
+  OPFUSE_ASSIGN_OR_RETURN(codegen::Kernel k, codegen::BuildKernel(g, group));
+  OPFUSE_ASSIGN_OR_RETURN(codegen::EmittedKernel e, codegen::EmitCuda(k, {aligned, 256}));
+  return KeyFor(e.source, arch_);
+}
+
 StatusOr<JitKernel> JitCompiler::CompileKernel(const codegen::Kernel& k, bool aligned) const {
   JitKernel out;
   out.kernel = k;
   OPFUSE_ASSIGN_OR_RETURN(out.emitted, codegen::EmitCuda(k, {aligned, 256}));
-  std::string options;
-  for (const auto& o : NvrtcOptions(arch_)) options += o + " ";
-  out.key = KernelKey{out.emitted.source, arch_, NvrtcVersion(), options};
+  out.key = KeyFor(out.emitted.source, arch_);
   const std::string& src = out.emitted.source;
   const std::string& fn = out.emitted.function;
   const std::string arch = arch_;

@@ -47,6 +47,8 @@ class JitCompiler {
   const std::string& arch() const { return arch_; }
   StatusOr<JitKernel> CompileKernel(const codegen::Kernel& k, bool aligned) const;
   StatusOr<JitKernel> CompileGroup(const Graph& g, const FusionGroup& group, bool aligned) const;
+  // The cache key CompileGroup would use, without compiling (to ask KernelCache::Contains).
+  StatusOr<KernelKey> KeyForGroup(const Graph& g, const FusionGroup& group, bool aligned) const;
   // Every group of `g` whose decision is fuse, in parallel; results in group order.
   std::vector<JitGroupResult> CompileGraph(const Graph& g) const;
 

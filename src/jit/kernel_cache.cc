@@ -679,6 +679,19 @@ KernelCache::KernelCache(CacheOptions opts) : impl_(std::make_unique<Impl>()) {
 
 KernelCache::~KernelCache() = default;
 
+bool KernelCache::Contains(const KernelKey& key) const {
+  const Impl& m = *impl_;
+  const std::string digest = key.Digest();
+  {
+    std::lock_guard<std::mutex> lk(m.mu);
+    auto it = m.slots.find(digest);
+    if (it != m.slots.end() && it->second->done && it->second->value) return true;
+  }
+  if (m.dir.empty()) return false;
+  std::error_code ec;
+  return std::filesystem::is_regular_file(m.PathFor(digest), ec);
+}
+
 StatusOr<std::shared_ptr<const CachedKernel>> KernelCache::GetOrCompile(const KernelKey& key,
                                                                         const CompileFn& compile) {
   Impl& m = *impl_;

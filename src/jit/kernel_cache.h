@@ -96,6 +96,10 @@ class KernelCache {
   StatusOr<std::shared_ptr<const CachedKernel>> GetOrCompile(const KernelKey& key,
                                                              const CompileFn& compile);
   CacheStats Stats() const;
+  // Whether GetOrCompile(key) would not compile: a completed entry in memory, or an entry file on
+  // disk (not verified here; a corrupt file is still recompiled on load). Used by should_fuse to
+  // count compile cost.
+  bool Contains(const KernelKey& key) const;
   void ClearMemory();   // drops completed entries (in-flight compiles finish normally)
   Status ClearDisk();   // deletes this cache's *.okc entries and temp files under dir()
   const std::string& dir() const;   // resolved directory ("" when the disk cache is off)

@@ -11,6 +11,7 @@
 
 #include "opfuse/config.h"
 #include "opfuse/graph.h"
+#include "scheduler/should_fuse.h"
 
 namespace opfuse {
 
@@ -25,6 +26,10 @@ struct PassContext {
   FusionConfig config;
   Bindings bindings;                     // from --shape SYM=VAL; may be empty or partial
   mutable std::vector<PassNote> notes;   // appended to by passes
+  // The measured profile the schedule pass consults (null: config rules only); not owned.
+  const scheduler::ProfileDb* profile = nullptr;
+  // Written by the schedule pass: should_fuse's full answer for each group, parallel to g.groups.
+  mutable std::vector<scheduler::FusionChoice> choices;
 
   void Note(std::string pass, std::string subject, FusionDecision d) const {
     notes.push_back({std::move(pass), std::move(subject), std::move(d)});

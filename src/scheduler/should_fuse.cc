@@ -1,0 +1,326 @@
+// should_fuse (see should_fuse.h): config rules -> profile (log-rows interpolation, margin) -> cost model.
+#include "scheduler/should_fuse.h"
+
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "fusion/group_info.h"
+#include "ops/op_def.h"
+
+namespace opfuse::scheduler {
+
+const char* VariantName(Variant v) {
+  switch (v) {
+    case Variant::kUnfused: return "unfused";
+    case Variant::kLibrary: return "library";
+    case Variant::kJit: return "jit";
+  }
+  return "?";
+}
+
+const char* SourceName(DecisionSource s) {
+  switch (s) {
+    case DecisionSource::kConfig: return "config";
+    case DecisionSource::kProfile: return "profile";
+    case DecisionSource::kCostModel: return "cost_model";
+  }
+  return "?";
+}
+
+DeviceConstants DeviceConstants::Defaults() {
+  // Round figures for an H100/H200-class GPU; never measured here, and every reason using them says so.
+  return {3000.0, 4.0, "default constants (not measured): 3000 GB/s, 4 us/launch"};
+}
+
+DeviceConstants DeviceConstants::FromDevice(const DeviceInfo& d) {
+  const DeviceConstants def = Defaults();
+  DeviceConstants c;
+  c.copy_gbps = d.copy_gbps > 0 ? d.copy_gbps : def.copy_gbps;
+  c.launch_us = d.launch_us > 0 ? d.launch_us : def.launch_us;
+  c.label = fmt::format("{} GB/s{}, {} us/launch{} ({})", c.copy_gbps, d.copy_gbps > 0 ? " measured" : " default (not measured)",
+                        c.launch_us, d.launch_us > 0 ? " measured" : " default (not measured)", d.name);
+  return c;
+}
+
+namespace {
+
+bool IsPattern(const FusionGroup& grp) { return grp.kind.rfind("pattern:", 0) == 0; }
+
+// A composite op that can only run as itself (no primitive form, e.g. causal softmax).
+bool Indivisible(const Graph& g, int n) {
+  const Node& node = g.nodes[n];
+  if (GetOpInfo(node.op).kind != FusionKind::kComposite) return false;
+  const OpDef& def = GetOpDef(node.op);
+  if (!def.decompose) return true;
+  Graph scratch = g;
+  return !def.decompose(scratch, node).ok();
+}
+
+// The variant of a group that is not fused: library ops (and indivisible composites) run their
+// library kernel, everything else op by op.
+Variant NotFusedVariant(const Graph& g, const FusionGroup& grp) {
+  for (int n : grp.nodes)
+    if (GetOpInfo(g.nodes[n].op).kind == FusionKind::kLibrary || Indivisible(g, n)) return Variant::kLibrary;
+  return Variant::kUnfused;
+}
+
+std::optional<int64_t> Bytes(const Graph& g, int v, const Bindings& b) {
+  auto n = NumElements(g.values[v].type.shape, b);
+  if (!n) return std::nullopt;
+  return *n * DTypeSize(g.values[v].type.dtype);
+}
+
+// A profile point: measured (or interpolated) variant times and how it was obtained.
+struct Point {
+  std::optional<double> unfused, library, jit;
+  std::string how;
+};
+
+std::optional<double> Lerp(const std::optional<double>& a, const std::optional<double>& b, double t) {
+  if (!a || !b) return std::nullopt;
+  return *a + (*b - *a) * t;
+}
+
+Point FromEntry(const ProfileEntry& e, const std::string& how) { return {e.unfused_us, e.library_us, e.jit_us, how}; }
+
+// Nearest measured rows per DESIGN.md: exact, interpolated in log(rows), or the nearest end within 2x.
+std::optional<Point> Lookup(const ProfileDb& db, const GroupShape& s, std::string* why_not) {
+  const auto series = db.Series(s.pattern, s.dtype, *s.cols);
+  if (series.empty()) {
+    *why_not = fmt::format("profile has no entry for {} {} cols={}", s.pattern, s.dtype, *s.cols);
+    return std::nullopt;
+  }
+  const int64_t r = *s.rows;
+  const std::string key = fmt::format("{} {} cols={}", s.pattern, s.dtype, *s.cols);
+  for (size_t i = 0; i < series.size(); ++i) {
+    const ProfileEntry& e = *series[i];
+    if (e.rows == r) return FromEntry(e, fmt::format("profile point {} rows={} ({} samples)", key, r, e.samples));
+    if (e.rows > r) {
+      if (i == 0) {
+        if (e.rows <= 2 * r)
+          return FromEntry(e, fmt::format("nearest profile point {} rows={} (asked rows={}, within 2x)", key, e.rows, r));
+        *why_not = fmt::format("rows={} is below the profiled range of {} (smallest rows={}, more than 2x away)", r, key, e.rows);
+        return std::nullopt;
+      }
+      const ProfileEntry& lo = *series[i - 1];
+      const double t = (std::log(double(r)) - std::log(double(lo.rows))) / (std::log(double(e.rows)) - std::log(double(lo.rows)));
+      return Point{Lerp(lo.unfused_us, e.unfused_us, t), Lerp(lo.library_us, e.library_us, t), Lerp(lo.jit_us, e.jit_us, t),
+                   fmt::format("interpolated in log(rows) between {} rows={} and rows={} (t={:.2f})", key, lo.rows, e.rows, t)};
+    }
+  }
+  const ProfileEntry& last = *series.back();
+  if (r <= 2 * last.rows)
+    return FromEntry(last, fmt::format("nearest profile point {} rows={} (asked rows={}, within 2x)", key, last.rows, r));
+  *why_not = fmt::format("rows={} is above the profiled range of {} (largest rows={}, more than 2x away)", r, key, last.rows);
+  return std::nullopt;
+}
+
+std::string Us(double v) { return fmt::format("{:.2f} us", v); }
+
+// Picks between unfused and the best allowed fused variant with the margin. Fills `out`.
+void Choose(double unfused, std::optional<double> library, std::optional<double> jit, bool allow_library, double margin,
+            FusionChoice& out, const std::string& evidence, const std::string& terms) {
+  Variant best = Variant::kUnfused;
+  double best_us = 0;
+  if (allow_library && library) best = Variant::kLibrary, best_us = *library;
+  if (jit && (best == Variant::kUnfused || *jit < best_us)) best = Variant::kJit, best_us = *jit;
+  out.evidence = evidence;
+  const double saved = unfused - best_us;
+  const double frac = unfused > 0 ? saved / unfused : 0;
+  if (best != Variant::kUnfused && frac > margin) {
+    out.variant = best;
+    out.expected_us_saved = saved;
+    out.decision = FusionDecision::Yes(fmt::format("{}: {}; {} saves {} ({:.1f}%) > margin {:.0f}%", evidence, terms,
+                                                   VariantName(best), Us(saved), 100 * frac, 100 * margin));
+  } else {
+    out.variant = Variant::kUnfused;
+    out.expected_us_saved = 0;
+    out.decision = FusionDecision::No(
+        best == Variant::kUnfused
+            ? fmt::format("{}: {}; no fused variant measured", evidence, terms)
+            : fmt::format("{}: {}; best fused ({}) saves {} ({:.1f}%), not more than margin {:.0f}%", evidence, terms,
+                          VariantName(best), Us(saved), 100 * frac, 100 * margin));
+  }
+}
+
+}  // namespace
+
+GroupShape DescribeGroup(const Graph& g, const FusionGroup& grp, const Bindings& bindings) {
+  GroupShape s;
+  if (IsPattern(grp)) s.pattern = grp.kind.substr(8);
+  else if (grp.kind == "generic") {
+    s.pattern = "generic:";
+    const auto ops = fusion::GroupOpNames(g, grp.nodes);
+    for (size_t i = 0; i < ops.size(); ++i) s.pattern += (i ? "_" : "") + ops[i];
+  }
+  // The widest output: largest static last dim (same rule as the kernel names).
+  int best = -1;
+  int64_t best_w = -1;
+  for (int n : fusion::ComputeNodes(g, grp.nodes))
+    for (int v : g.nodes[n].outputs) {
+      const Shape& sh = g.values[v].type.shape;
+      const int64_t w = sh.empty() ? 1 : (sh.back().is_static() ? sh.back().value : (int64_t{1} << 40));
+      if (w >= best_w) best_w = w, best = v;
+    }
+  if (best < 0) return s;
+  s.dtype = DTypeName(g.values[best].type.dtype);
+  const Shape& sh = g.values[best].type.shape;
+  if (sh.empty()) return s.rows = 1, s.cols = 1, s;
+  auto bind = [&](const Dim& d) -> std::optional<int64_t> {
+    if (d.is_static()) return d.value;
+    auto it = bindings.find(d.sym);
+    if (it == bindings.end()) return std::nullopt;
+    return it->second;
+  };
+  s.cols = bind(sh.back());
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < sh.size(); ++i) {
+    auto d = bind(sh[i]);
+    if (!d) return s;
+    rows *= *d;
+  }
+  s.rows = rows;
+  return s;
+}
+
+FusionDecision ApplyConfigRules(const Graph& g, const FusionGroup& grp, const FusionConfig& c, const Bindings& bindings) {
+  if (!grp.decision.fuse) return grp.decision;
+  if (!c.enable_fusion) return FusionDecision::No("fusion disabled (enable_fusion=false)");
+  const bool pattern = IsPattern(grp);
+  const int ops = static_cast<int>(fusion::ComputeNodes(g, grp.nodes).size());
+  if (!pattern && ops > c.max_group_size)
+    return FusionDecision::No(fmt::format("group of {} ops > max_group_size {}", ops, c.max_group_size));
+  if (!pattern && ops < c.min_nodes_for_fusion)
+    return FusionDecision::No(fmt::format("group of {} ops < min_nodes_for_fusion {}", ops, c.min_nodes_for_fusion));
+  const auto size = fusion::MeasureGroup(g, grp.nodes, bindings);
+  if (size.largest_known && *size.largest_known >= c.min_tensor_elements) return grp.decision;
+  if (!size.unbound.empty()) {
+    std::string syms;
+    for (const auto& s : size.unbound) syms += (syms.empty() ? "" : ", ") + s;
+    return FusionDecision::Yes(grp.decision.reason + "; size depends on " + syms);
+  }
+  if (size.largest_known)
+    return FusionDecision::No(fmt::format("tensor has {} elements < min_tensor_elements {}{}", *size.largest_known,
+                                          c.min_tensor_elements,
+                                          size.largest_known_at.empty() ? "" : " (at " + size.largest_known_at + ")"));
+  return grp.decision;
+}
+
+std::optional<CostEstimate> EstimateCost(const Graph& g, const FusionGroup& grp, const Bindings& b, const DeviceConstants& c) {
+  CostEstimate est;
+  std::set<int> members(grp.nodes.begin(), grp.nodes.end());
+  // Fused: the values crossing the group boundary, once, in one launch.
+  std::set<int> boundary;
+  const auto users = g.Users();
+  for (int n : grp.nodes) {
+    if (g.nodes[n].op == OpKind::kConstant) continue;
+    for (int v : g.nodes[n].inputs) {
+      const Value& val = g.values[v];
+      if (val.kind != ValueKind::kNode || !members.count(val.producer)) boundary.insert(v);
+    }
+    for (int v : g.nodes[n].outputs) {
+      bool escapes = g.IsGraphOutput(v);
+      for (int u : users[v]) escapes |= !members.count(u);
+      if (escapes) boundary.insert(v);
+    }
+  }
+  for (int v : boundary) {
+    auto by = Bytes(g, v, b);
+    if (!by) return std::nullopt;
+    est.fused_bytes += *by;
+  }
+  // Unfused: every primitive reads its inputs and writes its outputs; composites count as their decomposition.
+  // Decompositions leave new values' types to inference, so the scratch graph is re-inferred; a
+  // composite that cannot be written out counts as the one launch it is.
+  Graph scratch = g;
+  for (int n : grp.nodes) {
+    const Node node = g.nodes[n];
+    if (node.op == OpKind::kConstant) continue;
+    std::vector<int> prims{n};
+    if (GetOpInfo(node.op).kind == FusionKind::kComposite && GetOpDef(node.op).decompose) {
+      const size_t nodes_before = scratch.nodes.size(), values_before = scratch.values.size();
+      if (GetOpDef(node.op).decompose(scratch, node).ok() && VerifyAndInfer(scratch).ok()) {
+        prims.clear();
+        for (size_t k = nodes_before; k < scratch.nodes.size(); ++k) prims.push_back(static_cast<int>(k));
+      } else {
+        scratch.nodes.resize(nodes_before);
+        scratch.values.resize(values_before);
+      }
+    }
+    for (int p : prims) {
+      const Node& pn = scratch.nodes[p];
+      if (pn.op == OpKind::kConstant) continue;
+      ++est.unfused_launches;
+      for (const auto* list : {&pn.inputs, &pn.outputs})
+        for (int v : *list) {
+          auto by = Bytes(scratch, v, b);
+          if (!by) return std::nullopt;
+          est.unfused_bytes += *by;
+        }
+    }
+  }
+  const double bytes_per_us = c.copy_gbps * 1e3;
+  est.unfused_us = est.unfused_bytes / bytes_per_us + est.unfused_launches * c.launch_us;
+  est.fused_us = est.fused_bytes / bytes_per_us + c.launch_us;
+  return est;
+}
+
+FusionChoice ShouldFuse(const Graph& g, const FusionGroup& grp, const Bindings& bindings, const FusionConfig& config,
+                        const ShouldFuseOptions& opts) {
+  FusionChoice out;
+  out.decision = ApplyConfigRules(g, grp, config, bindings);
+  out.source = DecisionSource::kConfig;
+  const bool pattern = IsPattern(grp);
+  const Variant fused = pattern ? Variant::kLibrary : Variant::kJit;
+  out.variant = out.decision.fuse ? fused : NotFusedVariant(g, grp);
+  out.run_now = out.variant;
+  if (!out.decision.fuse || !opts.profile) return out;   // step 1 decided, or config rules only
+
+  // Step 2: the profile.
+  const GroupShape shape = DescribeGroup(g, grp, bindings);
+  std::string why_not;
+  if (!shape.rows || !shape.cols) {
+    out.decision.reason += "; profile not consulted: rows unknown (bind the symbols with --shape)";
+    return out;
+  }
+  if (auto p = Lookup(*opts.profile, shape, &why_not)) {
+    if (p->unfused && ((pattern && p->library) || p->jit)) {
+      std::string terms = "unfused " + Us(*p->unfused);
+      if (p->library) terms += ", library " + Us(*p->library) + (pattern ? "" : " (n/a for a generic group)");
+      if (p->jit) terms += ", jit " + Us(*p->jit);
+      Choose(*p->unfused, p->library, p->jit, pattern, opts.margin, out, p->how, terms);
+      out.source = DecisionSource::kProfile;
+    } else {
+      why_not = p->how + " lacks unfused or fused times";
+    }
+  }
+  if (out.source != DecisionSource::kProfile) {
+    // Step 3: the cost model.
+    const DeviceConstants c = opts.constants ? *opts.constants : DeviceConstants::FromDevice(opts.profile->device);
+    auto est = EstimateCost(g, grp, bindings, c);
+    if (!est) {
+      out.decision.reason += "; " + why_not + "; cost model: sizes unknown";
+      return out;
+    }
+    const std::string evidence = why_not + "; cost model with " + c.label;
+    const std::string terms = fmt::format("unfused {} ({} B, {} launches), fused {} ({} B, 1 launch)", Us(est->unfused_us),
+                                          est->unfused_bytes, est->unfused_launches, Us(est->fused_us), est->fused_bytes);
+    Choose(est->unfused_us, pattern ? std::optional<double>(est->fused_us) : std::nullopt,
+           pattern ? std::nullopt : std::optional<double>(est->fused_us), pattern, opts.margin, out, evidence, terms);
+    out.source = DecisionSource::kCostModel;
+  }
+  out.run_now = out.variant;
+  if (!out.decision.fuse) out.variant = out.run_now = NotFusedVariant(g, grp);
+  // Compile cost: an uncached JIT kernel runs the fallback now and is swapped in when compiled.
+  if (out.variant == Variant::kJit && opts.jit_cached && !*opts.jit_cached) {
+    out.compile_in_background = true;
+    out.run_now = pattern ? Variant::kLibrary : Variant::kUnfused;
+    out.decision.reason += fmt::format("; jit kernel not cached yet: running {} now, compiling in the background",
+                                       VariantName(out.run_now));
+  }
+  return out;
+}
+
+}  // namespace opfuse::scheduler

@@ -1,0 +1,307 @@
+// should_fuse (src/scheduler/should_fuse.h) and the schedule pass with a profile: recorded profiles
+// (tests/data/profiles/) drive the decisions — exact hit, log(rows) interpolation, nearest point
+// within 2x, the 3% margin, missing data -> cost model (exact bytes and times), no profile -> the
+// config rules as before — and compile cost: an uncached JIT kernel runs the fallback while the
+// BackgroundCompiler compiles it (NVRTC, sm_90, no GPU needed), then is swapped in.
+#include <filesystem>
+#include <future>
+
+#include "jit/jit_compiler.h"
+#include "jit/nvrtc_compiler.h"
+#include "pass_test_util.h"
+#include "scheduler/background_compiler.h"
+#include "scheduler/should_fuse.h"
+
+namespace opfuse::testing {
+namespace {
+
+using scheduler::DecisionSource;
+using scheduler::FusionChoice;
+using scheduler::ProfileDb;
+using scheduler::Variant;
+
+const ProfileDb& Profile() {
+  static const ProfileDb db = [] {
+    auto p = ProfileDb::Load(std::string(OPFUSE_SOURCE_DIR) + "/tests/data/profiles/h200_tinyllama_bf16.json");
+    if (!p.ok()) throw StatusError(p.status());
+    return *p;
+  }();
+  return db;
+}
+
+const char* kMulExp = "graph mul_exp\ninput x: f32[T, C]\ninput y: f32[T, C]\na = mul(x, y)\nb = exp(a)\noutput b\n";
+std::string MulExp(int cols) {
+  std::string s = kMulExp;
+  for (size_t at; (at = s.find("C]")) != std::string::npos;) s.replace(at, 1, std::to_string(cols));
+  return s;
+}
+
+// Runs the pipeline (no profile) and asks should_fuse about the first group of `kind`.
+struct Asked {
+  PipelineRun run;
+  FusionChoice choice;
+};
+Asked Ask(const std::string& text, const std::string& kind, int64_t T, scheduler::ShouldFuseOptions opts = {}) {
+  Asked a;
+  a.run = RunText(text, {}, {{"T", T}});
+  auto groups = a.run.Kind(kind);
+  EXPECT_EQ(groups.size(), 1u) << a.run.Dump();
+  if (groups.empty()) {
+    a.choice.evidence = "no group of kind " + kind;  // the EXPECTs above already failed
+    return a;
+  }
+  if (!opts.profile) opts.profile = &Profile();
+  // The schedule pass already replaced the passes' verdict; should_fuse starts from the fusion
+  // passes' "fuse", so hand it the group as fuse_patterns / fuse_generic left it.
+  FusionGroup grp = *groups[0];
+  grp.decision = FusionDecision::Yes("matched");
+  a.choice = scheduler::ShouldFuse(a.run.g, grp, a.run.ctx.bindings, a.run.ctx.config, opts);
+  return a;
+}
+
+TEST(ShouldFuse, ExactProfileHit) {
+  auto a = Ask(Example("add_rms_norm.ofg"), "pattern:add_rms_norm", 32);
+  EXPECT_TRUE(a.choice.decision.fuse) << a.choice.decision.reason;
+  EXPECT_EQ(a.choice.variant, Variant::kLibrary);
+  EXPECT_EQ(a.choice.source, DecisionSource::kProfile);
+  EXPECT_NEAR(a.choice.expected_us_saved, 6.1 - 2.0, 1e-9);
+  EXPECT_NE(a.choice.evidence.find("profile point add_rms_norm bf16 cols=2048 rows=32"), std::string::npos)
+      << a.choice.evidence;
+}
+
+TEST(ShouldFuse, InterpolatesInLogRows) {
+  // rows=64 lies halfway (in log2) between 32 and 128: unfused 7.1, library 2.5, jit 2.4 -> jit.
+  auto a = Ask(Example("add_rms_norm.ofg"), "pattern:add_rms_norm", 64);
+  EXPECT_EQ(a.choice.variant, Variant::kJit) << a.choice.decision.reason;
+  EXPECT_EQ(a.choice.source, DecisionSource::kProfile);
+  EXPECT_NEAR(a.choice.expected_us_saved, 7.1 - 2.4, 1e-9);
+  EXPECT_NE(a.choice.evidence.find("interpolated in log(rows) between add_rms_norm bf16 cols=2048 rows=32 and rows=128 (t=0.50)"),
+            std::string::npos)
+      << a.choice.evidence;
+  // rows=8: t = log(8/1)/log(32/1) = 0.6 between rows 1 and 32.
+  auto b = Ask(Example("add_rms_norm.ofg"), "pattern:add_rms_norm", 8);
+  EXPECT_EQ(b.choice.variant, Variant::kLibrary);
+  EXPECT_NEAR(b.choice.expected_us_saved, 6.0 + 0.6 * 0.1 - 2.0, 1e-9);
+}
+
+TEST(ShouldFuse, NearestPointOnlyWithinFactorTwo) {
+  auto near = Ask(Example("add_rms_norm.ofg"), "pattern:add_rms_norm", 256);  // 2 x 128: nearest point
+  EXPECT_EQ(near.choice.source, DecisionSource::kProfile);
+  EXPECT_NE(near.choice.evidence.find("nearest profile point add_rms_norm bf16 cols=2048 rows=128 (asked rows=256"),
+            std::string::npos);
+  EXPECT_NEAR(near.choice.expected_us_saved, 8.1 - 2.6, 1e-9);
+  auto far = Ask(Example("add_rms_norm.ofg"), "pattern:add_rms_norm", 257);
+  EXPECT_EQ(far.choice.source, DecisionSource::kCostModel);
+  EXPECT_NE(far.choice.evidence.find("rows=257 is above the profiled range"), std::string::npos) << far.choice.evidence;
+  auto below = Ask(Example("swiglu.ofg"), "pattern:swiglu", 2);  // smallest measured rows=4 = 2 x 2
+  EXPECT_EQ(below.choice.source, DecisionSource::kProfile);
+  auto too_far_below = Ask(Example("swiglu.ofg"), "pattern:swiglu", 1);
+  EXPECT_EQ(too_far_below.choice.source, DecisionSource::kCostModel);
+  EXPECT_NE(too_far_below.choice.evidence.find("below the profiled range"), std::string::npos);
+}
+
+TEST(ShouldFuse, MarginKeepsUnfusedWhenFusedIsOnlyTwoPercentBetter) {
+  // swiglu rows=4: unfused 5.0, library 4.9 (2% better) -> unfused under the default 3% margin.
+  auto a = Ask(Example("swiglu.ofg"), "pattern:swiglu", 4);
+  EXPECT_FALSE(a.choice.decision.fuse);
+  EXPECT_EQ(a.choice.variant, Variant::kUnfused);
+  EXPECT_EQ(a.choice.source, DecisionSource::kProfile);
+  EXPECT_EQ(a.choice.expected_us_saved, 0);
+  EXPECT_NE(a.choice.decision.reason.find("best fused (library) saves 0.10 us (2.0%), not more than margin 3%"),
+            std::string::npos)
+      << a.choice.decision.reason;
+  scheduler::ShouldFuseOptions loose;
+  loose.margin = 0.01;
+  auto b = Ask(Example("swiglu.ofg"), "pattern:swiglu", 4, loose);
+  EXPECT_TRUE(b.choice.decision.fuse);
+  EXPECT_EQ(b.choice.variant, Variant::kLibrary);
+  EXPECT_NEAR(b.choice.expected_us_saved, 0.1, 1e-9);
+}
+
+TEST(ShouldFuse, MissingProfileDataFallsToTheCostModel) {
+  // mul -> exp over f32[64, 512]: not in the profile (it has cols=1024). N = 32768 elements.
+  // Unfused: mul reads 2 and writes 1 tensor, exp reads 1 and writes 1: 5 N x 4 B, 2 launches;
+  // fused: x, y in and b out: 3 N x 4 B, 1 launch. Constants from the profile: 4000 GB/s, 2.5 us.
+  auto a = Ask(MulExp(512), "generic", 64);
+  EXPECT_EQ(a.choice.source, DecisionSource::kCostModel) << a.choice.decision.reason;
+  const double n = 64 * 512, bpus = 4000 * 1e3;
+  const double unfused = 5 * n * 4 / bpus + 2 * 2.5, fused = 3 * n * 4 / bpus + 2.5;
+  EXPECT_EQ(a.choice.variant, Variant::kJit);
+  EXPECT_NEAR(a.choice.expected_us_saved, unfused - fused, 1e-9);
+  EXPECT_NE(a.choice.evidence.find("profile has no entry for generic:mul_exp f32 cols=512"), std::string::npos)
+      << a.choice.evidence;
+  EXPECT_NE(a.choice.evidence.find("4000 GB/s measured, 2.5 us/launch measured"), std::string::npos);
+
+  auto est = scheduler::EstimateCost(a.run.g, *a.run.Kind("generic")[0], a.run.ctx.bindings,
+                                     scheduler::DeviceConstants::FromDevice(Profile().device));
+  ASSERT_TRUE(est.has_value());
+  EXPECT_EQ(est->unfused_bytes, int64_t(5 * n * 4));
+  EXPECT_EQ(est->fused_bytes, int64_t(3 * n * 4));
+  EXPECT_EQ(est->unfused_launches, 2);
+
+  // A profile without measured constants: the reason says the defaults were used.
+  ProfileDb bare;
+  bare.device = {"NVIDIA H200", "9.0", "", 0, 0};
+  scheduler::ShouldFuseOptions opts;
+  opts.profile = &bare;
+  auto b = Ask(MulExp(512), "generic", 64, opts);
+  EXPECT_EQ(b.choice.source, DecisionSource::kCostModel);
+  EXPECT_NE(b.choice.evidence.find("default (not measured)"), std::string::npos) << b.choice.evidence;
+
+  // A pattern group is costed as its decomposition: add_rms_norm writes out to 7 launches.
+  auto c = Ask(Example("add_rms_norm.ofg"), "pattern:add_rms_norm", 4096);
+  EXPECT_EQ(c.choice.source, DecisionSource::kCostModel);
+  EXPECT_NE(c.choice.decision.reason.find("7 launches"), std::string::npos) << c.choice.decision.reason;
+  EXPECT_EQ(c.choice.variant, Variant::kLibrary);
+}
+
+TEST(ShouldFuse, CostModelCanSayNo) {
+  // A tiny launch cost and a slow copy: the fused kernel still moves fewer bytes, so make the
+  // group one whose fused form moves as much as unfused — a generic group whose intermediate
+  // escapes (a is also a graph output): fused bytes 4 N, unfused 5 N, launches cost nothing.
+  const char* text = "graph g\ninput x: f32[T, 512]\ninput y: f32[T, 512]\na = mul(x, y)\nb = exp(a)\noutput a, b\n";
+  scheduler::ShouldFuseOptions opts;
+  opts.constants = scheduler::DeviceConstants{1000, 0.0, "test constants"};
+  opts.margin = 0.5;  // fused must save more than half: 4N vs 5N saves 20%
+  auto a = Ask(text, "generic", 64, opts);
+  EXPECT_EQ(a.choice.source, DecisionSource::kCostModel);
+  EXPECT_FALSE(a.choice.decision.fuse) << a.choice.decision.reason;
+  EXPECT_EQ(a.choice.variant, Variant::kUnfused);
+  EXPECT_NE(a.choice.decision.reason.find("not more than margin 50%"), std::string::npos) << a.choice.decision.reason;
+}
+
+TEST(ShouldFuse, ConfigRulesComeFirstAndUnboundRowsSkipTheProfile) {
+  FusionConfig off;
+  off.enable_fusion = false;
+  auto r = RunText(Example("add_rms_norm.ofg"), {}, {{"T", 32}});  // grouped with fusion on, then asked with it off
+  ASSERT_EQ(r.Kind("pattern:add_rms_norm").size(), 1u);
+  FusionGroup grp = *r.Kind("pattern:add_rms_norm")[0];
+  grp.decision = FusionDecision::Yes("matched");
+  scheduler::ShouldFuseOptions opts;
+  opts.profile = &Profile();
+  auto c = scheduler::ShouldFuse(r.g, grp, r.ctx.bindings, off, opts);
+  EXPECT_EQ(c.source, DecisionSource::kConfig);
+  EXPECT_FALSE(c.decision.fuse);
+  EXPECT_EQ(c.decision.reason, "fusion disabled (enable_fusion=false)");
+
+  auto u = RunText(Example("add_rms_norm.ofg"));  // T unbound
+  ASSERT_EQ(u.Kind("pattern:add_rms_norm").size(), 1u);
+  FusionGroup ug = *u.Kind("pattern:add_rms_norm")[0];
+  ug.decision = FusionDecision::Yes("matched");
+  auto uc = scheduler::ShouldFuse(u.g, ug, u.ctx.bindings, u.ctx.config, opts);
+  EXPECT_EQ(uc.source, DecisionSource::kConfig);
+  EXPECT_TRUE(uc.decision.fuse);
+  EXPECT_NE(uc.decision.reason.find("profile not consulted: rows unknown"), std::string::npos) << uc.decision.reason;
+}
+
+TEST(SchedulePass, UsesTheProfileWhenGivenAndNothingElseChangesWithout) {
+  auto text = Example("llama_decoder_layer.ofg");
+  auto plain = RunText(text, {}, {{"T", 4}});
+  // With a profile: the swiglu group at rows=4 is the 2% case -> unfused; add_rms_norm is fused.
+  PipelineRun with;
+  auto parsed = ParseGraph(text);
+  ASSERT_TRUE(parsed.ok());
+  with.g = *parsed;
+  with.ctx.bindings = {{"T", 4}};
+  with.ctx.profile = &Profile();
+  ASSERT_TRUE(RunPipeline(with.g, with.ctx).ok());
+  ASSERT_EQ(with.ctx.choices.size(), with.g.groups.size());
+  ASSERT_EQ(plain.g.groups.size(), with.g.groups.size());
+  auto swiglu = with.Kind("pattern:swiglu");
+  ASSERT_EQ(swiglu.size(), 1u);
+  EXPECT_FALSE(swiglu[0]->decision.fuse) << swiglu[0]->decision.reason;
+  EXPECT_EQ(swiglu[0]->variant, "unfused");
+  EXPECT_TRUE(plain.Kind("pattern:swiglu")[0]->decision.fuse);
+  EXPECT_EQ(plain.Kind("pattern:swiglu")[0]->variant, "library");
+  for (size_t i = 0; i < plain.g.groups.size(); ++i) {
+    EXPECT_EQ(plain.ctx.choices[i].source, DecisionSource::kConfig);  // no profile: config rules only
+    if (with.ctx.choices[i].source == DecisionSource::kConfig) {
+      EXPECT_EQ(with.g.groups[i].variant, plain.g.groups[i].variant) << i;
+      EXPECT_EQ(with.g.groups[i].decision.reason, plain.g.groups[i].decision.reason) << i;
+    }
+  }
+  auto add = with.Kind("pattern:add_rms_norm");
+  ASSERT_EQ(add.size(), 1u);
+  EXPECT_TRUE(add[0]->decision.fuse);
+  EXPECT_NE(add[0]->decision.reason.find("interpolated in log(rows)"), std::string::npos) << add[0]->decision.reason;
+}
+
+// ---------------------------------------------------------------- compile cost
+
+TEST(BackgroundCompiler, SwapsInWhenTheJobFinishes) {
+  scheduler::BackgroundCompiler bc;
+  auto slot = std::make_shared<scheduler::KernelSlot>();
+  std::promise<void> release;
+  auto gate = release.get_future().share();
+  std::promise<std::string> done_name;
+  ASSERT_TRUE(bc.Submit(
+      "k1",
+      [gate]() -> StatusOr<jit::JitKernel> {
+        gate.wait();
+        jit::JitKernel k;
+        k.key.source = "fake";
+        return k;
+      },
+      slot, [&](const std::string& name, const Status& s) { done_name.set_value(s.ok() ? name : "failed"); }));
+  EXPECT_FALSE(bc.Submit("k1", [] { return StatusOr<jit::JitKernel>(Internal("never run")); }, slot));  // dedup
+  EXPECT_FALSE(slot->ready());  // the fallback runs while it compiles
+  release.set_value();
+  bc.WaitIdle();
+  ASSERT_TRUE(slot->ready());
+  EXPECT_EQ(slot->Get()->key.source, "fake");
+  EXPECT_EQ(done_name.get_future().get(), "k1");
+  EXPECT_EQ(bc.completed(), 1);
+
+  auto bad = std::make_shared<scheduler::KernelSlot>();
+  ASSERT_TRUE(bc.Submit("k2", [] { return StatusOr<jit::JitKernel>(InvalidArgument("nvrtc: syntax error")); }, bad));
+  bc.WaitIdle();
+  EXPECT_FALSE(bad->ready());
+  EXPECT_EQ(bad->error().message(), "nvrtc: syntax error");
+}
+
+TEST(ShouldFuse, UncachedJitKernelRunsFallbackThenSwapsIn) {
+  if (!jit::NvrtcAvailable()) GTEST_SKIP() << "built without NVRTC";
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "opfuse_should_fuse_cache";
+  fs::remove_all(dir);
+  jit::KernelCache cache({dir.string(), true, true, 64 << 20});
+  jit::JitCompiler jit(cache, {"sm_90", true, 1});
+
+  auto run = RunText(MulExp(1024), {}, {{"T", 64}});
+  auto groups = run.Kind("generic");
+  ASSERT_EQ(groups.size(), 1u);
+  const int index = static_cast<int>(groups[0] - run.g.groups.data());
+  auto key = jit.KeyForGroup(run.g, *groups[0], true);
+  ASSERT_TRUE(key.ok()) << key.status().ToString();
+  EXPECT_FALSE(cache.Contains(*key));
+
+  scheduler::ShouldFuseOptions opts;
+  opts.profile = &Profile();
+  opts.jit_cached = cache.Contains(*key);
+  auto before = scheduler::ShouldFuse(run.g, *groups[0], run.ctx.bindings, run.ctx.config, opts);
+  EXPECT_EQ(before.variant, Variant::kJit) << before.decision.reason;  // profile: jit 5 us vs unfused 10 us
+  EXPECT_TRUE(before.compile_in_background);
+  EXPECT_EQ(before.run_now, Variant::kUnfused);
+  EXPECT_NE(before.decision.reason.find("running unfused now, compiling in the background"), std::string::npos);
+
+  scheduler::BackgroundCompiler bc;
+  auto slot = std::make_shared<scheduler::KernelSlot>();
+  Status done_status = Internal("callback not called");
+  ASSERT_TRUE(bc.SubmitGroup(jit, run.g, index, slot, [&](const std::string&, const Status& s) { done_status = s; }));
+  bc.WaitIdle();
+  ASSERT_TRUE(done_status.ok()) << done_status.ToString();
+  ASSERT_TRUE(slot->ready());
+  EXPECT_FALSE(slot->Get()->binary->binary.empty());  // a CUBIN
+  EXPECT_EQ(slot->Get()->key.Digest(), key->Digest());
+  EXPECT_TRUE(cache.Contains(*key));
+
+  opts.jit_cached = cache.Contains(*key);
+  auto after = scheduler::ShouldFuse(run.g, *groups[0], run.ctx.bindings, run.ctx.config, opts);
+  EXPECT_EQ(after.variant, Variant::kJit);
+  EXPECT_FALSE(after.compile_in_background);
+  EXPECT_EQ(after.run_now, Variant::kJit);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace opfuse::testing
