@@ -15,7 +15,7 @@
 set -euo pipefail
 
 PACKAGES=(cmake ninja-build g++ clang libclang-rt-14-dev libcli11-dev nlohmann-json3-dev libfmt-dev
-          libgtest-dev googletest python3 python3-pytest)
+          libgtest-dev googletest python3 python3-pytest libsentencepiece-dev)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

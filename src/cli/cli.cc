@@ -19,6 +19,7 @@ void RegisterAll(CLI::App& app) {
   RegisterRun(app);
   RegisterCompile(app);
   RegisterBench(app);
+  RegisterInitWeights(app);
 }
 
 void SetExitCode(int code) { g_exit_code = code; }
