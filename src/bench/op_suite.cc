@@ -346,23 +346,6 @@ StatusOr<CheckPlan> PlanCheck(const OpCase& c, int sample) {
   return p;
 }
 
-double RelativeError(const HostTensor& out, const HostTensor& ref) {
-  if (out.shape != ref.shape) return std::numeric_limits<double>::infinity();
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    const double o = out.get(i), e = ref.get(i);
-    if (o == e) {
-      if (std::isfinite(e)) den += e * e;
-      continue;
-    }
-    if (!std::isfinite(o) || !std::isfinite(e)) return std::numeric_limits<double>::infinity();
-    num += (o - e) * (o - e);
-    den += e * e;
-  }
-  if (num == 0) return 0;
-  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
-}
-
 double ErrorBound(DType out_dtype, const std::string& op) {
   switch (out_dtype) {
     case DType::kBF16: return 3e-2;

@@ -123,10 +123,7 @@ struct CheckPlan {
 };
 StatusOr<CheckPlan> PlanCheck(const OpCase& c, int sample);
 
-// ||out - ref|| / ||ref|| over all elements (shapes must match; +inf otherwise). Elements equal in
-// both (equal infinities included) count as exact; a NaN or an infinity on one side only gives
-// +inf, so unwritten (NaN-poisoned) outputs can never pass.
-double RelativeError(const HostTensor& out, const HostTensor& ref);
+// rel_err of an output: RelativeError (runtime/host_tensor.h).
 // The bound rel_err must stay under, per output dtype: bf16 3e-2, f16 5e-3, f32 2e-5 (1e-3 for
 // matmul/attention, which cuBLASLt/tensor cores may run in TF32), bool 0 (exact).
 double ErrorBound(DType out_dtype, const std::string& op);

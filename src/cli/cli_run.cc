@@ -138,16 +138,7 @@ int RunMain(const RunOptions& o) {
                              val.type.ToString(), BoundShapeString(t.shape), s.finite ? s.min : std::nan(""),
                              s.finite ? s.max : std::nan(""), mean, std::sqrt(s.sumsq), s.nan, s.inf);
     if (o.check) {
-      auto rel_err = [&t](const HostTensor& r) {
-        double num = 0, den = 0;
-        for (int64_t i = 0; i < r.numel(); ++i) {
-          const double d = t.get(i) - r.get(i);
-          num += d * d;
-          den += r.get(i) * r.get(i);
-        }
-        return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
-      };
-      const double err = rel_err(reference.at(val.name)), err_ops = rel_err(op_by_op.at(val.name));
+      const double err = RelativeError(t, reference.at(val.name)), err_ops = RelativeError(t, op_by_op.at(val.name));
       const double bound = val.type.dtype == DType::kBF16 ? 3e-2 : val.type.dtype == DType::kF16 ? 5e-3 : IsFloat(val.type.dtype) ? 1e-4 : 0.0;
       const bool ok = err <= bound && s.nan == 0;
       check_failed |= !ok;

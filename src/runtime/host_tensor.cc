@@ -1,6 +1,7 @@
 // IEEE half <-> float conversion (round-to-nearest-even), random fill and poisoning for tests.
 #include "runtime/host_tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -64,6 +65,23 @@ void Poison(HostTensor& t) {
     else if (t.dtype == DType::kBool) t.data[i] = 0xAB;
     else t.set(i, -123456789.0);
   }
+}
+
+double RelativeError(const HostTensor& out, const HostTensor& ref) {
+  if (out.shape != ref.shape) return std::numeric_limits<double>::infinity();
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    const double o = out.get(i), e = ref.get(i);
+    if (o == e) {
+      if (std::isfinite(e)) den += e * e;
+      continue;
+    }
+    if (!std::isfinite(o) || !std::isfinite(e)) return std::numeric_limits<double>::infinity();
+    num += (o - e) * (o - e);
+    den += e * e;
+  }
+  if (num == 0) return 0;
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
 }
 
 }  // namespace opfuse

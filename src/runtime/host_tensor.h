@@ -99,4 +99,9 @@ void FillRandom(HostTensor& t, std::mt19937_64& rng, double scale = 1.0, int64_t
 // NaN for floats, a sentinel for ints: outputs are poisoned before a run so unwritten elements show.
 void Poison(HostTensor& t);
 
+// ||out - ref|| / ||ref|| over all elements (shapes must match; +inf otherwise). Elements equal in
+// both (equal infinities included) count as exact; a NaN or an infinity on one side only gives
+// +inf, so unwritten (NaN-poisoned) outputs can never pass.
+double RelativeError(const HostTensor& out, const HostTensor& ref);
+
 }  // namespace opfuse

@@ -81,6 +81,12 @@ struct Step {
 
 bool IsCompositeOp(OpKind op) { return GetOpInfo(op).kind == FusionKind::kComposite; }
 
+// A group that is one composite op with a hand-written fused kernel (the "library" variant).
+bool HasLibraryFusedKernel(const Graph& g, const FusionGroup& grp) {
+  return grp.nodes.size() == 1 && IsCompositeOp(g.nodes[grp.nodes[0]].op) &&
+         kernels::HasLibraryKernel(g.nodes[grp.nodes[0]].op);
+}
+
 int64_t Numel(const std::vector<int64_t>& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
@@ -350,7 +356,7 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
     FusionGroup& grp = g.groups[gi];
     const Node& first = g.nodes[grp.nodes[0]];
     const bool single_composite = grp.nodes.size() == 1 && IsCompositeOp(first.op);
-    const bool has_lib = single_composite && kernels::HasLibraryKernel(first.op);
+    const bool has_lib = HasLibraryFusedKernel(g, grp);
     if (!grp.decision.fuse) {
       bool library = false;
       for (int n : grp.nodes) library |= GetOpInfo(g.nodes[n].op).kind == FusionKind::kLibrary;
@@ -418,8 +424,7 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
         why = l.status();
       }
       const FusionGroup& grp = g.groups[gi];
-      const bool has_lib = grp.decision.fuse && grp.nodes.size() == 1 && IsCompositeOp(g.nodes[grp.nodes[0]].op) &&
-                           kernels::HasLibraryKernel(g.nodes[grp.nodes[0]].op);
+      const bool has_lib = grp.decision.fuse && HasLibraryFusedKernel(g, grp);
       want[gi] = has_lib ? GroupPlan::kLibraryFused : grp.decision.fuse ? GroupPlan::kUnfused : GroupPlan::kLibraryNodes;
       fallback(grp, gi, "jit", has_lib ? "library" : "unfused", why, true);
     }
