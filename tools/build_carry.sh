@@ -1,13 +1,27 @@
 #!/usr/bin/env bash
-# Builds the CUDA binaries here (no GPU needed) and copies them, stripped, to build/carry — the folder
-# the device tool carries to the GPU machine (build/ is git-excluded; all of build/cuda is > 64 MiB).
-#   bash tools/build_carry.sh && device run: BUILD=build/carry bash tools/gpu_check.sh (carry build/carry)
+# Builds the CUDA binaries here (no GPU needed), strips them and packs them as one .tar.xz — the file
+# the device tool carries to the GPU machine (build/ is git-excluded; build/cuda is > 64 MiB and even
+# the stripped binaries are ~70 MB, over the carry limit).
+#   bash tools/build_carry.sh            → build/carry.tar.xz (opfuse, tests/test_gpu)
+#   OPFUSE_BUILD_DIR=build/hK OPFUSE_CARRY=build/carry_hK bash tools/build_carry.sh
+#                                          (a second checkout of the build, e.g. for a parallel worker)
+# On the device (carry ["build/carry.tar.xz"]):
+#   mkdir -p build/c && python3 -c "import tarfile;tarfile.open('build/carry.tar.xz').extractall('build/c')"
+#   BUILD=build/c bash tools/gpu_check.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake --preset cuda > /dev/null
-cmake --build build/cuda -j "${OPFUSE_JOBS:-$(nproc)}" --target opfuse_cli test_gpu
-rm -rf build/carry && mkdir -p build/carry/tests
-cp build/cuda/opfuse build/carry/
-cp build/cuda/tests/test_gpu build/carry/tests/
-strip build/carry/opfuse build/carry/tests/test_gpu
-du -sh build/carry
+BUILD_DIR=${OPFUSE_BUILD_DIR:-build/cuda}
+CARRY=${OPFUSE_CARRY:-build/carry}
+cmake --preset cuda -B "$BUILD_DIR" > /dev/null
+cmake --build "$BUILD_DIR" -j "${OPFUSE_JOBS:-$(nproc)}" --target opfuse_cli test_gpu ${OPFUSE_EXTRA_TARGETS:-}
+rm -rf "$CARRY" && mkdir -p "$CARRY/tests"
+cp "$BUILD_DIR/opfuse" "$CARRY/"
+cp "$BUILD_DIR/tests/test_gpu" "$CARRY/tests/"
+# the SentencePiece module (dlopen()ed next to the binary) and the Debian library it links
+if [ -f "$BUILD_DIR/libopfuse_sentencepiece.so" ]; then
+  cp "$BUILD_DIR/libopfuse_sentencepiece.so" "$CARRY/"
+  for lib in $(ldd "$BUILD_DIR/libopfuse_sentencepiece.so" | awk '/sentencepiece|protobuf-lite|absl/ {print $3}'); do cp "$lib" "$CARRY/"; done
+fi
+strip "$CARRY/opfuse" "$CARRY/tests/test_gpu"
+tar -C "$CARRY" -cf - . | xz -T2 -6 > "$CARRY.tar.xz"
+du -sh "$CARRY" "$CARRY.tar.xz"
