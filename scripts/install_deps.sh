@@ -7,6 +7,8 @@
 #   libfmt-dev nlohmann-json3-dev libcli11-dev   find_package(fmt / nlohmann_json / CLI11)
 #   libgtest-dev googletest        find_package(GTest) for the test binaries
 #   python3                        tools/gen_op_docs.py (the op_docs_current test)
+#   python3-pytest python3-numpy   tests/python (scripts/test.sh's pytest step)
+#   pybind11-dev libdlpack-dev     the Python module (python/, OPFUSE_PYTHON; on when pybind11 is found)
 # CUDA is optional and not installed here: the build enables the CUDA backend when nvcc is
 # found, and links NVRTC for CPU-side kernel compile checks when the toolkit is present.
 #
@@ -15,7 +17,8 @@
 set -euo pipefail
 
 PACKAGES=(cmake ninja-build g++ clang libclang-rt-14-dev libcli11-dev nlohmann-json3-dev libfmt-dev
-          libgtest-dev googletest python3 python3-pytest libsentencepiece-dev)
+          libgtest-dev googletest python3 python3-pytest libsentencepiece-dev
+          python3-numpy pybind11-dev libdlpack-dev)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

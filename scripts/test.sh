@@ -2,7 +2,7 @@
 # The test command (README.md; .ci/run runs exactly this). Two builds:
 #   1. preset `cpu` (g++, CUDA off): build everything, run every CTest label
 #      (unit, passes, numerics, error, gpu — gpu tests skip themselves without a GPU), then pytest
-#      on tests/python (the tools/ scripts).
+#      on tests/python (the tools/ scripts and the opfuse Python module).
 #   2. preset `asan` (clang, ASan+UBSan, OPFUSE_FUZZ=ON): build the unit and error tests and the
 #      libFuzzer targets, run the unit and error tests under the sanitizers, then each fuzzer for
 #      OPFUSE_FUZZ_SECONDS (default 30) over tests/fuzz/corpus + examples/graphs (CTest label fuzz).
@@ -24,12 +24,14 @@ step() {
 step cmake --preset cpu
 step cmake --build --preset cpu -j "$JOBS"
 step ctest --preset cpu -j "$JOBS"
-# Python tests (tools/ scripts; torch-dependent parts skip where torch is not installed).
-# Debian's python3-pytest (install_deps.sh) lives under /usr/bin/python3; a python3 earlier on PATH
-# (pyenv, venv) may lack it.
+# Python tests (tools/ scripts and the opfuse module, imported from the build tree; torch-dependent
+# parts skip where torch or CUDA is missing). OPFUSE_REQUIRE_PYTHON=1: a module that does not
+# import fails the run instead of skipping. Debian's python3-pytest/python3-numpy (install_deps.sh)
+# live under /usr/bin/python3; a python3 earlier on PATH (pyenv, venv) may lack them.
 PY=python3
-python3 -c "import pytest" 2>/dev/null || PY=/usr/bin/python3
-step "$PY" -m pytest -q -p no:cacheprovider tests/python
+python3 -c "import pytest, numpy" 2>/dev/null || PY=/usr/bin/python3
+step env PYTHONPATH="$PWD/build/cpu/python${PYTHONPATH:+:$PYTHONPATH}" OPFUSE_REQUIRE_PYTHON=1 \
+  "$PY" -m pytest -q -p no:cacheprovider tests/python
 
 if [ "${OPFUSE_SKIP_ASAN:-0}" != 1 ]; then
   # Fuzz targets are the files in tests/fuzz/*.cc (tests/CMakeLists.txt makes one target each).
