@@ -20,6 +20,7 @@ void RegisterAll(CLI::App& app) {
   RegisterCompile(app);
   RegisterBench(app);
   RegisterInitWeights(app);
+  RegisterGenerate(app);
 }
 
 void SetExitCode(int code) { g_exit_code = code; }

@@ -14,6 +14,7 @@ void RegisterRun(CLI::App& app);
 void RegisterCompile(CLI::App& app);
 void RegisterBench(CLI::App& app);  // the `bench` group: ops, report (e2e later)
 void RegisterInitWeights(CLI::App& app);
+void RegisterGenerate(CLI::App& app);
 
 void SetExitCode(int code);
 int ExitCode();

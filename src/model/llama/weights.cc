@@ -122,6 +122,25 @@ void Store(StDType t, uint8_t* p, float v) {
 
 }  // namespace
 
+void FillRandomTensor(const ExpectedTensor& e, uint64_t seed, StDType dtype, std::span<uint8_t> out) {
+  const int esize = StDTypeSize(dtype);
+  const size_t n = out.size() / esize;
+  if (e.init == WeightInit::kOnes || e.init == WeightInit::kZeros) {
+    const float v = e.init == WeightInit::kOnes ? 1.0f : 0.0f;
+    for (size_t k = 0; k < n; ++k) Store(dtype, out.data() + k * esize, v);
+    return;
+  }
+  constexpr double kStd = 0.02;  // HF initializer_range
+  SplitMix64 rng{seed * 0x9e3779b97f4a7c15ull ^ Fnv1a(e.name)};
+  for (size_t k = 0; k < n; k += 2) {
+    // Box-Muller: two independent normals per pair of uniforms.
+    const double r = std::sqrt(-2.0 * std::log(rng.Uniform())) * kStd;
+    const double th = 6.283185307179586 * rng.Uniform();
+    Store(dtype, out.data() + k * esize, static_cast<float>(r * std::cos(th)));
+    if (k + 1 < n) Store(dtype, out.data() + (k + 1) * esize, static_cast<float>(r * std::sin(th)));
+  }
+}
+
 Status WriteRandomWeights(const LlamaConfig& c, const std::string& dir, uint64_t seed, StDType dtype,
                           const std::function<void(uint64_t, uint64_t)>& progress) {
   if (!IsFloatSt(dtype)) return InvalidArgument(fmt::format("init-weights: dtype {} is not F32, F16 or BF16", StDTypeName(dtype)));
@@ -144,24 +163,8 @@ Status WriteRandomWeights(const LlamaConfig& c, const std::string& dir, uint64_t
     if (!f) return Internal(fmt::format("writing {} failed", cfg_path));
   }
   uint64_t done = 0;
-  const int esize = StDTypeSize(dtype);
   auto fill = [&](size_t i, std::span<uint8_t> out) -> Status {
-    const auto& e = expected[i];
-    const size_t n = out.size() / esize;
-    if (e.init == WeightInit::kOnes || e.init == WeightInit::kZeros) {
-      const float v = e.init == WeightInit::kOnes ? 1.0f : 0.0f;
-      for (size_t k = 0; k < n; ++k) Store(dtype, out.data() + k * esize, v);
-    } else {
-      constexpr double kStd = 0.02;  // HF initializer_range
-      SplitMix64 rng{seed * 0x9e3779b97f4a7c15ull ^ Fnv1a(e.name)};
-      for (size_t k = 0; k < n; k += 2) {
-        // Box-Muller: two independent normals per pair of uniforms.
-        const double r = std::sqrt(-2.0 * std::log(rng.Uniform())) * kStd;
-        const double th = 6.283185307179586 * rng.Uniform();
-        Store(dtype, out.data() + k * esize, static_cast<float>(r * std::cos(th)));
-        if (k + 1 < n) Store(dtype, out.data() + (k + 1) * esize, static_cast<float>(r * std::sin(th)));
-      }
-    }
+    FillRandomTensor(expected[i], seed, dtype, out);
     done += out.size();
     if (progress) progress(done, total);
     return Status::Ok();

@@ -13,6 +13,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,10 @@ Status CheckWeights(const LlamaConfig& c, const SafetensorsDir& dir);
 // writing. `progress(done_bytes, total_bytes)` is called after each tensor when set.
 // The caller owns atomicity of the directory (see cli_init_weights.cc); the safetensors file itself
 // is written atomically.
+// The bytes WriteRandomWeights writes for tensor `e` (out.size() = its element count x the dtype
+// size; dtype F32, F16 or BF16). The engine uses it for built-in configs without a directory.
+void FillRandomTensor(const ExpectedTensor& e, uint64_t seed, StDType dtype, std::span<uint8_t> out);
+
 Status WriteRandomWeights(const LlamaConfig& c, const std::string& dir, uint64_t seed, StDType dtype,
                           const std::function<void(uint64_t, uint64_t)>& progress = {});
 

@@ -1,0 +1,215 @@
+// The CUDA Runner (src/model/llama/engine_runner.h): weights and the KV cache in device buffers,
+// prefill through CudaExecutable::Run, and the decode step as one CUDA graph.
+//
+// Design note (DESIGN.md "Backends and execution"; docs/engine.md): every pointer the decode graph
+// touches is fixed for the engine's life — weights, per-layer caches [batch, S, Hkv, D], the step
+// buffer (token ids then positions, 2 x batch i32) and the outputs — so the step is captured once
+// (CudaExecutable::Capture) and each step is: one host-to-device copy of 8 x batch bytes from
+// pinned memory, one cudaGraphLaunch, one device-to-host copy (4 x batch bytes of argmax for greedy
+// decoding, the logits when sampling), one stream sync. Positions live in device memory, so the
+// graph never needs re-capture. Prefill runs the batch-1 graph eagerly on a cache row: row b of a
+// [batch, S, Hkv, D] cache is itself a contiguous [1, S, Hkv, D] tensor, so it is a pointer offset,
+// not a copy. Built with OPFUSE_CUDA only.
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "model/llama/engine_runner.h"
+#include "model/llama/graph_builder.h"
+#include "runtime/cuda/allocator.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/executor.h"
+
+namespace opfuse::llama {
+namespace {
+
+using cuda::CudaExecutable;
+using cuda::DeviceBuffer;
+
+// Page-locked host memory (async copies need it to be truly asynchronous).
+struct Pinned {
+  void* p = nullptr;
+  ~Pinned() { if (p) cudaFreeHost(p); }
+  Status Alloc(size_t bytes) {
+    OPFUSE_CUDA_CHECK(cudaMallocHost(&p, bytes));
+    return Status::Ok();
+  }
+  template <typename T> T* as() const { return static_cast<T*>(p); }
+};
+
+class CudaRunner final : public Runner {
+ public:
+  ~CudaRunner() override {
+    graph_.reset();
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  static StatusOr<std::unique_ptr<Runner>> Create(RunnerSetup s) {
+    std::unique_ptr<CudaRunner> r(new CudaRunner());
+    r->c_ = s.config;
+    r->batch_ = s.batch;
+    r->S_ = s.context;
+    OPFUSE_CUDA_CHECK(cudaStreamCreateWithFlags(&r->stream_, cudaStreamNonBlocking));
+
+    const auto t0 = std::chrono::steady_clock::now();
+    cuda::ExecutorOptions eo;
+    eo.config = s.fusion;
+    // ExecutorOptions carries no profile yet, so smart_schedule runs the config rules only on CUDA
+    // (the schedule pass without PassContext::profile) — said once on stderr, never silently.
+    if (s.profile)
+      std::fprintf(stderr, "opfuse: smart_schedule on cuda: the CUDA executor takes no profile yet; "
+                           "fusion decided by the config rules (no profile, no cost model)\n");
+    OPFUSE_ASSIGN_OR_RETURN(r->prefill_, CudaExecutable::Create(s.prefill, eo));
+    OPFUSE_ASSIGN_OR_RETURN(r->decode_, CudaExecutable::Create(s.decode, eo));
+    r->compile_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    r->alloc_ = &cuda::CachingAllocator::ForDevice(r->decode_->device().ordinal);
+    r->device_ = r->decode_->device().ToString();
+
+    // Weights (and the RoPE tables): uploaded once, then the host copies are dropped.
+    for (auto& [name, t] : s.params) {
+      OPFUSE_ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::Make(*r->alloc_, t.data.size()));
+      OPFUSE_CUDA_CHECK(cudaMemcpy(buf.get(), t.data.data(), t.data.size(), cudaMemcpyHostToDevice));
+      r->bufs_.emplace(name, std::move(buf));
+      t = HostTensor();
+    }
+    // KV caches, zeroed (a slot is always written before it is read; zeros keep a bug visible, not NaN).
+    const size_t cache_bytes = static_cast<size_t>(s.batch * s.context * s.config.num_key_value_heads *
+                                                   s.config.head_dim * DTypeSize(s.dtype));
+    r->row_bytes_ = cache_bytes / s.batch;
+    for (int64_t l = 0; l < s.config.num_hidden_layers; ++l)
+      for (const std::string& name : {CacheKeyName(l), CacheValueName(l)}) {
+        OPFUSE_ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::Make(*r->alloc_, cache_bytes));
+        OPFUSE_CUDA_CHECK(cudaMemset(buf.get(), 0, cache_bytes));
+        r->bufs_.emplace(name, std::move(buf));
+      }
+    OPFUSE_RETURN_IF_ERROR(r->AllocStepBuffers());
+    OPFUSE_RETURN_IF_ERROR(r->CaptureDecode());
+    return std::unique_ptr<Runner>(std::move(r));
+  }
+
+  std::string device() const override { return device_; }
+  double compile_ms() const override { return compile_ms_; }
+  const Graph& prefill_graph() const override { return prefill_->graph(); }
+  const Graph& decode_graph() const override { return decode_->graph(); }
+  int kernels_per_decode_step() const override { return graph_ ? graph_->kernels() : -1; }
+  int kernels_per_prefill() const override { return prefill_runs_ ? prefill_->kernels_per_run() : -1; }
+
+  Status Prefill(int64_t row, std::span<const int32_t> ids, std::vector<float>* logits) override {
+    const int64_t T = static_cast<int64_t>(ids.size());
+    // Packed: ids [T], positions [T], cache_pos [1], last_index [1].
+    int32_t* h = h_prefill_.as<int32_t>();
+    for (int64_t t = 0; t < T; ++t) {
+      h[t] = ids[t];
+      h[T + t] = static_cast<int32_t>(t);
+    }
+    h[2 * T] = 0;
+    h[2 * T + 1] = static_cast<int32_t>(T - 1);
+    int32_t* d = static_cast<int32_t*>(d_prefill_.get());
+    OPFUSE_CUDA_CHECK(cudaMemcpyAsync(d, h, (2 * T + 2) * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+    std::map<std::string, const void*> in = {{"input_ids", d}, {"position_ids", d + T}, {"cache_pos", d + 2 * T},
+                                             {"last_index", d + 2 * T + 1}};
+    for (int64_t l = 0; l < c_.num_hidden_layers; ++l)
+      for (const std::string& name : {CacheKeyName(l), CacheValueName(l)})
+        in[name] = static_cast<const char*>(bufs_.at(name).get()) + row * row_bytes_;
+    OPFUSE_ASSIGN_OR_RETURN(auto ptrs, Pointers(*prefill_, in));
+    OPFUSE_RETURN_IF_ERROR(prefill_->Run(ptrs, {d_prefill_logits_.get()}, {{"T", T}}, stream_));
+    const int64_t V = c_.vocab_size;
+    OPFUSE_CUDA_CHECK(cudaMemcpyAsync(h_logits_.p, d_prefill_logits_.get(), V * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    OPFUSE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    logits->assign(h_logits_.as<float>(), h_logits_.as<float>() + V);
+    ++prefill_runs_;
+    return Status::Ok();
+  }
+
+  Status Decode(std::span<const int32_t> tokens, std::span<const int32_t> pos, std::vector<int32_t>* next,
+                std::vector<float>* logits) override {
+    int32_t* h = h_step_.as<int32_t>();
+    std::memcpy(h, tokens.data(), batch_ * sizeof(int32_t));
+    std::memcpy(h + batch_, pos.data(), batch_ * sizeof(int32_t));
+    OPFUSE_CUDA_CHECK(cudaMemcpyAsync(d_step_.get(), h, 2 * batch_ * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+    OPFUSE_RETURN_IF_ERROR(graph_->Launch(stream_));
+    const int64_t V = c_.vocab_size;
+    if (next)
+      OPFUSE_CUDA_CHECK(cudaMemcpyAsync(h_next_.p, d_next_.get(), batch_ * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+    if (logits)
+      OPFUSE_CUDA_CHECK(cudaMemcpyAsync(h_logits_.p, d_logits_.get(), batch_ * V * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    OPFUSE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (next) next->assign(h_next_.as<int32_t>(), h_next_.as<int32_t>() + batch_);
+    if (logits) logits->assign(h_logits_.as<float>(), h_logits_.as<float>() + batch_ * V);
+    return Status::Ok();
+  }
+
+ private:
+  CudaRunner() = default;
+
+  Status AllocStepBuffers() {
+    const int64_t V = c_.vocab_size;
+    OPFUSE_ASSIGN_OR_RETURN(d_step_, DeviceBuffer::Make(*alloc_, 2 * batch_ * sizeof(int32_t)));
+    OPFUSE_CUDA_CHECK(cudaMemset(d_step_.get(), 0, 2 * batch_ * sizeof(int32_t)));
+    OPFUSE_ASSIGN_OR_RETURN(d_next_, DeviceBuffer::Make(*alloc_, batch_ * sizeof(int32_t)));
+    OPFUSE_ASSIGN_OR_RETURN(d_logits_, DeviceBuffer::Make(*alloc_, batch_ * V * sizeof(float)));
+    OPFUSE_ASSIGN_OR_RETURN(d_prefill_, DeviceBuffer::Make(*alloc_, (2 * S_ + 2) * sizeof(int32_t)));
+    OPFUSE_ASSIGN_OR_RETURN(d_prefill_logits_, DeviceBuffer::Make(*alloc_, V * sizeof(float)));
+    OPFUSE_RETURN_IF_ERROR(h_step_.Alloc(2 * batch_ * sizeof(int32_t)));
+    OPFUSE_RETURN_IF_ERROR(h_next_.Alloc(batch_ * sizeof(int32_t)));
+    OPFUSE_RETURN_IF_ERROR(h_logits_.Alloc(batch_ * V * sizeof(float)));
+    OPFUSE_RETURN_IF_ERROR(h_prefill_.Alloc((2 * S_ + 2) * sizeof(int32_t)));
+    return Status::Ok();
+  }
+
+  // Input pointers in `ex`'s graph input order: the step's own buffers, else weights/caches.
+  StatusOr<std::vector<const void*>> Pointers(const CudaExecutable& ex, const std::map<std::string, const void*>& own) {
+    std::vector<const void*> out;
+    for (int v : ex.graph().inputs) {
+      const std::string& name = ex.graph().values[v].name;
+      if (auto it = own.find(name); it != own.end()) {
+        out.push_back(it->second);
+      } else if (auto b = bufs_.find(name); b != bufs_.end()) {
+        out.push_back(b->second.get());
+      } else {
+        return Internal(fmt::format("engine: no device buffer for graph input '{}'", name));
+      }
+    }
+    return out;
+  }
+
+  // The decode step, captured once. Capture runs it once eagerly on the zeroed step buffer (token 0
+  // at position 0 of every row): that writes cache slot 0, which every prefill overwrites.
+  Status CaptureDecode() {
+    const int32_t* d = static_cast<const int32_t*>(d_step_.get());
+    OPFUSE_ASSIGN_OR_RETURN(auto ptrs, Pointers(*decode_, {{"input_ids", d}, {"cache_pos", d + batch_}}));
+    std::vector<void*> outs;
+    for (int v : decode_->graph().outputs) {
+      const std::string& name = decode_->graph().values[v].name;
+      if (name == "logits") outs.push_back(d_logits_.get());
+      else if (name == "next_token") outs.push_back(d_next_.get());
+      else return Internal(fmt::format("engine: unexpected decode output '{}'", name));
+    }
+    OPFUSE_ASSIGN_OR_RETURN(graph_, decode_->Capture(ptrs, outs, {}));
+    return Status::Ok();
+  }
+
+  LlamaConfig c_;
+  int64_t batch_ = 1, S_ = 0;
+  size_t row_bytes_ = 0;
+  cudaStream_t stream_ = nullptr;
+  cuda::CachingAllocator* alloc_ = nullptr;
+  std::string device_;
+  std::unique_ptr<CudaExecutable> prefill_, decode_;
+  std::unique_ptr<cuda::CudaGraph> graph_;
+  double compile_ms_ = 0;
+  std::map<std::string, DeviceBuffer> bufs_;  // weights, rope tables, caches
+  DeviceBuffer d_step_, d_next_, d_logits_, d_prefill_, d_prefill_logits_;
+  Pinned h_step_, h_next_, h_logits_, h_prefill_;
+  int64_t prefill_runs_ = 0;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Runner>> MakeCudaRunner(RunnerSetup s) { return CudaRunner::Create(std::move(s)); }
+
+}  // namespace opfuse::llama

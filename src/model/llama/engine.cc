@@ -1,0 +1,304 @@
+// Engine (see engine.h): load or generate weights, build both graphs, hand them to a Runner, and
+// the generate loop. Backend-specific code lives in the runners (engine_runner.h).
+#include "model/llama/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "model/llama/engine_runner.h"
+#include "model/llama/graph_builder.h"
+#include "model/llama/weights.h"
+#include "model/safetensors.h"
+
+namespace opfuse::llama {
+
+namespace {
+
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+DType FromSt(StDType t) {
+  return t == StDType::kBF16 ? DType::kBF16 : t == StDType::kF16 ? DType::kF16 : DType::kF32;
+}
+StDType ToSt(DType t) { return t == DType::kBF16 ? StDType::kBF16 : t == DType::kF16 ? StDType::kF16 : StDType::kF32; }
+
+// A checkpoint tensor (f32/f16/bf16 bytes) as a HostTensor of dtype `dt`: a copy, converted when
+// the dtypes differ (through f32, round-to-nearest-even).
+HostTensor FromBytes(StDType st, std::span<const uint8_t> bytes, const std::vector<int64_t>& shape, DType dt) {
+  HostTensor t(dt, shape);
+  if (FromSt(st) == dt && (st == StDType::kF32 || st == StDType::kF16 || st == StDType::kBF16)) {
+    std::memcpy(t.data.data(), bytes.data(), t.data.size());
+    return t;
+  }
+  HostTensor src(FromSt(st), shape);
+  std::memcpy(src.data.data(), bytes.data(), src.data.size());
+  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, src.get(i));
+  return t;
+}
+
+// Every tensor of the config, from a directory or generated (init-weights' values), in parallel.
+Status LoadParams(const LlamaConfig& c, const SafetensorsDir* dir, uint64_t seed, DType dt,
+                  std::map<std::string, HostTensor>* params) {
+  const auto expected = ExpectedTensors(c);
+  std::vector<HostTensor> out(expected.size());
+  std::vector<Status> errors(expected.size());
+  const unsigned workers = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 16));
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next++) < expected.size();) {
+      const auto& e = expected[i];
+      if (dir) {
+        const auto* entry = dir->Find(e.name);
+        if (!entry) {  // CheckWeights ran first; only a tied lm_head may be absent, and it is never asked for
+          errors[i] = NotFound(fmt::format("tensor '{}' missing from the model directory", e.name));
+          continue;
+        }
+        out[i] = FromBytes(entry->info->dtype, entry->file->Data(*entry->info), e.shape, dt);
+      } else {
+        HostTensor t(dt, e.shape);
+        FillRandomTensor(e, seed, ToSt(dt), std::span<uint8_t>(t.data.data(), t.data.size()));
+        out[i] = std::move(t);
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned w = 0; w < workers; ++w) pool.emplace_back(work);
+  for (auto& t : pool) t.join();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    OPFUSE_RETURN_IF_ERROR(errors[i]);
+    (*params)[expected[i].name] = std::move(out[i]);
+  }
+  return Status::Ok();
+}
+
+StatusOr<DType> ParseModelDType(const std::string& s) {
+  if (s == "f32" || s == "float32") return DType::kF32;
+  if (s == "f16" || s == "float16") return DType::kF16;
+  if (s == "bf16" || s == "bfloat16") return DType::kBF16;
+  return InvalidArgument(fmt::format("unknown model dtype '{}' (expected f32, f16 or bf16)", s));
+}
+
+}  // namespace
+
+const char* StrategyName(Strategy s) {
+  switch (s) {
+    case Strategy::kNeverFuse: return "never_fuse";
+    case Strategy::kAlwaysFuse: return "always_fuse";
+    case Strategy::kSmartSchedule: return "smart_schedule";
+  }
+  return "?";
+}
+
+StatusOr<Strategy> ParseStrategy(std::string_view s) {
+  if (s == "never" || s == "never_fuse") return Strategy::kNeverFuse;
+  if (s == "always" || s == "always_fuse") return Strategy::kAlwaysFuse;
+  if (s == "smart" || s == "smart_schedule") return Strategy::kSmartSchedule;
+  return InvalidArgument(fmt::format("unknown strategy '{}' (expected never, always or smart)", s));
+}
+
+FusionConfig StrategyConfig(Strategy s, FusionConfig base) {
+  switch (s) {
+    case Strategy::kNeverFuse:
+      base.enable_fusion = false;
+      break;
+    case Strategy::kAlwaysFuse:
+      base.enable_fusion = true;
+      base.min_tensor_elements = 0;  // fuse every fusible group, however small (decode rows are)
+      break;
+    case Strategy::kSmartSchedule:
+      base.enable_fusion = true;  // the scheduler decides per group
+      break;
+  }
+  return base;
+}
+
+Engine::~Engine() = default;
+
+StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opts) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<Engine> e(new Engine());
+  e->opts_ = opts;
+  if (opts.backend != "cpu" && opts.backend != "cuda")
+    return InvalidArgument(fmt::format("unknown backend '{}' (expected cpu or cuda)", opts.backend));
+  if (opts.batch < 1) return InvalidArgument(fmt::format("batch must be >= 1, got {}", opts.batch));
+
+  std::optional<SafetensorsDir> dir;
+  DType dt;
+  if (!opts.model_dir.empty()) {
+    OPFUSE_ASSIGN_OR_RETURN(e->config_, LoadConfigFile(opts.model_dir + "/config.json"));
+    OPFUSE_ASSIGN_OR_RETURN(SafetensorsDir d, SafetensorsDir::Open(opts.model_dir));
+    dir.emplace(std::move(d));
+    OPFUSE_RETURN_IF_ERROR(CheckWeights(e->config_, *dir));
+    e->model_name_ = opts.model_dir;
+    dt = FromSt(ConfigStDType(e->config_));
+  } else {
+    const std::string name = !opts.builtin.empty() ? opts.builtin : opts.backend == "cuda" ? "tinyllama-1.1b" : "tiny";
+    OPFUSE_ASSIGN_OR_RETURN(e->config_, BuiltinConfig(name));
+    e->model_name_ = "builtin:" + name;
+    dt = opts.backend == "cuda" ? DType::kBF16 : DType::kF32;
+  }
+  if (!opts.dtype.empty()) {
+    OPFUSE_ASSIGN_OR_RETURN(dt, ParseModelDType(opts.dtype));
+  }
+  e->dtype_ = dt;
+  const LlamaConfig& c = e->config_;
+  if (opts.max_context < 0) return InvalidArgument(fmt::format("max context must be >= 0, got {}", opts.max_context));
+  if (opts.max_context > c.max_position_embeddings)
+    return InvalidArgument(fmt::format("max context {} exceeds the model's max_position_embeddings {}", opts.max_context,
+                                       c.max_position_embeddings));
+  e->context_ = opts.max_context > 0 ? opts.max_context : c.max_position_embeddings;
+  e->lengths_.assign(opts.batch, 0);
+
+  RunnerSetup s;
+  s.config = c;
+  s.dtype = dt;
+  s.batch = opts.batch;
+  s.context = e->context_;
+  OPFUSE_RETURN_IF_ERROR(LoadParams(c, dir ? &*dir : nullptr, opts.weight_seed, dt, &s.params));
+  const RopeTables rope = ComputeRopeTables(c, e->context_);
+  for (auto [name, src] : {std::pair{kRopeCos, &rope.cos}, std::pair{kRopeSin, &rope.sin}}) {
+    HostTensor t(dt, {e->context_, c.head_dim});
+    for (size_t i = 0; i < src->size(); ++i) t.set(static_cast<int64_t>(i), (*src)[i]);
+    s.params[name] = std::move(t);
+  }
+
+  GraphOptions go;
+  go.cache_len = e->context_;
+  go.dtype = dt;
+  go.batch = 1;
+  OPFUSE_ASSIGN_OR_RETURN(s.prefill, BuildPrefillGraph(c, go));
+  go.batch = opts.batch;
+  go.with_argmax = true;
+  OPFUSE_ASSIGN_OR_RETURN(s.decode, BuildDecodeGraph(c, go));
+
+  OPFUSE_ASSIGN_OR_RETURN(FusionConfig base, FusionConfig::FromEnv());
+  s.fusion = StrategyConfig(opts.strategy, base);
+  scheduler::ProfileDb profile;  // empty: should_fuse's cost model with default constants
+  if (opts.strategy == Strategy::kSmartSchedule) {
+    if (!opts.profile_path.empty()) {
+      OPFUSE_ASSIGN_OR_RETURN(profile, scheduler::ProfileDb::Load(opts.profile_path));
+    }
+    s.profile = &profile;
+    s.prefill_hint = {{"T", std::min<int64_t>(128, e->context_)}};
+  } else if (!opts.profile_path.empty()) {
+    return InvalidArgument(fmt::format("a profile only applies to the smart strategy, not {}", StrategyName(opts.strategy)));
+  }
+  e->load_ms_ = MsSince(t0);
+  if (opts.backend == "cuda") {
+    OPFUSE_ASSIGN_OR_RETURN(e->runner_, MakeCudaRunner(std::move(s)));
+  } else {
+    OPFUSE_ASSIGN_OR_RETURN(e->runner_, MakeCpuRunner(std::move(s)));
+  }
+  e->compile_ms_ = e->runner_->compile_ms();
+  e->load_ms_ = MsSince(t0) - e->compile_ms_;
+  return e;
+}
+
+std::string Engine::device() const { return runner_->device(); }
+int Engine::kernels_per_decode_step() const { return runner_->kernels_per_decode_step(); }
+int Engine::kernels_per_prefill() const { return runner_->kernels_per_prefill(); }
+const Graph& Engine::prefill_graph() const { return runner_->prefill_graph(); }
+const Graph& Engine::decode_graph() const { return runner_->decode_graph(); }
+void Engine::Reset() { std::fill(lengths_.begin(), lengths_.end(), 0); }
+
+StatusOr<std::vector<float>> Engine::Prefill(int64_t row, std::span<const int32_t> ids) {
+  if (row < 0 || row >= batch()) return InvalidArgument(fmt::format("row {} out of range [0, {})", row, batch()));
+  if (lengths_[row] != 0) return InvalidArgument(fmt::format("row {} already holds {} tokens (Reset first)", row, lengths_[row]));
+  if (ids.empty()) return InvalidArgument("empty prompt: prefill needs at least one token");
+  if (static_cast<int64_t>(ids.size()) > context_)
+    return InvalidArgument(fmt::format("prompt of {} tokens is longer than the context of {} tokens", ids.size(), context_));
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= config_.vocab_size)
+      return InvalidArgument(fmt::format("token id {} at position {} is out of range [0, {})", ids[i], i, config_.vocab_size));
+  std::vector<float> logits;
+  OPFUSE_RETURN_IF_ERROR(runner_->Prefill(row, ids, &logits));
+  lengths_[row] = static_cast<int64_t>(ids.size());
+  return logits;
+}
+
+Status Engine::Decode(std::span<const int32_t> tokens, std::vector<int32_t>* next, std::vector<float>* logits) {
+  if (static_cast<int64_t>(tokens.size()) != batch())
+    return InvalidArgument(fmt::format("decode needs {} tokens (one per row), got {}", batch(), tokens.size()));
+  std::vector<int32_t> pos(batch());
+  for (int64_t b = 0; b < batch(); ++b) {
+    if (lengths_[b] >= context_)
+      return InvalidArgument(fmt::format("row {} is full: {} tokens fill the context of {}", b, lengths_[b], context_));
+    if (tokens[b] < 0 || tokens[b] >= config_.vocab_size)
+      return InvalidArgument(fmt::format("token id {} of row {} is out of range [0, {})", tokens[b], b, config_.vocab_size));
+    pos[b] = static_cast<int32_t>(lengths_[b]);
+  }
+  OPFUSE_RETURN_IF_ERROR(runner_->Decode(tokens, pos, next, logits));
+  for (auto& l : lengths_) ++l;
+  return Status::Ok();
+}
+
+StatusOr<GenerateResult> Engine::Generate(const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& g) {
+  OPFUSE_RETURN_IF_ERROR(ValidateSamplingParams(g.sampling));
+  if (static_cast<int64_t>(prompts.size()) != batch())
+    return InvalidArgument(fmt::format("{} prompts for an engine of batch {}", prompts.size(), batch()));
+  if (g.max_new_tokens < 0) return InvalidArgument(fmt::format("max new tokens must be >= 0, got {}", g.max_new_tokens));
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    const int64_t n = static_cast<int64_t>(prompts[b].size());
+    if (n > context_)
+      return InvalidArgument(fmt::format("prompt {} has {} tokens, longer than the context of {} tokens", b, n, context_));
+    // The last new token is sampled, never fed back: n + max_new_tokens - 1 positions are cached.
+    if (g.max_new_tokens > 0 && n + g.max_new_tokens - 1 > context_)
+      return InvalidArgument(fmt::format("prompt {} ({} tokens) + {} new tokens exceeds the context of {} tokens", b, n,
+                                         g.max_new_tokens, context_));
+  }
+  Reset();
+  GenerateResult r;
+  r.tokens.assign(batch(), {});
+  if (g.keep_logits) r.logits.assign(batch(), {});
+  const int64_t V = config_.vocab_size;
+  std::vector<Sampler> samplers;
+  for (int64_t b = 0; b < batch(); ++b) samplers.emplace_back(g.sampling, static_cast<uint64_t>(b));
+  std::vector<int32_t> cur(batch());
+  std::vector<char> done(batch(), 0);
+  auto is_eos = [&](int32_t t) {
+    return std::find(config_.eos_token_ids.begin(), config_.eos_token_ids.end(), t) != config_.eos_token_ids.end();
+  };
+  auto take = [&](int64_t b, int32_t tok) {
+    if (done[b]) return;
+    r.tokens[b].push_back(tok);
+    if (g.stop_at_eos && is_eos(tok)) done[b] = 1;
+  };
+
+  auto t0 = std::chrono::steady_clock::now();
+  for (int64_t b = 0; b < batch(); ++b) {
+    OPFUSE_ASSIGN_OR_RETURN(std::vector<float> logits, Prefill(b, prompts[b]));
+    if (g.max_new_tokens == 0) continue;
+    cur[b] = static_cast<int32_t>(samplers[b].Sample(logits));
+    if (g.keep_logits) r.logits[b].push_back(std::move(logits));
+    take(b, cur[b]);
+  }
+  r.prefill_ms = MsSince(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  const bool want_logits = g.keep_logits || !g.sampling.greedy();
+  std::vector<int32_t> next;
+  std::vector<float> logits;
+  for (int64_t step = 1; step < g.max_new_tokens; ++step) {
+    if (g.stop_at_eos && std::all_of(done.begin(), done.end(), [](char d) { return d != 0; })) break;
+    OPFUSE_RETURN_IF_ERROR(Decode(cur, g.sampling.greedy() ? &next : nullptr, want_logits ? &logits : nullptr));
+    ++r.decode_steps;
+    for (int64_t b = 0; b < batch(); ++b) {
+      std::span<const float> row;
+      if (want_logits) row = std::span<const float>(logits.data() + b * V, V);
+      cur[b] = g.sampling.greedy() ? next[b] : static_cast<int32_t>(samplers[b].Sample(row));
+      if (g.keep_logits) r.logits[b].emplace_back(row.begin(), row.end());
+      take(b, cur[b]);
+    }
+  }
+  r.decode_ms = MsSince(t0);
+  return r;
+}
+
+}  // namespace opfuse::llama

@@ -1,0 +1,52 @@
+// The backend-specific half of the Engine (engine.h): compiled prefill/decode executables, the KV
+// cache and the weights on one device. Internal to src/model; the CPU runner lives in
+// engine_cpu.cc, the CUDA runner (device buffers, CUDA-graph decode) in src/model/cuda/.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/llama/config.h"
+#include "opfuse/config.h"
+#include "opfuse/graph.h"
+#include "runtime/host_tensor.h"
+#include "scheduler/profile_db.h"
+
+namespace opfuse::llama {
+
+struct RunnerSetup {
+  LlamaConfig config;
+  DType dtype = DType::kF32;
+  int64_t batch = 1;
+  int64_t context = 0;     // S
+  Graph prefill, decode;   // as built (the runner compiles them)
+  FusionConfig fusion;     // the strategy's pipeline config
+  const scheduler::ProfileDb* profile = nullptr;  // smart_schedule: the scheduler consults it (may be empty)
+  Bindings prefill_hint;   // symbol sizes the scheduler may assume for prefill (smart_schedule)
+  std::map<std::string, HostTensor> params;  // every param of both graphs, in the model dtype
+};
+
+class Runner {
+ public:
+  virtual ~Runner() = default;
+  virtual std::string device() const = 0;
+  virtual double compile_ms() const = 0;
+  virtual const Graph& prefill_graph() const = 0;  // after the pipeline
+  virtual const Graph& decode_graph() const = 0;
+  virtual int kernels_per_decode_step() const = 0;
+  virtual int kernels_per_prefill() const = 0;
+  // ids (T tokens) into cache row `row` from position 0; the last token's logits [vocab] (f32).
+  virtual Status Prefill(int64_t row, std::span<const int32_t> ids, std::vector<float>* logits) = 0;
+  // tokens[b] at position pos[b] for every row; next [batch] (argmax) and/or logits [batch * vocab].
+  virtual Status Decode(std::span<const int32_t> tokens, std::span<const int32_t> pos, std::vector<int32_t>* next,
+                        std::vector<float>* logits) = 0;
+};
+
+StatusOr<std::unique_ptr<Runner>> MakeCpuRunner(RunnerSetup s);
+// Unavailable when this build has no CUDA backend or the machine no GPU.
+StatusOr<std::unique_ptr<Runner>> MakeCudaRunner(RunnerSetup s);
+
+}  // namespace opfuse::llama

@@ -1,0 +1,196 @@
+// Llama-family prefill/decode graphs (see graph_builder.h). One function builds both phases; the
+// decode graph is the prefill graph with T = 1, positions taken from cache_pos and no gather of
+// the last token (every sequence has exactly one).
+#include "model/llama/graph_builder.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "model/llama/weights.h"
+
+namespace opfuse::llama {
+
+std::string CacheKeyName(int64_t layer) { return fmt::format("past.{}.key", layer); }
+std::string CacheValueName(int64_t layer) { return fmt::format("past.{}.value", layer); }
+
+std::vector<float> RopeInvFreq(const LlamaConfig& c) {
+  const int64_t D = c.head_dim;
+  std::vector<float> inv(D / 2);
+  // transformers: 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim)), all in f32.
+  const float base = static_cast<float>(c.rope_theta);
+  for (int64_t i = 0; i < D / 2; ++i) {
+    const float e = static_cast<float>(2 * i) / static_cast<float>(D);
+    inv[i] = 1.0f / std::pow(base, e);
+  }
+  const RopeScaling& rs = c.rope_scaling;
+  if (rs.type == RopeScalingType::kLinear) {
+    for (auto& f : inv) f = f / static_cast<float>(rs.factor);
+  } else if (rs.type == RopeScalingType::kLlama3) {
+    // transformers' _compute_llama3_parameters.
+    const double old_len = static_cast<double>(rs.original_max_position_embeddings);
+    const double low_wavelen = old_len / rs.low_freq_factor, high_wavelen = old_len / rs.high_freq_factor;
+    for (auto& f : inv) {
+      const double wavelen = 2 * M_PI / f;
+      double out = wavelen > low_wavelen ? f / rs.factor : f;
+      if (!(wavelen < high_wavelen) && !(wavelen > low_wavelen)) {
+        const double smooth = (old_len / wavelen - rs.low_freq_factor) / (rs.high_freq_factor - rs.low_freq_factor);
+        out = (1 - smooth) * out / rs.factor + smooth * out;
+      }
+      f = static_cast<float>(out);
+    }
+  }
+  return inv;
+}
+
+RopeTables ComputeRopeTables(const LlamaConfig& c, int64_t positions) {
+  const int64_t D = c.head_dim, H = D / 2;
+  const std::vector<float> inv = RopeInvFreq(c);
+  RopeTables t;
+  t.cos.resize(positions * D);
+  t.sin.resize(positions * D);
+  for (int64_t p = 0; p < positions; ++p)
+    for (int64_t i = 0; i < H; ++i) {
+      const float f = static_cast<float>(p) * inv[i];  // f32 product, as the HF matmul computes it
+      const float cs = std::cos(f), sn = std::sin(f);
+      t.cos[p * D + i] = t.cos[p * D + i + H] = cs;
+      t.sin[p * D + i] = t.sin[p * D + i + H] = sn;
+    }
+  return t;
+}
+
+namespace {
+
+DimList Dims(std::initializer_list<Dim> d) { return DimList(d); }
+
+class Builder {
+ public:
+  Builder(const LlamaConfig& c, const GraphOptions& o, bool decode)
+      : c_(c), o_(o), decode_(decode), b_(decode ? "llama_decode" : "llama_prefill") {
+    B_ = Dim(o.batch);
+    T_ = decode ? Dim(1) : o.tokens ? Dim(*o.tokens) : Dim::Sym("T");
+    S_ = o.cache_len > 0 ? o.cache_len : c.max_position_embeddings;
+  }
+
+  StatusOr<Graph> Build() {
+    if (o_.batch < 1) return InvalidArgument(fmt::format("graph builder: batch must be >= 1, got {}", o_.batch));
+    if (!decode_ && o_.tokens && *o_.tokens < 1)
+      return InvalidArgument(fmt::format("graph builder: tokens must be >= 1, got {}", *o_.tokens));
+    if (!decode_ && o_.batch > 1 && !o_.tokens)
+      return InvalidArgument("graph builder: a prefill graph with batch > 1 needs a fixed token count (tokens)");
+    if (!IsFloat(o_.dtype)) return InvalidArgument("graph builder: the model dtype must be f32, f16 or bf16");
+    const DType dt = o_.dtype;
+    const int64_t H = c_.hidden_size, D = c_.head_dim;
+
+    // Inputs first (engine-facing), then the caches, then params in HF order.
+    const int ids = b_.Input("input_ids", DType::kI32, {B_, T_});
+    const int positions = decode_ ? -1 : b_.Input("position_ids", DType::kI32, {B_, T_});
+    const int cache_pos = b_.Input("cache_pos", DType::kI32, {B_});
+    const int last_index = decode_ ? -1 : b_.Input("last_index", DType::kI32, {B_});
+    std::vector<int> kc, vc;
+    for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
+      kc.push_back(b_.Input(CacheKeyName(l), dt, {B_, S_, c_.num_key_value_heads, D}));
+      vc.push_back(b_.Input(CacheValueName(l), dt, {B_, S_, c_.num_key_value_heads, D}));
+    }
+    for (const auto& e : ExpectedTensors(c_)) {
+      Shape s;
+      for (int64_t d : e.shape) s.push_back(Dim(d));
+      params_[e.name] = b_.Param(e.name, dt, s);
+    }
+    const int cos_table = b_.Param(kRopeCos, dt, {S_, D});
+    const int sin_table = b_.Param(kRopeSin, dt, {S_, D});
+
+    // Embeddings and the RoPE tables gathered for these positions, [B, T, 1, D] (shared by layers).
+    int x = b_.Embedding({P("model.embed_tokens.weight"), ids});  // [B, T, H]
+    const int pos_ids = decode_ ? b_.Reshape({cache_pos}, {{"shape", Dims({B_, Dim(1)})}}) : positions;
+    const int cos = b_.Reshape({b_.Embedding({cos_table, pos_ids})}, {{"shape", Dims({B_, T_, Dim(1), Dim(D)})}});
+    const int sin = b_.Reshape({b_.Embedding({sin_table, pos_ids})}, {{"shape", Dims({B_, T_, Dim(1), Dim(D)})}});
+
+    for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
+      const std::string p = fmt::format("model.layers.{}.", l);
+      const int h = RmsNorm(x, P(p + "input_layernorm.weight"));
+      const int q = Linear(h, p + "self_attn.q_proj", c_.attention_bias);
+      const int k = Linear(h, p + "self_attn.k_proj", c_.attention_bias);
+      const int v = Linear(h, p + "self_attn.v_proj", c_.attention_bias);
+      const int q4 = b_.Reshape({q}, {{"shape", Dims({B_, T_, Dim(c_.num_attention_heads), Dim(D)})}});
+      const int k4 = b_.Reshape({k}, {{"shape", Dims({B_, T_, Dim(c_.num_key_value_heads), Dim(D)})}});
+      const int v4 = b_.Reshape({v}, {{"shape", Dims({B_, T_, Dim(c_.num_key_value_heads), Dim(D)})}});
+      const int qr = Rope(q4, cos, sin, D);
+      const int kr = Rope(k4, cos, sin, D);
+      const int attn = b_.KvAttention({qr, kr, v4, kc[l], vc[l], cache_pos},
+                                      {{"scale", 1.0 / std::sqrt(static_cast<double>(D))}});
+      const int attn3 = b_.Reshape({attn}, {{"shape", Dims({B_, T_, Dim(c_.q_dim())})}});
+      const int o = Linear(attn3, p + "self_attn.o_proj", false);
+      const int h1 = b_.Add({x, o});  // residual, then the post-attention norm: Add+RMSNorm
+      const int hn = RmsNorm(h1, P(p + "post_attention_layernorm.weight"));
+      const int gate = Linear(hn, p + "mlp.gate_proj", false);
+      const int up = Linear(hn, p + "mlp.up_proj", false);
+      const int act = b_.Mul({b_.Silu({gate}), up});  // SwiGLU
+      const int down = Linear(act, p + "mlp.down_proj", false);
+      x = b_.Add({h1, down});
+    }
+    int last = RmsNorm(x, P("model.norm.weight"));  // [B, T, H]
+    if (decode_) {
+      last = b_.Reshape({last}, {{"shape", Dims({B_, Dim(H)})}});
+    } else {
+      // The last token of each sequence: row b*T + len_b - 1 of the [B*T, H] hidden states.
+      // [B*T] must be one dim: B = 1 (T may be symbolic) or a fixed T.
+      const Dim rows = o_.batch == 1 ? T_ : Dim(o_.batch * *o_.tokens);
+      const int flat = b_.Reshape({last}, {{"shape", Dims({rows, Dim(H)})}});
+      last = b_.Embedding({flat, last_index});  // [B, H]
+    }
+    const std::string head = c_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+    const int logits = b_.Matmul({last, P(head)}, {{"transpose_b", int64_t{1}}});  // [B, vocab]
+    b_.Output(b_.Cast({logits}, {{"dtype", std::string("f32")}}), "logits");
+    if (o_.with_argmax) {
+      const int next = b_.Argmax({logits});  // [B, 1] i64
+      b_.Output(b_.Cast({next}, {{"dtype", std::string("i32")}}), "next_token");
+    }
+    return b_.Build();
+  }
+
+ private:
+  int P(const std::string& name) const { return params_.at(name); }
+
+  int Linear(int x, const std::string& prefix, bool bias) {
+    std::vector<int> in = {x, P(prefix + ".weight")};
+    if (bias) in.push_back(P(prefix + ".bias"));
+    return b_.Matmul(in, {{"transpose_b", int64_t{1}}});
+  }
+
+  // transformers' LlamaRMSNorm: x * rsqrt(mean(x^2) + eps), times the weight.
+  int RmsNorm(int x, int w) {
+    const int ms = b_.Mean({b_.Mul({x, x})});
+    const int inv = b_.Rsqrt({b_.Add({ms, b_.Constant(c_.rms_norm_eps)})});
+    return b_.Mul({b_.Mul({x, inv}), w});
+  }
+
+  // apply_rotary_pos_emb: x * cos + rotate_half(x) * sin, rotate_half = cat(-x2, x1).
+  int Rope(int x, int cos, int sin, int64_t D) {
+    const int lo = b_.Slice({x}, {{"axis", int64_t{3}}, {"start", int64_t{0}}, {"end", D / 2}});
+    const int hi = b_.Slice({x}, {{"axis", int64_t{3}}, {"start", D / 2}, {"end", D}});
+    const int rot = b_.Concat({b_.Neg({hi}), lo}, {{"axis", int64_t{3}}});
+    return b_.Add({b_.Mul({x, cos}), b_.Mul({rot, sin})});
+  }
+
+  const LlamaConfig& c_;
+  const GraphOptions& o_;
+  const bool decode_;
+  GraphBuilder b_;
+  Dim B_, T_, S_;
+  std::map<std::string, int> params_;
+};
+
+}  // namespace
+
+StatusOr<Graph> BuildPrefillGraph(const LlamaConfig& c, const GraphOptions& o) {
+  OPFUSE_RETURN_IF_ERROR(ValidateConfig(c));
+  return Builder(c, o, false).Build();
+}
+
+StatusOr<Graph> BuildDecodeGraph(const LlamaConfig& c, const GraphOptions& o) {
+  OPFUSE_RETURN_IF_ERROR(ValidateConfig(c));
+  return Builder(c, o, true).Build();
+}
+
+}  // namespace opfuse::llama

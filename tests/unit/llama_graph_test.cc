@@ -1,0 +1,182 @@
+// Graph builder: the prefill/decode graphs of tiny and TinyLlama-1.1B shapes verify, name their
+// params after the HF tensors, take positions as inputs, and the pipeline finds the patterns the
+// design promises (RMSNorm, Add+RMSNorm, RoPE, SwiGLU) under fusion and none without it. Variants
+// (Qwen2 bias, tied embeddings, GQA) change the graph as they should. RoPE tables are checked
+// against hand-computed values, Llama-3 scaling included.
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "model/llama/engine.h"
+#include "model/llama/graph_builder.h"
+#include "model/llama/weights.h"
+#include "passes/pipeline.h"
+
+namespace opfuse::llama {
+namespace {
+
+LlamaConfig Tiny() { return *BuiltinConfig("tiny"); }
+
+std::map<std::string, int> PatternCounts(const Graph& g) {
+  std::map<std::string, int> n;
+  for (const auto& grp : g.groups)
+    if (grp.kind.rfind("pattern:", 0) == 0 && grp.decision.fuse) n[grp.kind.substr(8)]++;
+  return n;
+}
+
+int CountOps(const Graph& g, OpKind op) {
+  int n = 0;
+  for (const auto& node : g.nodes) n += !node.dead && node.op == op;
+  return n;
+}
+
+Graph Compiled(const Graph& g, Strategy s) {
+  Graph copy = g;
+  PassContext ctx{StrategyConfig(s), {}, {}};
+  Status st = RunPipeline(copy, ctx);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return copy;
+}
+
+TEST(LlamaGraph, PrefillInterfaceAndParams) {
+  const LlamaConfig c = Tiny();
+  GraphOptions o;
+  o.cache_len = 64;
+  auto g = BuildPrefillGraph(c, o);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  std::set<std::string> params, inputs;
+  for (int v : g->inputs)
+    (g->values[v].kind == ValueKind::kParam ? params : inputs).insert(g->values[v].name);
+  for (const auto& e : ExpectedTensors(c)) EXPECT_TRUE(params.count(e.name)) << e.name;
+  EXPECT_TRUE(params.count(kRopeCos) && params.count(kRopeSin));
+  EXPECT_EQ(params.size(), ExpectedTensors(c).size() + 2);
+  for (const char* n : {"input_ids", "position_ids", "cache_pos", "last_index"}) EXPECT_TRUE(inputs.count(n)) << n;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) EXPECT_TRUE(inputs.count(CacheKeyName(l)) && inputs.count(CacheValueName(l)));
+  EXPECT_EQ(g->Symbols(), std::vector<std::string>{"T"});
+  // One kv_attention and 7 linear layers per layer, plus the LM head; positions gathered by embedding.
+  EXPECT_EQ(CountOps(*g, OpKind::kKvAttention), c.num_hidden_layers);
+  EXPECT_EQ(CountOps(*g, OpKind::kMatmul), 7 * c.num_hidden_layers + 1);
+  EXPECT_EQ(CountOps(*g, OpKind::kEmbedding), 4);  // tokens, cos, sin, last token
+  EXPECT_EQ(CountOps(*g, OpKind::kConstant), 2 * c.num_hidden_layers + 1);  // one eps per norm
+  ASSERT_EQ(g->outputs.size(), 1u);
+  EXPECT_EQ(g->values[g->outputs[0]].type.ToString(), "f32[1, 256]");
+}
+
+TEST(LlamaGraph, DecodeIsBatchedWithArgmax) {
+  const LlamaConfig c = Tiny();
+  GraphOptions o;
+  o.batch = 4;
+  o.with_argmax = true;
+  auto g = BuildDecodeGraph(c, o);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_TRUE(g->Symbols().empty());
+  EXPECT_FALSE(g->FindValue("position_ids"));  // decode positions are cache_pos
+  ASSERT_EQ(g->outputs.size(), 2u);
+  EXPECT_EQ(g->values[g->outputs[0]].type.ToString(), "f32[4, 256]");
+  EXPECT_EQ(g->values[g->outputs[1]].type.ToString(), "i32[4, 1]");
+  EXPECT_EQ(g->values[*g->FindValue(CacheKeyName(1))].type.ToString(), "f32[4, 256, 2, 16]");
+}
+
+TEST(LlamaGraph, FusionFindsTheLlamaPatterns) {
+  const LlamaConfig c = *BuiltinConfig("tinyllama-1.1b");
+  GraphOptions o;
+  o.dtype = DType::kBF16;
+  o.batch = 1;
+  o.with_argmax = true;
+  auto g = BuildDecodeGraph(c, o);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  const int64_t L = c.num_hidden_layers;
+  auto fused = PatternCounts(Compiled(*g, Strategy::kAlwaysFuse));
+  // Layer 0's input norm is a plain RMSNorm; every later norm follows a residual add, and so does
+  // the final norm.
+  EXPECT_EQ(fused["rms_norm"], 1) << "first input norm";
+  EXPECT_EQ(fused["add_rms_norm"], 2 * L);
+  EXPECT_EQ(fused["rope"], 2 * L);
+  EXPECT_EQ(fused["swiglu"], L);
+  EXPECT_TRUE(PatternCounts(Compiled(*g, Strategy::kNeverFuse)).empty());
+}
+
+TEST(LlamaGraph, BiasTiedAndMha) {
+  LlamaConfig c = Tiny();
+  c.attention_bias = true;
+  c.tie_word_embeddings = true;
+  c.num_key_value_heads = c.num_attention_heads;
+  GraphOptions o;
+  o.cache_len = 32;
+  auto g = BuildPrefillGraph(c, o);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  int with_bias = 0;
+  for (const auto& n : g->nodes) with_bias += n.op == OpKind::kMatmul && n.inputs.size() == 3;
+  EXPECT_EQ(with_bias, 3 * c.num_hidden_layers);  // q, k, v
+  EXPECT_FALSE(g->FindValue("lm_head.weight"));
+  EXPECT_EQ(g->values[*g->FindValue(CacheValueName(0))].type.ToString(), "f32[1, 32, 4, 16]");
+}
+
+TEST(LlamaGraph, BadOptions) {
+  GraphOptions o;
+  o.batch = 0;
+  EXPECT_EQ(BuildDecodeGraph(Tiny(), o).status().code(), StatusCode::kInvalidArgument);
+  o.batch = 2;  // symbolic T with batch > 1: [B*T] is not one dim
+  EXPECT_EQ(BuildPrefillGraph(Tiny(), o).status().code(), StatusCode::kInvalidArgument);
+  o.tokens = 5;
+  EXPECT_TRUE(BuildPrefillGraph(Tiny(), o).ok());
+  o.dtype = DType::kI32;
+  EXPECT_EQ(BuildPrefillGraph(Tiny(), o).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(LlamaRope, TablesByHand) {
+  LlamaConfig c = Tiny();  // head_dim 16, theta 1e4
+  auto t = ComputeRopeTables(c, 3);
+  ASSERT_EQ(t.cos.size(), 3u * 16);
+  // Position 0: cos 1, sin 0 everywhere.
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(t.cos[i], 1.0f);
+    EXPECT_EQ(t.sin[i], 0.0f);
+  }
+  // Position 2, frequency index 1: inv_freq = 1e4^(-2/16) = 0.316227766.
+  EXPECT_NEAR(t.cos[2 * 16 + 1], std::cos(2 * 0.316227766), 1e-6);
+  EXPECT_NEAR(t.sin[2 * 16 + 1 + 8], std::sin(2 * 0.316227766), 1e-6);  // rotate-half: repeated at +D/2
+}
+
+TEST(LlamaRope, Llama3Scaling) {
+  LlamaConfig c = Tiny();
+  c.head_dim = 128;
+  c.rope_theta = 500000;
+  c.rope_scaling = {RopeScalingType::kLlama3, 8.0, 1.0, 4.0, 8192};
+  const auto inv = RopeInvFreq(c);
+  ASSERT_EQ(inv.size(), 64u);
+  // High frequency (wavelength 2*pi < 8192/4): unchanged.
+  EXPECT_FLOAT_EQ(inv[0], 1.0f);
+  // Low frequency (wavelength > 8192): divided by the factor.
+  const double f63 = std::pow(500000.0, -126.0 / 128);
+  EXPECT_NEAR(inv[63], f63 / 8, 1e-6 * f63);
+  // A medium one is smoothed between the two: find i with 2048 <= wavelength <= 8192.
+  int checked = 0;
+  for (int i = 0; i < 64; ++i) {
+    const double f = std::pow(500000.0, -2.0 * i / 128), wl = 2 * M_PI / f;
+    if (wl < 2048 || wl > 8192) continue;
+    const double s = (8192 / wl - 1) / (4 - 1);
+    EXPECT_NEAR(inv[i], (1 - s) * f / 8 + s * f, 1e-5 * f) << i;
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+  c.rope_scaling = {RopeScalingType::kLinear, 4.0};
+  EXPECT_NEAR(RopeInvFreq(c)[1], std::pow(500000.0, -2.0 / 128) / 4, 1e-7);
+}
+
+TEST(LlamaStrategy, Names) {
+  for (auto s : {Strategy::kNeverFuse, Strategy::kAlwaysFuse, Strategy::kSmartSchedule}) {
+    auto p = ParseStrategy(StrategyName(s));
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(*p, s);
+  }
+  EXPECT_EQ(*ParseStrategy("smart"), Strategy::kSmartSchedule);
+  EXPECT_EQ(ParseStrategy("sometimes").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(StrategyConfig(Strategy::kNeverFuse).enable_fusion);
+  EXPECT_EQ(StrategyConfig(Strategy::kAlwaysFuse).min_tensor_elements, 0);
+}
+
+}  // namespace
+}  // namespace opfuse::llama
