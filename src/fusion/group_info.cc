@@ -116,6 +116,7 @@ std::string SingleReason(const Graph& g, int node, const FusionConfig& config, c
     case FusionKind::kLibrary:
       if (op == OpKind::kMatmul) r = "matmul is a library op (cuBLASLt)";
       else if (op == OpKind::kEmbedding) r = "embedding is a library op (gather kernel)";
+      else if (op == OpKind::kKvAttention) r = "kv_attention is a library op that writes its k_cache/v_cache inputs in place";
       else r = name + " is a library op";
       break;
     case FusionKind::kView:

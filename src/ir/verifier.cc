@@ -5,6 +5,10 @@
 //   - cycle (a node that depends on itself through its inputs)
 //   - unbound symbol (a symbol in an attribute that no input shape binds)
 //   - dtype / shape mismatch (from each op's inference), and declared types that disagree
+//   - state: an input an op writes in place (OpDef::mutated_inputs, kv_attention's caches) must
+//     be a graph input or param that no other node (nor another slot of the same node) reads and
+//     that is not a graph output — the write is then its only effect and execution order cannot
+//     change what anyone sees
 //   - sizes: static dims and dim-list attributes are bounded (kMaxElements) so that the shape
 //     arithmetic in every op's inference (products, sums) can never overflow int64
 #include <set>
@@ -48,6 +52,31 @@ std::optional<std::string> CheckDimListSize(const DimList& l) {
   return std::nullopt;
 }
 
+// Mutated inputs (see the list above). Runs after the dangling-id checks.
+Status CheckStateInputs(const Graph& g) {
+  std::vector<int> readers(g.values.size(), 0);
+  for (const auto& n : g.nodes)
+    if (!n.dead)
+      for (int v : n.inputs) ++readers[v];
+  for (const auto& n : g.nodes) {
+    if (n.dead) continue;
+    for (int slot : GetOpDef(n.op).mutated_inputs) {
+      if (slot >= static_cast<int>(n.inputs.size())) continue;
+      const Value& v = g.values[n.inputs[slot]];
+      if (v.kind == ValueKind::kNode)
+        return NodeError(n, fmt::format("state input {} ('{}') is written in place, so it must be a graph input or param, "
+                                        "not the result of another op", slot, v.name));
+      if (readers[n.inputs[slot]] != 1)
+        return NodeError(n, fmt::format("state input {} ('{}') is written in place, so no other op (or other input of "
+                                        "this one) may read it; it is read {} times", slot, v.name, readers[n.inputs[slot]]));
+      if (g.IsGraphOutput(n.inputs[slot]))
+        return NodeError(n, fmt::format("state input {} ('{}') is written in place and cannot also be a graph output",
+                                        slot, v.name));
+    }
+  }
+  return Status::Ok();
+}
+
 Status CheckStructure(const Graph& g) {
   const int nv = static_cast<int>(g.values.size());
   std::set<std::string> names;
@@ -76,6 +105,7 @@ Status CheckStructure(const Graph& g) {
       if (v < 0 || v >= nv || g.values[v].producer != static_cast<int>(i))
         return NodeError(n, "output value is not owned by this node");
   }
+  OPFUSE_RETURN_IF_ERROR(CheckStateInputs(g));
   if (g.outputs.empty()) return InvalidArgument("graph has no outputs");
   for (int v : g.outputs)
     if (v < 0 || v >= nv) return InvalidArgument(fmt::format("dangling graph output (value id {})", v));

@@ -7,7 +7,10 @@
 // product of two contiguous rows. f32 accumulation, deterministic order in both.
 // attention: per query head, scores and softmax in double, GQA (query head h reads kv head
 // h / (Hq / Hkv)), causal aligned to the end (query i sees keys j <= i + S - T), default scale
-// 1/sqrt(D); a query that sees no key gets zeros. embedding: row copies; an id outside
+// 1/sqrt(D); a query that sees no key gets zeros. kv_attention: every pos[b] checked first (an
+// out-of-range one is an InvalidArgument naming b, pos and S, and nothing is written), the new rows
+// copied into the caches, then per sequence the same double-precision loop over keys
+// [0, pos[b] + t] of the cache (only the rows in use are converted). embedding: row copies; an id outside
 // [0, vocab) is an InvalidArgument naming the id and its position — never a silent clamp.
 #include <algorithm>
 #include <cmath>
@@ -57,6 +60,51 @@ StatusOr<std::vector<TensorType>> InferLibrary(const Node& n, const std::vector<
       if (!(q.shape[2] == k.shape[2])) return NodeError(n, "shape mismatch: q and k head_dim differ");
       if (q.shape[1].is_static() && k.shape[1].is_static() && (k.shape[1].value == 0 || q.shape[1].value % k.shape[1].value))
         return NodeError(n, fmt::format("shape mismatch: {} query heads not a multiple of {} kv heads", q.shape[1].value, k.shape[1].value));
+      return std::vector<TensorType>{q};
+    }
+    case OpKind::kKvAttention: {
+      // q[B,T,Hq,D], k/v[B,T,Hkv,D], k_cache/v_cache[B,S,Hkv,D], pos[B] i32.
+      static const char* const kName[] = {"q", "k", "v", "k_cache", "v_cache", "pos"};
+      const TensorType &q = in[0], &k = in[1], &kc = in[3], &pos = in[5];
+      for (int i = 0; i < 5; ++i) {
+        if (!IsFloat(in[i].dtype))
+          return NodeError(n, fmt::format("dtype mismatch: {} must be float, got {}", kName[i], DTypeName(in[i].dtype)));
+        if (in[i].dtype != q.dtype)
+          return NodeError(n, fmt::format("dtype mismatch: {} is {} but q is {} (q, k, v, k_cache, v_cache share a dtype)",
+                                          kName[i], DTypeName(in[i].dtype), DTypeName(q.dtype)));
+        if (in[i].shape.size() != 4)
+          return NodeError(n, fmt::format("shape mismatch: {} must be 4-d ([batch, {}, heads, head_dim]), got {}", kName[i],
+                                          i < 3 ? "tokens" : "cache_len", ShapeToString(in[i].shape)));
+      }
+      if (pos.dtype != DType::kI32)
+        return NodeError(n, fmt::format("dtype mismatch: pos must be i32, got {}", DTypeName(pos.dtype)));
+      if (pos.shape.size() != 1)
+        return NodeError(n, fmt::format("shape mismatch: pos must be [batch], got {}", ShapeToString(pos.shape)));
+      for (int i = 1; i < 6; ++i)
+        if (!(in[i].shape[0] == q.shape[0]))
+          return NodeError(n, fmt::format("shape mismatch: batch of {} {} differs from q {}", kName[i],
+                                          ShapeToString(in[i].shape), ShapeToString(q.shape)));
+      for (int i : {1, 2})
+        if (!(in[i].shape[1] == q.shape[1]))
+          return NodeError(n, fmt::format("shape mismatch: tokens of {} {} differ from q {}", kName[i],
+                                          ShapeToString(in[i].shape), ShapeToString(q.shape)));
+      for (int i = 1; i < 5; ++i)
+        if (!(in[i].shape[3] == q.shape[3]))
+          return NodeError(n, fmt::format("shape mismatch: head_dim of {} {} differs from q {}", kName[i],
+                                          ShapeToString(in[i].shape), ShapeToString(q.shape)));
+      for (int i = 2; i < 5; ++i)
+        if (!(in[i].shape[2] == k.shape[2]))
+          return NodeError(n, fmt::format("shape mismatch: kv heads of {} {} differ from k {}", kName[i],
+                                          ShapeToString(in[i].shape), ShapeToString(k.shape)));
+      if (!(in[4].shape[1] == kc.shape[1]))
+        return NodeError(n, fmt::format("shape mismatch: v_cache {} and k_cache {} differ in length",
+                                        ShapeToString(in[4].shape), ShapeToString(kc.shape)));
+      const Dim &hq = q.shape[2], &hkv = k.shape[2];
+      if (hq.is_static() && hkv.is_static() && (hkv.value == 0 || hq.value % hkv.value))
+        return NodeError(n, fmt::format("shape mismatch: {} query heads not a multiple of {} kv heads", hq.value, hkv.value));
+      const Dim &t = q.shape[1], &s = kc.shape[1];
+      if (t.is_static() && s.is_static() && t.value > s.value)
+        return NodeError(n, fmt::format("shape mismatch: {} new tokens do not fit a cache of length {}", t.value, s.value));
       return std::vector<TensorType>{q};
     }
     case OpKind::kEmbedding: {
@@ -202,6 +250,92 @@ Status CpuAttention(const Node& n, const In& in, const Out& out) {
   return Status::Ok();
 }
 
+std::string Dims(const std::vector<int64_t>& s) { return ShapeToString(Shape(s.begin(), s.end())); }
+
+// Elements [off, off + count) of t as floats (f32/bf16 without a per-element dtype switch).
+std::vector<float> ReadF32Range(const HostTensor& t, int64_t off, int64_t count) {
+  std::vector<float> out(static_cast<size_t>(std::max<int64_t>(count, 0)));
+  if (t.dtype == DType::kF32) {
+    if (count > 0) std::memcpy(out.data(), t.data.data() + off * 4, static_cast<size_t>(count) * 4);
+  } else if (t.dtype == DType::kBF16) {
+    const uint8_t* p = t.data.data() + off * 2;
+    for (int64_t i = 0; i < count; ++i) {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      out[i] = BF16ToFloat(h);
+    }
+  } else {
+    for (int64_t i = 0; i < count; ++i) out[i] = static_cast<float>(t.get(off + i));
+  }
+  return out;
+}
+
+// kv_attention: checks every pos first (nothing is written when one is out of range), writes the
+// new k/v rows into the caches (out[1], out[2]: the writable state, see CpuFn), then attends each
+// query over its cache prefix in double, exactly like CpuAttention.
+Status CpuKvAttention(const Node& n, const In& in, const Out& out) {
+  const HostTensor &q = *in[0], &k = *in[1], &v = *in[2], &pos = *in[5];
+  if (out.size() != 3)
+    return Internal(fmt::format("{}: expected the output and the two writable caches, got {} tensors", NodeLabel(n), out.size()));
+  HostTensor &y = *out[0], &kc = *out[1], &vc = *out[2];
+  if (q.shape.size() != 4 || k.shape.size() != 4 || kc.shape.size() != 4 || pos.shape.size() != 1 ||
+      k.shape != v.shape || kc.shape != vc.shape || pos.dtype != DType::kI32)
+    return NodeError(n, "shape mismatch: expects q[B,T,Hq,D], k/v[B,T,Hkv,D], caches[B,S,Hkv,D], pos[B] i32");
+  const int64_t B = q.shape[0], T = q.shape[1], Hq = q.shape[2], D = q.shape[3];
+  const int64_t S = kc.shape[1], Hkv = kc.shape[2];
+  if (k.shape != std::vector<int64_t>{B, T, Hkv, D} || kc.shape[0] != B || kc.shape[3] != D || pos.shape[0] != B)
+    return NodeError(n, fmt::format("shape mismatch: q {}, k {}, k_cache {}, pos {} disagree", Dims(q.shape),
+                                    Dims(k.shape), Dims(kc.shape), Dims(pos.shape)));
+  if (Hkv == 0 || Hq % Hkv)
+    return NodeError(n, fmt::format("shape mismatch: {} query heads not a multiple of {} kv heads", Hq, Hkv));
+  std::vector<int64_t> p(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    p[b] = pos.get_int(b);
+    if (p[b] < 0 || p[b] + T > S)
+      return NodeError(n, fmt::format("sequence {}: pos {} + {} new token{} does not fit the cache (S = {})", b, p[b], T,
+                                      T == 1 ? "" : "s", S));
+  }
+  const int64_t row = Hkv * D;  // one token of one sequence in k/v and the caches
+  for (int64_t b = 0; b < B; ++b) {
+    CopyElements(k, b * T * row, kc, (b * S + p[b]) * row, T * row);
+    CopyElements(v, b * T * row, vc, (b * S + p[b]) * row, T * row);
+  }
+  const int64_t group = Hq / Hkv;
+  const double scale = AttrFloat(n.attrs, "scale", D > 0 ? 1.0 / std::sqrt(static_cast<double>(D)) : 1.0);
+  const std::vector<float> Q = ReadF32(q);
+  std::vector<float> O(static_cast<size_t>(B * T * Hq * D), 0.0f);
+  std::vector<double> w, acc(static_cast<size_t>(D));
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t len = p[b] + T;  // cache rows this sequence's queries may see
+    const std::vector<float> Kf = ReadF32Range(kc, b * S * row, len * row), V = ReadF32Range(vc, b * S * row, len * row);
+    w.resize(static_cast<size_t>(len));
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < Hq; ++h) {
+        const int64_t kvh = h / group, visible = p[b] + t + 1;
+        const float* qi = Q.data() + ((b * T + t) * Hq + h) * D;
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < visible; ++j) {
+          const float* kj = Kf.data() + j * row + kvh * D;
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d) dot += static_cast<double>(qi[d]) * kj[d];
+          w[j] = dot * scale;
+          mx = std::max(mx, w[j]);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < visible; ++j) sum += (w[j] = std::exp(w[j] - mx));
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t j = 0; j < visible; ++j) {
+          const float* vj = V.data() + j * row + kvh * D;
+          for (int64_t d = 0; d < D; ++d) acc[d] += w[j] * vj[d];
+        }
+        float* o = O.data() + ((b * T + t) * Hq + h) * D;
+        for (int64_t d = 0; d < D; ++d) o[d] = static_cast<float>(acc[d] / sum);
+      }
+  }
+  WriteF32(y, O.data());
+  return Status::Ok();
+}
+
 Status CpuEmbedding(const Node& n, const In& in, const Out& out) {
   const HostTensor &table = *in[0], &ids = *in[1];
   HostTensor& y = *out[0];
@@ -221,7 +355,10 @@ void RegisterLibraryOps(OpDefTable& t) {
   t[static_cast<int>(OpKind::kMatmul)].cpu = CpuMatmul;
   t[static_cast<int>(OpKind::kAttention)].cpu = CpuAttention;
   t[static_cast<int>(OpKind::kEmbedding)].cpu = CpuEmbedding;
-  for (OpKind op : {OpKind::kMatmul, OpKind::kAttention, OpKind::kEmbedding}) t[static_cast<int>(op)].infer = InferLibrary;
+  t[static_cast<int>(OpKind::kKvAttention)].cpu = CpuKvAttention;
+  t[static_cast<int>(OpKind::kKvAttention)].mutated_inputs = {3, 4};  // k_cache, v_cache
+  for (OpKind op : {OpKind::kMatmul, OpKind::kAttention, OpKind::kKvAttention, OpKind::kEmbedding})
+    t[static_cast<int>(op)].infer = InferLibrary;
 }
 
 }  // namespace opfuse

@@ -14,7 +14,10 @@
 namespace opfuse {
 
 using InferFn = StatusOr<std::vector<TensorType>> (*)(const Node& node, const std::vector<TensorType>& in);
-// Outputs are preallocated by the caller with the bound output shapes.
+// Outputs are preallocated by the caller with the bound output shapes. For an op that writes some
+// of its inputs (OpDef::mutated_inputs, e.g. kv_attention's caches), `out` holds the node's outputs
+// followed by one writable tensor per mutated input, in mutated_inputs order; each is the very
+// tensor in[slot] points to (the executor hands the op the state it must update).
 using CpuFn = Status (*)(const Node& node, const std::vector<const HostTensor*>& in,
                          const std::vector<HostTensor*>& out);
 // Appends primitive nodes to `g` computing `node`'s outputs from its inputs; returns the value ids
@@ -25,9 +28,19 @@ struct OpDef {
   InferFn infer = nullptr;
   CpuFn cpu = nullptr;
   DecomposeFn decompose = nullptr;
+  // Input slots the op writes in place ("state": kv_attention's k_cache and v_cache). The verifier
+  // requires each to be a graph input (input/param) that no other node reads and that is not a
+  // graph output, so the write is the only effect on it and no pass can reorder a reader around
+  // it; such nodes are library ops, which the fusion passes never group or remove.
+  std::vector<int> mutated_inputs;
 };
 
 const OpDef& GetOpDef(OpKind op);
+
+// True when op `op` writes its input `slot` in place.
+bool IsMutatedInput(OpKind op, int slot);
+// Value ids of the graph's state inputs: graph inputs some live node writes (sorted).
+std::vector<int> StateInputs(const Graph& g);
 
 // Family registration (called once by the registry, in op_registry.cc).
 using OpDefTable = std::vector<OpDef>;

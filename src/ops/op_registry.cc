@@ -1,4 +1,6 @@
 // Builds the OpDef table once from the family files, and the shared inference helpers.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "ops/op_def.h"
@@ -18,6 +20,23 @@ const OpDef& GetOpDef(OpKind op) {
     return t;
   }();
   return table[static_cast<int>(op)];
+}
+
+bool IsMutatedInput(OpKind op, int slot) {
+  const auto& m = GetOpDef(op).mutated_inputs;
+  return std::find(m.begin(), m.end(), slot) != m.end();
+}
+
+std::vector<int> StateInputs(const Graph& g) {
+  std::vector<int> out;
+  for (const auto& n : g.nodes) {
+    if (n.dead) continue;
+    for (int slot : GetOpDef(n.op).mutated_inputs)
+      if (slot < static_cast<int>(n.inputs.size())) out.push_back(n.inputs[slot]);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 std::string NodeLabel(const Node& n) {

@@ -18,9 +18,11 @@ namespace {
 class CpuExecutable final : public Executable {
  public:
   explicit CpuExecutable(Graph g) : graph_(std::move(g)) {}
+  using Executable::Run;
   StatusOr<std::map<std::string, HostTensor>> Run(const std::map<std::string, HostTensor>& inputs,
-                                                  const Bindings& bindings) override {
-    return RunGraphCpu(graph_, inputs, CpuRunOptions{bindings, true});
+                                                  const Bindings& bindings,
+                                                  std::map<std::string, HostTensor>* state) override {
+    return RunGraphCpu(graph_, inputs, CpuRunOptions{bindings, true, state});
   }
   const Graph& graph() const override { return graph_; }
   int steps_per_run() const override {

@@ -27,8 +27,18 @@ class Executable {
  public:
   virtual ~Executable() = default;
   // Graph inputs and params by name; symbols bound from their shapes (plus `bindings`).
+  // `state`: state inputs (graph inputs an op writes in place — StateInputs(graph()), e.g.
+  // kv_attention's k_cache/v_cache) by name; each one found there is read from and updated in that
+  // tensor, so a KV cache lives on across runs. A state input passed in `inputs` instead is used
+  // by copy and its update discarded: `inputs` is never modified. See CpuRunOptions::state for
+  // the error rules (a name that is not a state input, or given twice).
   virtual StatusOr<std::map<std::string, HostTensor>> Run(const std::map<std::string, HostTensor>& inputs,
-                                                          const Bindings& bindings = {}) = 0;
+                                                          const Bindings& bindings,
+                                                          std::map<std::string, HostTensor>* state) = 0;
+  StatusOr<std::map<std::string, HostTensor>> Run(const std::map<std::string, HostTensor>& inputs,
+                                                  const Bindings& bindings = {}) {
+    return Run(inputs, bindings, nullptr);
+  }
   virtual const Graph& graph() const = 0;  // after the pipeline
   // Kernels (CUDA) or node groups (CPU) one run executes.
   virtual int steps_per_run() const = 0;

@@ -68,6 +68,16 @@ inline StatusOr<Graph> BuildAllOpsGraph() {
   outs.push_back(b.Matmul({x, wt, bm}, {{"transpose_b", int64_t{1}}}));
   outs.push_back(b.Attention({q, k, v}, {{"causal", int64_t{1}}, {"scale", 0.25}}));
   outs.push_back(b.Embedding({table, ids}));
+  {  // kv_attention: its caches are state inputs that only it reads
+    const Dim B = Dim::Sym("B"), L = Dim::Sym("L");
+    int kq = b.Input("kv_q", DType::kF16, {B, T, 8, 16});
+    int kk = b.Input("kv_k", DType::kF16, {B, T, 2, 16});
+    int kv = b.Input("kv_v", DType::kF16, {B, T, 2, 16});
+    int kc = b.Input("kv_k_cache", DType::kF16, {B, L, 2, 16});
+    int vc = b.Input("kv_v_cache", DType::kF16, {B, L, 2, 16});
+    int pos = b.Input("kv_pos", DType::kI32, {B});
+    outs.push_back(b.KvAttention({kq, kk, kv, kc, vc, pos}, {{"scale", 0.25}}));
+  }
   // views
   outs.push_back(b.Reshape({x}, {{"shape", DimList{T, 8, -1}}}));
   outs.push_back(b.Transpose({x}, {{"perm", DimList{1, 0}}}));

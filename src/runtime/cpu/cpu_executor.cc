@@ -5,7 +5,9 @@
 // (Kahn, stable in node id, so a pass may append nodes anywhere), then for each node allocate its
 // outputs from the bound inferred types — f32 for a fused group's internal float values when
 // fuse_groups is on — poison them, call OpDef::cpu, and free inputs after their last use. Graph
-// inputs are never copied: nodes read the caller's tensors.
+// inputs are never copied: nodes read the caller's tensors — except a state input passed as a const
+// input, which is copied so that the op's in-place write cannot reach the caller (see
+// CpuRunOptions::state). A mutated input's writable tensor is appended to the op's outputs.
 #include "runtime/cpu/cpu_executor.h"
 
 #include <algorithm>
@@ -85,6 +87,35 @@ StatusOr<std::vector<bool>> GroupInternalValues(const Graph& g) {
 
 StatusOr<Bindings> BindInputShapes(const Graph& g, const std::map<std::string, HostTensor>& inputs,
                                    const Bindings& explicit_bindings) {
+  std::map<std::string, const HostTensor*> ptrs;
+  for (const auto& [name, t] : inputs) ptrs[name] = &t;
+  return BindInputShapes(g, ptrs, explicit_bindings);
+}
+
+StatusOr<std::map<std::string, const HostTensor*>> MergeStateInputs(const Graph& g,
+                                                                    const std::map<std::string, HostTensor>& inputs,
+                                                                    std::map<std::string, HostTensor>* state) {
+  std::map<std::string, const HostTensor*> all;
+  for (const auto& [name, t] : inputs) all[name] = &t;
+  if (!state) return all;
+  std::set<std::string> state_names;
+  for (int v : StateInputs(g)) state_names.insert(g.values[v].name);
+  for (auto& [name, t] : *state) {
+    if (!state_names.count(name)) {
+      std::string known;
+      for (const auto& s : state_names) known += (known.empty() ? "" : ", ") + s;
+      return InvalidArgument(fmt::format("state '{}' is not a state input of the graph (no op writes it); state inputs: {}",
+                                         name, known.empty() ? "none" : known));
+    }
+    if (inputs.count(name))
+      return InvalidArgument(fmt::format("input '{}' is given both as an input and as state", name));
+    all[name] = &t;
+  }
+  return all;
+}
+
+StatusOr<Bindings> BindInputShapes(const Graph& g, const std::map<std::string, const HostTensor*>& inputs,
+                                   const Bindings& explicit_bindings) {
   Bindings b = explicit_bindings;
   std::map<std::string, std::string> bound_by;  // symbol -> where its value came from
   for (const auto& [sym, val] : explicit_bindings) {
@@ -98,7 +129,7 @@ StatusOr<Bindings> BindInputShapes(const Graph& g, const std::map<std::string, H
     auto it = inputs.find(val.name);
     if (it == inputs.end())
       return InvalidArgument(fmt::format("missing input '{}' ({})", val.name, val.type.ToString()));
-    const HostTensor& t = it->second;
+    const HostTensor& t = *it->second;
     if (t.dtype != val.type.dtype)
       return InvalidArgument(fmt::format("input '{}': dtype mismatch: expected {}, got {}", val.name,
                                          DTypeName(val.type.dtype), DTypeName(t.dtype)));
@@ -136,7 +167,8 @@ StatusOr<std::map<std::string, HostTensor>> RunGraphCpu(const Graph& graph, cons
                                                         const CpuRunOptions& opts) {
   Graph g = graph;
   OPFUSE_RETURN_IF_ERROR(VerifyAndInfer(g));
-  OPFUSE_ASSIGN_OR_RETURN(Bindings b, BindInputShapes(g, inputs, opts.bindings));
+  OPFUSE_ASSIGN_OR_RETURN(auto all_inputs, MergeStateInputs(g, inputs, opts.state));
+  OPFUSE_ASSIGN_OR_RETURN(Bindings b, BindInputShapes(g, all_inputs, opts.bindings));
   OPFUSE_ASSIGN_OR_RETURN(std::vector<int> order, TopoOrder(g));
   std::vector<bool> internal(g.values.size(), false);
   if (opts.fuse_groups) {
@@ -146,7 +178,19 @@ StatusOr<std::map<std::string, HostTensor>> RunGraphCpu(const Graph& graph, cons
   const size_t nv = g.values.size();
   std::vector<HostTensor> owned(nv);
   std::vector<const HostTensor*> ptr(nv, nullptr);
-  for (int v : g.inputs) ptr[v] = &inputs.at(g.values[v].name);
+  for (int v : g.inputs) ptr[v] = all_inputs.at(g.values[v].name);
+  // Writable state: the caller's tensor from opts.state, else a private copy of the const input.
+  std::vector<HostTensor*> writable(nv, nullptr);
+  for (int v : StateInputs(g)) {
+    const std::string& name = g.values[v].name;
+    if (opts.state && opts.state->count(name)) {
+      writable[v] = &opts.state->at(name);
+    } else {
+      owned[v] = *ptr[v];
+      writable[v] = &owned[v];
+    }
+    ptr[v] = writable[v];
+  }
   // Remaining uses of each value; graph outputs are never freed.
   std::vector<int> uses(nv, 0);
   for (int n : order)
@@ -175,6 +219,11 @@ StatusOr<std::map<std::string, HostTensor>> RunGraphCpu(const Graph& graph, cons
       Poison(owned[v]);
       ptr[v] = &owned[v];
       out.push_back(&owned[v]);
+    }
+    for (int slot : def.mutated_inputs) {  // the CpuFn contract: writable state after the outputs
+      HostTensor* w = writable[n.inputs[slot]];
+      if (!w) return Internal(fmt::format("{}: state input {} has no writable tensor", NodeLabel(n), slot));
+      out.push_back(w);
     }
     Status st;
     try {
@@ -217,6 +266,12 @@ std::map<std::string, HostTensor> RandomInputs(const Graph& g, const Bindings& b
           !g.values[n.inputs[0]].type.shape.empty()) {
         const int64_t rows = bound(g.values[n.inputs[0]].type.shape[0]);
         vocab = vocab ? std::min(*vocab, rows) : rows;
+      }
+    for (const auto& n : g.nodes)  // kv_attention positions: pos + T new tokens fit the cache
+      if (!n.dead && n.op == OpKind::kKvAttention && n.inputs.size() == 6 && n.inputs[5] == v &&
+          g.values[n.inputs[0]].type.shape.size() == 4 && g.values[n.inputs[3]].type.shape.size() == 4) {
+        const int64_t room = bound(g.values[n.inputs[3]].type.shape[1]) - bound(g.values[n.inputs[0]].type.shape[1]) + 1;
+        vocab = vocab ? std::min(*vocab, room) : room;
       }
     if (IsFloat(t.dtype)) {  // bulk path: 24 random bits per value, uniform in [-1, 1)
       std::vector<float> buf(static_cast<size_t>(t.numel()));

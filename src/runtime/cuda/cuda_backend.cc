@@ -13,9 +13,11 @@ namespace {
 class CudaHostExecutable final : public Executable {
  public:
   explicit CudaHostExecutable(std::unique_ptr<cuda::CudaExecutable> ex) : ex_(std::move(ex)) {}
+  using Executable::Run;
   StatusOr<std::map<std::string, HostTensor>> Run(const std::map<std::string, HostTensor>& inputs,
-                                                  const Bindings& bindings) override {
-    return ex_->RunHost(inputs, bindings);
+                                                  const Bindings& bindings,
+                                                  std::map<std::string, HostTensor>* state) override {
+    return ex_->RunHost(inputs, bindings, state);
   }
   const Graph& graph() const override { return ex_->graph(); }
   int steps_per_run() const override { return ex_->kernels_per_run(); }

@@ -792,14 +792,16 @@ StatusOr<std::vector<std::vector<int64_t>>> CudaExecutable::OutputShapes(const B
 }
 
 StatusOr<std::map<std::string, HostTensor>> CudaExecutable::RunHost(const std::map<std::string, HostTensor>& inputs,
-                                                                    const Bindings& explicit_bindings) {
-  OPFUSE_ASSIGN_OR_RETURN(Bindings b, BindInputShapes(graph_, inputs, explicit_bindings));
+                                                                    const Bindings& explicit_bindings,
+                                                                    std::map<std::string, HostTensor>* state) {
+  OPFUSE_ASSIGN_OR_RETURN(auto all_inputs, MergeStateInputs(graph_, inputs, state));
+  OPFUSE_ASSIGN_OR_RETURN(Bindings b, BindInputShapes(graph_, all_inputs, explicit_bindings));
   CachingAllocator& alloc = CachingAllocator::ForDevice(device_.ordinal);
   std::vector<DeviceBuffer> bufs;
   std::vector<const void*> in;
   std::vector<void*> out;
   for (int v : graph_.inputs) {
-    const HostTensor& h = inputs.at(graph_.values[v].name);
+    const HostTensor& h = *all_inputs.at(graph_.values[v].name);
     OPFUSE_ASSIGN_OR_RETURN(DeviceBuffer d, DeviceBuffer::Make(alloc, std::max<size_t>(h.data.size(), 1)));
     OPFUSE_CUDA_CHECK(cudaMemcpy(d.get(), h.data.data(), h.data.size(), cudaMemcpyHostToDevice));
     in.push_back(d.get());
@@ -821,6 +823,12 @@ StatusOr<std::map<std::string, HostTensor>> CudaExecutable::RunHost(const std::m
     OPFUSE_CUDA_CHECK(cudaMemcpy(host_out[j].data.data(), out[j], host_out[j].data.size(), cudaMemcpyDeviceToHost));
     result[graph_.values[graph_.outputs[j]].name] = std::move(host_out[j]);
   }
+  if (state)  // the kernels wrote the state inputs' device copies: bring them back
+    for (size_t i = 0; i < graph_.inputs.size(); ++i) {
+      auto it = state->find(graph_.values[graph_.inputs[i]].name);
+      if (it == state->end()) continue;
+      OPFUSE_CUDA_CHECK(cudaMemcpy(it->second.data.data(), in[i], it->second.data.size(), cudaMemcpyDeviceToHost));
+    }
   // Plans are keyed by pointer: drop the ones made for these temporary buffers.
   {
     std::lock_guard<std::mutex> lock(impl_->mu);

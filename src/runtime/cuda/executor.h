@@ -90,8 +90,11 @@ class CudaExecutable {
   Status Run(const std::map<std::string, DeviceTensor>& inputs, const std::map<std::string, DeviceTensor>& outputs,
              cudaStream_t stream);
   // Host tensors in, host tensors out: uploads, runs, downloads, synchronises (tests, CLI).
+  // `state` as in Executable::Run: state inputs found there are uploaded, and downloaded back into
+  // those tensors after the run.
   StatusOr<std::map<std::string, HostTensor>> RunHost(const std::map<std::string, HostTensor>& inputs,
-                                                      const Bindings& explicit_bindings = {});
+                                                      const Bindings& explicit_bindings = {},
+                                                      std::map<std::string, HostTensor>* state = nullptr);
 
   // Records one Run into a CUDA graph; replay it with CudaGraph::Launch. Pointers and bindings are
   // baked in (the plan is pinned while the CudaGraph lives).
