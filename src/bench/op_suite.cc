@@ -342,7 +342,12 @@ StatusOr<CheckPlan> PlanCheck(const OpCase& c, int sample) {
     for (int64_t r = c.rows - sample; r < c.rows; ++r) p.rows.push_back(r);
     p.description = fmt::format("last {} of {} query rows", sample, c.rows);
   }
-  OPFUSE_ASSIGN_OR_RETURN(p.reference, MakeOpCase(c.op, c.dtype, static_cast<int64_t>(p.rows.size()), c.width, c.kv_len));
+  const int64_t n = static_cast<int64_t>(p.rows.size());
+  if (c.remake) {
+    OPFUSE_ASSIGN_OR_RETURN(p.reference, c.remake(n));
+  } else {
+    OPFUSE_ASSIGN_OR_RETURN(p.reference, MakeOpCase(c.op, c.dtype, n, c.width, c.kv_len));
+  }
   return p;
 }
 

@@ -15,6 +15,7 @@
 //  * Host-only (no CUDA), so `--list-cases`, the unit tests and CI see the same list as the GPU.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,10 @@ struct OpCase {
   // Output row r depends only on row r of the row-leading inputs (false for attention, whose
   // query rows see the whole key/value range).
   bool rows_independent = true;
+  // The same case with another row count (the CPU-reference check's sampled rows). Unset: the case
+  // is rebuilt with MakeOpCase(op, dtype, rows, width, kv_len). Set by cases not in the op suite
+  // (the model groups of `opfuse profile`, bench/group_cases.h).
+  std::function<StatusOr<OpCase>(int64_t rows)> remake;
 };
 
 struct SkippedCase {

@@ -179,6 +179,7 @@ json ReportToJson(const BenchReport& r) {
              {{"copy_gbps", Num(r.ceilings.copy_gbps)},
               {"copy_kernel_gbps", Num(r.ceilings.copy_kernel_gbps)},
               {"memcpy_gbps", Num(r.ceilings.memcpy_gbps)},
+              {"launch_us", Num(r.ceilings.launch_us)},
               {"copy_bytes", r.ceilings.copy_bytes},
               {"gemm_tflops", gemm},
               {"gemm_shape", {r.ceilings.gemm_m, r.ceilings.gemm_n, r.ceilings.gemm_k}}}},
@@ -307,6 +308,7 @@ StatusOr<BenchReport> ReportFromJson(const json& j) {
     r.ceilings.copy_gbps = rd.Number(*c, "ceilings", "copy_gbps");
     r.ceilings.copy_kernel_gbps = rd.Number(*c, "ceilings", "copy_kernel_gbps");
     r.ceilings.memcpy_gbps = rd.Number(*c, "ceilings", "memcpy_gbps");
+    r.ceilings.launch_us = rd.Number(*c, "ceilings", "launch_us");
     r.ceilings.copy_bytes = rd.Int(*c, "ceilings", "copy_bytes");
     if (const json* g = rd.Field(*c, "ceilings", "gemm_tflops", false)) {
       if (!g->is_object()) rd.Fail("ceilings.gemm_tflops", "expected an object");

@@ -96,6 +96,7 @@ struct Ceilings {
   double copy_kernel_gbps = kNaN;  // 16-byte-vector copy kernel, bytes read + written
   double memcpy_gbps = kNaN;       // cudaMemcpyAsync device to device, bytes read + written
   int64_t copy_bytes = 0;          // bytes copied per measurement (one direction)
+  double launch_us = kNaN;         // device time of one empty kernel in a CUDA graph (measured when asked)
   std::map<std::string, double> gemm_tflops;  // by dtype name: bf16, f16, f32, tf32
   int64_t gemm_m = 0, gemm_n = 0, gemm_k = 0;
   // The MFU denominator for a case dtype: its GEMM; f32 cases use the faster of f32 and tf32.

@@ -1,8 +1,13 @@
 // Shared CLI plumbing: the subcommand list, exit codes, --shape parsing.
 #include "cli/cli.h"
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -21,6 +26,7 @@ void RegisterAll(CLI::App& app) {
   RegisterBench(app);
   RegisterInitWeights(app);
   RegisterGenerate(app);
+  RegisterProfile(app);
 }
 
 void SetExitCode(int code) { g_exit_code = code; }
@@ -36,6 +42,52 @@ int Fail(const char* cmd, const Status& s) {
                  : 1;
   SetExitCode(code);
   return code;
+}
+
+std::string CommandLine(const std::string& fallback) {
+  std::ifstream f("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string out;
+  size_t pos = 0;
+  while (pos < all.size()) {
+    size_t end = all.find('\0', pos);
+    if (end == std::string::npos) end = all.size();
+    std::string arg = all.substr(pos, end - pos);
+    if (arg.empty() || arg.find_first_of(" \t'\"$\\|&;<>()*?") != std::string::npos) {
+      std::string q = "'";
+      for (char c : arg) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      arg = q + "'";
+    }
+    out += (out.empty() ? "" : " ") + arg;
+    pos = end + 1;
+  }
+  return out.empty() ? fallback : out;
+}
+
+std::string Duration(double s) {
+  if (!(s >= 0) || s > 1e6) return "?";
+  const int t = static_cast<int>(s + 0.5);
+  return t >= 60 ? fmt::format("{}m{:02d}s", t / 60, t % 60) : fmt::format("{}s", t);
+}
+
+namespace {
+double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+}  // namespace
+
+Progress::Progress() : tty_(::isatty(2)), t0_(Now()) {}
+
+void Progress::Start(int i, int n, const std::string& label) {
+  const double el = Now() - t0_;
+  const std::string eta = i == 0 ? "?" : Duration(el / i * (n - i));
+  const int width = 24, filled = n ? width * i / n : 0;
+  const std::string bar = std::string(filled, '#') + std::string(width - filled, '.');
+  const std::string line = fmt::format("[{}] {:>4}/{} {} ETA {}", bar, i + 1, n, label, eta);
+  if (tty_) std::cerr << "\r\033[K" << line << std::flush;
+  else std::cerr << line << "\n";
+}
+
+void Progress::Clear() {
+  if (tty_) std::cerr << "\r\033[K" << std::flush;
 }
 
 StatusOr<Bindings> ParseShapeBindings(const std::vector<std::string>& specs) {

@@ -6,7 +6,8 @@
 //                 written to a temp name and renamed, so never half-written).
 //   bench report  host-only: re-renders a report directory, merging peer.json (PyTorch eager /
 //                 torch.compile timings from tools/bench_peer.py) when given.
-// (`bench e2e` will join this group.) Exit codes: 0 ok; 2 bad flags or input files, or no usable
+//   bench e2e     the end-to-end Llama benchmark of the fusion strategies (cli_bench_e2e.cc).
+// Exit codes: 0 ok; 2 bad flags or input files, or no usable
 // GPU ("no CUDA device: ...", as everywhere in the CLI; nothing is written); 1 an internal error or
 // a run that stopped early (its partial report is still written and says why).
 #include <unistd.h>
@@ -46,27 +47,6 @@ struct ReportArgs {
   bool allow_device_mismatch = false, json = false;
 };
 
-// The command line as typed (from /proc/self/cmdline), for the report.
-[[maybe_unused]] std::string CommandLine() {
-  std::ifstream f("/proc/self/cmdline", std::ios::binary);
-  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  std::string out;
-  size_t pos = 0;
-  while (pos < all.size()) {
-    size_t end = all.find('\0', pos);
-    if (end == std::string::npos) end = all.size();
-    std::string arg = all.substr(pos, end - pos);
-    if (arg.empty() || arg.find_first_of(" \t'\"$\\|&;<>()*?") != std::string::npos) {
-      std::string q = "'";
-      for (char c : arg) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-      arg = q + "'";
-    }
-    out += (out.empty() ? "" : " ") + arg;
-    pos = end + 1;
-  }
-  return out.empty() ? "opfuse bench ops" : out;
-}
-
 StatusOr<bench::SuiteFilter> MakeFilter(const OpsArgs& a) {
   bench::SuiteFilter f;
   f.suite = a.suite;
@@ -97,12 +77,6 @@ StatusOr<std::vector<std::string>> ParseVariants(const std::string& text) {
     pos = comma + 1;
   }
   return out;
-}
-
-[[maybe_unused]] std::string Duration(double s) {
-  if (!(s >= 0) || s > 1e6) return "?";
-  const int t = static_cast<int>(s + 0.5);
-  return t >= 60 ? fmt::format("{}m{:02d}s", t / 60, t % 60) : fmt::format("{}s", t);
 }
 
 void PrintCaseList(const bench::OpSuite& s) {
@@ -144,18 +118,10 @@ int RunOps(const OpsArgs& a) {
     o.timing.max_samples = std::max(o.timing.max_samples, a.min_samples);
   }
   o.seed = a.seed;
-  o.command = CommandLine();
-  const bool tty = ::isatty(2);
+  o.command = CommandLine("opfuse bench ops");
+  Progress progress;
   const auto t0 = std::chrono::steady_clock::now();
-  o.on_case_start = [&](int i, int n, const std::string& id) {
-    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const std::string eta = i == 0 ? "?" : Duration(el / i * (n - i));
-    const int width = 24, filled = n ? width * i / n : 0;
-    const std::string bar = std::string(filled, '#') + std::string(width - filled, '.');
-    const std::string line = fmt::format("[{}] {:>4}/{} {} ETA {}", bar, i + 1, n, id, eta);
-    if (tty) std::cerr << "\r\033[K" << line << std::flush;
-    else std::cerr << line << "\n";
-  };
+  o.on_case_start = [&](int i, int n, const std::string& id) { progress.Start(i, n, id); };
   o.on_case_done = [&](const bench::BenchReport& partial) {
     // Checkpoint: a run killed half-way still leaves every finished case on disk.
     bench::BenchReport p = partial;
@@ -163,7 +129,7 @@ int RunOps(const OpsArgs& a) {
     (void)bench::WriteFilesAtomic(a.out, {{"bench_report.json", bench::ReportToJson(p).dump(1) + "\n"}});
   };
   auto report = bench::RunOpBench(*suite, o);
-  if (tty) std::cerr << "\r\033[K";
+  progress.Clear();
   if (!report.ok()) return Fail("bench ops", report.status());
   if (auto st = bench::WriteReport(*report, a.out); !st.ok()) return Fail("bench ops", st);
   bench::DeriveMetrics(*report);
@@ -247,10 +213,11 @@ void RegisterBenchReport(CLI::App& bench) {
 }  // namespace
 
 void RegisterBench(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "Benchmarks: `bench ops` (op suite), `bench report` (re-render, merge peer)");
+  auto* bench = app.add_subcommand("bench", "Benchmarks: `bench ops` (op suite), `bench report` (re-render, merge peer), `bench e2e` (Llama strategies)");
   bench->require_subcommand(1);
   RegisterBenchOps(*bench);
   RegisterBenchReport(*bench);
+  RegisterBenchE2e(*bench);
 }
 
 }  // namespace opfuse::cli

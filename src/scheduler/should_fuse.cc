@@ -185,7 +185,8 @@ GroupShape DescribeGroup(const Graph& g, const FusionGroup& grp, const Bindings&
   return s;
 }
 
-FusionDecision ApplyConfigRules(const Graph& g, const FusionGroup& grp, const FusionConfig& c, const Bindings& bindings) {
+FusionDecision ApplyConfigRules(const Graph& g, const FusionGroup& grp, const FusionConfig& c, const Bindings& bindings,
+                                bool size_gate) {
   if (!grp.decision.fuse) return grp.decision;
   if (!c.enable_fusion) return FusionDecision::No("fusion disabled (enable_fusion=false)");
   const bool pattern = IsPattern(grp);
@@ -194,6 +195,7 @@ FusionDecision ApplyConfigRules(const Graph& g, const FusionGroup& grp, const Fu
     return FusionDecision::No(fmt::format("group of {} ops > max_group_size {}", ops, c.max_group_size));
   if (!pattern && ops < c.min_nodes_for_fusion)
     return FusionDecision::No(fmt::format("group of {} ops < min_nodes_for_fusion {}", ops, c.min_nodes_for_fusion));
+  if (!size_gate) return grp.decision;
   const auto size = fusion::MeasureGroup(g, grp.nodes, bindings);
   if (size.largest_known && *size.largest_known >= c.min_tensor_elements) return grp.decision;
   if (!size.unbound.empty()) {
@@ -270,8 +272,14 @@ std::optional<CostEstimate> EstimateCost(const Graph& g, const FusionGroup& grp,
 FusionChoice ShouldFuse(const Graph& g, const FusionGroup& grp, const Bindings& bindings, const FusionConfig& config,
                         const ShouldFuseOptions& opts) {
   FusionChoice out;
-  out.decision = ApplyConfigRules(g, grp, config, bindings);
+  out.decision = ApplyConfigRules(g, grp, config, bindings, /*size_gate=*/opts.profile == nullptr);
   out.source = DecisionSource::kConfig;
+  // With a profile, min_tensor_elements does not veto: measurements (or the cost model) decide.
+  std::string size_note;
+  if (opts.profile && out.decision.fuse) {
+    const FusionDecision gated = ApplyConfigRules(g, grp, config, bindings, true);
+    if (!gated.fuse) size_note = "; min_tensor_elements not applied with a profile (it would say: " + gated.reason + ")";
+  }
   const bool pattern = IsPattern(grp);
   const Variant fused = pattern ? Variant::kLibrary : Variant::kJit;
   out.variant = out.decision.fuse ? fused : NotFusedVariant(g, grp);
@@ -282,7 +290,7 @@ FusionChoice ShouldFuse(const Graph& g, const FusionGroup& grp, const Bindings& 
   const GroupShape shape = DescribeGroup(g, grp, bindings);
   std::string why_not;
   if (!shape.rows || !shape.cols) {
-    out.decision.reason += "; profile not consulted: rows unknown (bind the symbols with --shape)";
+    out.decision.reason += "; profile not consulted: rows unknown (bind the symbols with --shape)" + size_note;
     return out;
   }
   if (auto p = Lookup(*opts.profile, shape, &why_not)) {
@@ -290,7 +298,7 @@ FusionChoice ShouldFuse(const Graph& g, const FusionGroup& grp, const Bindings& 
       std::string terms = "unfused " + Us(*p->unfused);
       if (p->library) terms += ", library " + Us(*p->library) + (pattern ? "" : " (n/a for a generic group)");
       if (p->jit) terms += ", jit " + Us(*p->jit);
-      Choose(*p->unfused, p->library, p->jit, pattern, opts.margin, out, p->how, terms);
+      Choose(*p->unfused, p->library, p->jit, pattern, opts.margin, out, p->how + size_note, terms);
       out.source = DecisionSource::kProfile;
     } else {
       why_not = p->how + " lacks unfused or fused times";
@@ -301,10 +309,10 @@ FusionChoice ShouldFuse(const Graph& g, const FusionGroup& grp, const Bindings& 
     const DeviceConstants c = opts.constants ? *opts.constants : DeviceConstants::FromDevice(opts.profile->device);
     auto est = EstimateCost(g, grp, bindings, c);
     if (!est) {
-      out.decision.reason += "; " + why_not + "; cost model: sizes unknown";
+      out.decision.reason += "; " + why_not + "; cost model: sizes unknown" + size_note;
       return out;
     }
-    const std::string evidence = why_not + "; cost model with " + c.label;
+    const std::string evidence = why_not + "; cost model with " + c.label + size_note;
     const std::string terms = fmt::format("unfused {} ({} B, {} launches), fused {} ({} B, 1 launch)", Us(est->unfused_us),
                                           est->unfused_bytes, est->unfused_launches, Us(est->fused_us), est->fused_bytes);
     Choose(est->unfused_us, pattern ? std::optional<double>(est->fused_us) : std::nullopt,

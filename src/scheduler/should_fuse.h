@@ -63,9 +63,12 @@ struct GroupShape {
 };
 GroupShape DescribeGroup(const Graph& g, const FusionGroup& grp, const Bindings& bindings);
 
-// The config rules alone (step 1). `grp.decision` is the fusion passes' verdict.
+// The config rules alone (step 1). `grp.decision` is the fusion passes' verdict. `size_gate`:
+// apply min_tensor_elements. It is a guess for when nothing is measured (the seed's "small tensors
+// do not pay for fusion"): with a profile, ShouldFuse leaves the size question to the profile or
+// the cost model (on a GPU a launch costs more than a small tensor's bytes) and says so.
 FusionDecision ApplyConfigRules(const Graph& g, const FusionGroup& grp, const FusionConfig& config,
-                                const Bindings& bindings);
+                                const Bindings& bindings, bool size_gate = true);
 
 // The whole decision for one group of a graph that went through the fusion passes.
 FusionChoice ShouldFuse(const Graph& g, const FusionGroup& grp, const Bindings& bindings, const FusionConfig& config,

@@ -412,9 +412,13 @@ StatusOr<BenchReport> RunOpBench(const OpSuite& suite, const OpBenchOptions& o) 
   if (r.dtype == "f32") gemms = {{"f32", cuda::MatmulType::kF32}, {"tf32", cuda::MatmulType::kTF32}};
   else if (r.dtype == "f16") gemms = {{"f16", cuda::MatmulType::kF16}};
   else gemms = {{"bf16", cuda::MatmulType::kBF16}};
-  for (const auto& [name, type] : gemms) {
-    OPFUSE_ASSIGN_OR_RETURN(double tf, MeasureGemmTflops(*harness, type, 8192, 8192, 8192));
-    r.ceilings.gemm_tflops[name] = tf;
+  if (o.measure_gemm)
+    for (const auto& [name, type] : gemms) {
+      OPFUSE_ASSIGN_OR_RETURN(double tf, MeasureGemmTflops(*harness, type, 8192, 8192, 8192));
+      r.ceilings.gemm_tflops[name] = tf;
+    }
+  if (o.measure_launch) {
+    OPFUSE_ASSIGN_OR_RETURN(r.ceilings.launch_us, MeasureLaunchUs(*harness));
   }
   OPFUSE_RETURN_IF_ERROR(alloc.EmptyCache());
 

@@ -34,6 +34,8 @@ struct OpBenchOptions {
   uint64_t seed = 0x0f5e;
   int check_rows = 16;  // rows sampled for the CPU reference when a case has more than 64
   std::string command;  // recorded in the report
+  bool measure_gemm = true;     // the GEMM ceiling (MFU); `opfuse profile` needs only bandwidth
+  bool measure_launch = false;  // Ceilings::launch_us (MeasureLaunchUs), for the profile's cost model
   // Called before case i (0-based) of n starts.
   std::function<void(int i, int n, const std::string& id)> on_case_start;
   // Called after each case with the report so far (complete = false), e.g. to checkpoint it.

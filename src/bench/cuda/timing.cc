@@ -182,6 +182,16 @@ StatusOr<CopyCeiling> MeasureCopyCeiling(Harness& h, int64_t bytes) {
   return c;
 }
 
+StatusOr<double> MeasureLaunchUs(Harness& h, int launches) {
+  if (launches < 1) return InvalidArgument("MeasureLaunchUs: launches must be >= 1");
+  auto empty = [&](int) { return LaunchSpin(0, h.stream()); };
+  for (int i = 0; i < 4; ++i) OPFUSE_RETURN_IF_ERROR(empty(i));
+  OPFUSE_ASSIGN_OR_RETURN(GraphExec g, h.Capture(empty, launches));
+  TimingOptions o = TimingOptions::Quick();
+  OPFUSE_ASSIGN_OR_RETURN(SampleStats st, h.TimeGraph(g, launches, /*flush=*/false, o));
+  return st.median_us;
+}
+
 StatusOr<double> MeasureGemmTflops(Harness& h, cuda::MatmulType type, int64_t m, int64_t n, int64_t k) {
   cudaStream_t s = h.stream();
   const int64_t es = cuda::MatmulTypeSize(type);

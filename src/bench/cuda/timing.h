@@ -107,6 +107,10 @@ struct CopyCeiling {
 // Copy of `bytes` (>= 1 GiB by default) with the 16-byte copy kernel and with cudaMemcpyAsync;
 // GB/s = 2 * bytes / median time.
 StatusOr<CopyCeiling> MeasureCopyCeiling(Harness& h, int64_t bytes = int64_t{1} << 30);
+// Device time of one kernel launch: `launches` empty kernels (LaunchSpin(0)) captured into one CUDA
+// graph, one replay timed with events, divided by `launches` — the cost model's per-launch term
+// (what an extra kernel costs the device between two kernels of a step).
+StatusOr<double> MeasureLaunchUs(Harness& h, int launches = 256);
 // cuBLASLt C[m,n] = A[m,k]·B[n,k]ᵀ of `type` on random inputs; TFLOP/s = 2mnk / median time.
 StatusOr<double> MeasureGemmTflops(Harness& h, cuda::MatmulType type, int64_t m, int64_t n, int64_t k);
 

@@ -230,7 +230,8 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
 
   ex->graph_ = input;
   Graph& g = ex->graph_;
-  PassContext ctx{opts.config, {}, {}};
+  PassContext ctx{opts.config, opts.schedule_bindings, {}};
+  if (opts.variant == Variant::kAuto) ctx.profile = opts.profile;
   OPFUSE_RETURN_IF_ERROR(RunPipeline(g, ctx));
 
   for (const auto& v : g.values) im.AddValue(v.name, v.type);

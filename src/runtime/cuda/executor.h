@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "jit/kernel_cache.h"
+#include "scheduler/profile_db.h"
 #include "opfuse/config.h"
 #include "opfuse/graph.h"
 #include "runtime/cuda/device.h"
@@ -54,6 +55,12 @@ struct ExecutorOptions {
   jit::KernelCache* cache = nullptr;  // nullptr: the process-wide cache (OPFUSE_CACHE_DIR)
   std::string arch;                   // "" = the device's
   int jit_threads = 0;                // parallel NVRTC compiles; 0 = hardware concurrency
+  // The smart schedule: with a profile (not owned; must outlive Create), the schedule pass picks
+  // each group's variant by should_fuse under kAuto — profile, then cost model — at the symbol
+  // values in `schedule_bindings` (the shapes the executable will mostly run; unbound symbols leave
+  // the profile unconsulted, and the decision says so). Without one: library/jit for fused groups.
+  const scheduler::ProfileDb* profile = nullptr;
+  Bindings schedule_bindings;
 };
 
 // A device tensor passed to Run: contiguous row-major, shape bound.

@@ -1,0 +1,303 @@
+// `opfuse bench e2e`: the end-to-end Llama benchmark of the fusion strategies (DESIGN.md
+// "Llama-family engine", issue 6): for each strategy (never_fuse / always_fuse / smart_schedule)
+// and each case "[prefill=P, decode=D(, batch=B)]", an Engine is compiled (compile_ms measured),
+// warmed up with one untimed generation, then `--runs` generations of P prompt tokens + D greedy
+// decode steps are timed; the medians go to DESIGN.md's JSON and a table. Every figure is
+// measured (none derived from another run): prefill_ms and decode ms per step are the engine's
+// wall-clock timings including the device synchronisation, total_ms their sum. The table also
+// shows kernels launched per decode step and per prefill — the proof that the strategies ran
+// different kernels — and the run fails (exit 1) if two strategies launched the same number of
+// kernels per decode step while their fused graphs differ in nothing (the strategies did nothing).
+// Exit codes: 0 ok; 2 bad flags/model/cases or no CUDA device for --backend cuda; 1 internal error.
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <random>
+#include <regex>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.h"
+#include "model/llama/engine.h"
+
+namespace opfuse::cli {
+namespace {
+
+struct E2eArgs {
+  std::string model = "builtin", backend = "cuda", strategies = "never,always,smart", output, dtype, profile;
+  std::vector<std::string> cases;
+  int runs = 3;
+  uint64_t seed = 1;
+  int64_t max_context = 0;
+};
+
+struct E2eCase {
+  std::string label;  // "[prefill=128, decode=16]" as DESIGN.md writes it (batch shown when > 1)
+  int64_t prefill = 0, decode = 0, batch = 1;
+};
+
+StatusOr<E2eCase> ParseCase(const std::string& text) {
+  static const std::regex item(R"(\s*(prefill|decode|batch)\s*=\s*(\d+)\s*)");
+  std::string body = text;
+  body.erase(0, body.find_first_not_of(" \t"));
+  if (!body.empty() && body.front() == '[') body.erase(0, 1);
+  while (!body.empty() && (body.back() == ' ' || body.back() == '\t')) body.pop_back();
+  if (!body.empty() && body.back() == ']') body.pop_back();
+  E2eCase c;
+  bool have_prefill = false;
+  size_t pos = 0;
+  while (pos <= body.size()) {
+    size_t comma = body.find(',', pos);
+    if (comma == std::string::npos) comma = body.size();
+    std::smatch m;
+    const std::string part = body.substr(pos, comma - pos);
+    if (!std::regex_match(part, m, item))
+      return InvalidArgument(fmt::format("--cases '{}': '{}' is not prefill=N, decode=N or batch=N", text, part));
+    const int64_t v = std::stoll(m[2].str());
+    if (m[1] == "prefill") c.prefill = v, have_prefill = true;
+    else if (m[1] == "decode") c.decode = v;
+    else c.batch = v;
+    pos = comma + 1;
+  }
+  if (!have_prefill || c.prefill < 1) return InvalidArgument(fmt::format("--cases '{}': prefill must be >= 1", text));
+  if (c.batch < 1) return InvalidArgument(fmt::format("--cases '{}': batch must be >= 1", text));
+  c.label = c.batch > 1 ? fmt::format("[prefill={}, decode={}, batch={}]", c.prefill, c.decode, c.batch)
+                        : fmt::format("[prefill={}, decode={}]", c.prefill, c.decode);
+  return c;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string UtcNow() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+// The fused groups of a compiled graph: "pattern:rms_norm x22 (library)", one line per kind+variant.
+nlohmann::json GroupSummary(const Graph& g) {
+  std::map<std::string, int> count;
+  for (const auto& grp : g.groups)
+    if (grp.decision.fuse) ++count[grp.kind + " (" + (grp.variant.empty() ? "?" : grp.variant) + ")"];
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [k, n] : count) out[k] = n;
+  return out;
+}
+
+int RunE2e(const E2eArgs& a) {
+  if (a.runs < 1) return Fail("bench e2e", InvalidArgument("--runs must be >= 1"));
+  std::vector<llama::Strategy> strategies;
+  {
+    size_t pos = 0;
+    while (pos <= a.strategies.size()) {
+      size_t comma = a.strategies.find(',', pos);
+      if (comma == std::string::npos) comma = a.strategies.size();
+      auto s = llama::ParseStrategy(a.strategies.substr(pos, comma - pos));
+      if (!s.ok()) return Fail("bench e2e", s.status());
+      if (std::find(strategies.begin(), strategies.end(), *s) == strategies.end()) strategies.push_back(*s);
+      pos = comma + 1;
+    }
+  }
+  std::vector<E2eCase> cases;
+  const std::vector<std::string> texts =
+      a.cases.empty() ? std::vector<std::string>{"[prefill=128, decode=32]", "[prefill=2048, decode=16]",
+                                                 "[prefill=128, decode=32, batch=8]"}
+                      : a.cases;
+  // CLI11 reads "[a, b]" as a list and splits it: join everything back, then cut before each prefill=.
+  std::string joined;
+  for (const auto& t : texts) joined += (joined.empty() ? "" : ",") + t;
+  for (char& ch : joined)
+    if (ch == '[' || ch == ']') ch = ',';
+  std::vector<std::string> split;
+  for (size_t pos = joined.find("prefill"); pos != std::string::npos;) {
+    const size_t next = joined.find("prefill", pos + 1);
+    std::string one = joined.substr(pos, next == std::string::npos ? std::string::npos : next - pos);
+    while (!one.empty() && (one.back() == ',' || one.back() == ' ')) one.pop_back();
+    split.push_back(one);
+    pos = next;
+  }
+  if (split.empty() || joined.substr(0, joined.find("prefill")).find_first_not_of(", ") != std::string::npos)
+    return Fail("bench e2e", InvalidArgument(fmt::format("--cases '{}': each case starts with prefill=N", joined)));
+  for (const auto& t : split) {
+    auto c = ParseCase(t);
+    if (!c.ok()) return Fail("bench e2e", c.status());
+    cases.push_back(*c);
+  }
+
+  nlohmann::json results = nlohmann::json::object();
+  nlohmann::json details = nlohmann::json::object();
+  std::string device, model_name, dtype_name;
+  std::map<std::string, std::map<std::string, int>> kernels_per_step;  // strategy -> case -> kernels
+  Progress progress;
+  const int total = static_cast<int>(strategies.size() * cases.size());
+  int done = 0;
+  for (llama::Strategy s : strategies) {
+    const std::string sname = llama::StrategyName(s);
+    results[sname] = nlohmann::json::object();
+    details[sname] = nlohmann::json::object();
+    for (const auto& c : cases) {
+      progress.Start(done++, total, sname + " " + c.label);
+      llama::EngineOptions eo;
+      if (a.model != "builtin") eo.model_dir = a.model;
+      eo.backend = a.backend;
+      eo.strategy = s;
+      eo.batch = c.batch;
+      eo.dtype = a.dtype;
+      eo.profile_path = a.profile;
+      eo.max_context = a.max_context;
+      auto engine = llama::Engine::Create(eo);
+      if (!engine.ok()) {
+        progress.Clear();
+        return Fail("bench e2e", engine.status());
+      }
+      llama::Engine& e = **engine;
+      device = e.device();
+      model_name = e.model_name();
+      dtype_name = DTypeName(e.dtype());
+      if (c.prefill + c.decode > e.context()) {
+        progress.Clear();
+        return Fail("bench e2e", InvalidArgument(fmt::format("case {}: prefill + decode = {} exceeds the context of {}",
+                                                             c.label, c.prefill + c.decode, e.context())));
+      }
+      std::mt19937_64 rng(a.seed);
+      std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(e.config().vocab_size - 1));
+      std::vector<std::vector<int32_t>> prompts(c.batch);
+      for (auto& p : prompts) {
+        p.resize(c.prefill);
+        for (auto& t : p) t = tok(rng);
+      }
+      llama::GenerateOptions go;
+      go.max_new_tokens = c.decode;
+      std::vector<double> prefill, per_tok, totals;
+      std::vector<int32_t> first_tokens;
+      for (int r = 0; r <= a.runs; ++r) {  // run 0 is the warm-up (plans, CUDA-graph capture)
+        e.Reset();
+        auto g = e.Generate(prompts, go);
+        if (!g.ok()) {
+          progress.Clear();
+          return Fail("bench e2e", g.status());
+        }
+        if (r == 0) {
+          first_tokens = g->tokens.empty() ? std::vector<int32_t>{} : g->tokens[0];
+          continue;
+        }
+        if (!g->tokens.empty() && g->tokens[0] != first_tokens) {
+          progress.Clear();
+          return Fail("bench e2e", Internal(fmt::format("{} {}: run {} generated other tokens than the warm-up run "
+                                                        "(greedy decoding must be deterministic)", sname, c.label, r)));
+        }
+        prefill.push_back(g->prefill_ms);
+        per_tok.push_back(g->ms_per_token());
+        totals.push_back(g->prefill_ms + g->decode_ms);
+      }
+      const int kps = e.kernels_per_decode_step();
+      kernels_per_step[sname][c.label] = kps;
+      const double mpt = Median(per_tok);
+      results[sname][c.label] = {{"total_ms", Median(totals)},
+                                 {"prefill_ms", Median(prefill)},
+                                 {"decode_ms_per_token", mpt},
+                                 {"kernels_per_decode_step", kps},
+                                 {"compile_ms", e.compile_ms()},
+                                 {"kernels_per_prefill", e.kernels_per_prefill()},
+                                 {"decode_tokens_per_s", mpt > 0 ? 1000.0 * static_cast<double>(c.batch) / mpt : 0.0},
+                                 {"batch", c.batch}};
+      details[sname][c.label] = {{"prefill_runs_ms", prefill},
+                                 {"decode_ms_per_token_runs", per_tok},
+                                 {"decode_groups", GroupSummary(e.decode_graph())},
+                                 {"prefill_groups", GroupSummary(e.prefill_graph())}};
+    }
+  }
+  progress.Clear();
+
+  nlohmann::json doc = {{"config",
+                         {{"model", model_name},
+                          {"device", device},
+                          {"dtype", dtype_name},
+                          {"runs", a.runs},
+                          {"backend", a.backend},
+                          {"command", CommandLine("opfuse bench e2e")},
+                          {"date", UtcNow()},
+                          {"timing", "wall clock per Engine call including the device sync; median of runs after one "
+                                     "warm-up generation; decode = greedy, argmax on the device"}}},
+                        {"results", results},
+                        {"details", details}};
+  if (!a.output.empty()) {
+    const std::string tmp = a.output + ".tmp";
+    {
+      std::ofstream f(tmp);
+      f << doc.dump(1) << "\n";
+      if (!f) return Fail("bench e2e", InvalidArgument(fmt::format("cannot write {}", tmp)));
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, a.output, ec);
+    if (ec) return Fail("bench e2e", InvalidArgument(fmt::format("cannot write {}: {}", a.output, ec.message())));
+  }
+
+  std::cout << fmt::format("model {} ({}) on {}, {} runs each\n\n", model_name, dtype_name, device, a.runs);
+  std::cout << "| strategy | case | prefill ms | decode ms/token | tokens/s | total ms | kernels/decode step | kernels/prefill | compile ms |\n";
+  std::cout << "|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (llama::Strategy s : strategies) {
+    const std::string sname = llama::StrategyName(s);
+    for (const auto& c : cases) {
+      const auto& r = results[sname][c.label];
+      std::cout << fmt::format("| {} | {} | {:.2f} | {:.3f} | {:.0f} | {:.2f} | {} | {} | {:.0f} |\n", sname, c.label,
+                               r["prefill_ms"].get<double>(), r["decode_ms_per_token"].get<double>(),
+                               r["decode_tokens_per_s"].get<double>(), r["total_ms"].get<double>(),
+                               r["kernels_per_decode_step"].get<int>(), r["kernels_per_prefill"].get<int>(),
+                               r["compile_ms"].get<double>());
+    }
+  }
+  // The strategies must have run different kernels (never vs always at least).
+  auto has = [&](const char* n) { return kernels_per_step.count(n) > 0; };
+  if (has("never_fuse") && has("always_fuse")) {
+    for (const auto& c : cases) {
+      const int nv = kernels_per_step["never_fuse"][c.label], al = kernels_per_step["always_fuse"][c.label];
+      std::cout << fmt::format("{}: never_fuse launches {} kernels per decode step, always_fuse {}\n", c.label, nv, al);
+      if (nv == al && c.decode > 0)
+        return Fail("bench e2e", Internal(fmt::format("{}: never_fuse and always_fuse launched the same number of kernels "
+                                                      "per decode step ({}): the strategies made no difference",
+                                                      c.label, nv)));
+    }
+  }
+  if (!a.output.empty()) std::cerr << "opfuse bench e2e: wrote " << a.output << "\n";
+  SetExitCode(0);
+  return 0;
+}
+
+}  // namespace
+
+void RegisterBenchE2e(CLI::App& bench) {
+  auto a = std::make_shared<E2eArgs>();
+  auto* cmd = bench.add_subcommand("e2e", "End-to-end Llama benchmark of never_fuse / always_fuse / smart_schedule");
+  cmd->add_option("--model", a->model, "a Hugging Face model directory, or builtin (TinyLlama-1.1B shapes on cuda, tiny on cpu)")
+      ->capture_default_str();
+  cmd->add_option("--backend", a->backend, "cpu or cuda")->capture_default_str();
+  cmd->add_option("--strategies", a->strategies, "comma-separated: never, always, smart")->capture_default_str();
+  cmd->add_option("--cases", a->cases,
+                  "cases such as \"[prefill=128, decode=16]\" or \"[prefill=128, decode=32, batch=8]\" (repeatable; default: "
+                  "prefill=128/decode=32, prefill=2048/decode=16, prefill=128/decode=32/batch=8)");
+  cmd->add_option("--runs", a->runs, "timed runs per case (after one warm-up); medians are reported")->capture_default_str();
+  cmd->add_option("--output", a->output, "write the JSON (DESIGN.md format, plus details) here");
+  cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16 (default: the checkpoint's; built-in: bf16 on cuda, f32 on cpu)");
+  cmd->add_option("--profile", a->profile, "profile_result.json for smart_schedule (default: its cost model)");
+  cmd->add_option("--max-context", a->max_context, "KV-cache positions (default: the model's max_position_embeddings)");
+  cmd->add_option("--seed", a->seed, "seed of the random prompt ids")->capture_default_str();
+  cmd->footer(
+      "Prompts are random token ids; decoding is greedy (argmax on the device) and must give the same tokens on\n"
+      "every run. Timings are wall clock per engine call, including the device sync. See docs/engine.md.\n"
+      "Exit 0 ok, 2 bad flags / model / cases or no CUDA device, 1 internal error.");
+  cmd->callback([a] { RunE2e(*a); });
+}
+
+}  // namespace opfuse::cli
