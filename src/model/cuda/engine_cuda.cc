@@ -58,12 +58,12 @@ class CudaRunner final : public Runner {
     const auto t0 = std::chrono::steady_clock::now();
     cuda::ExecutorOptions eo;
     eo.config = s.fusion;
-    // ExecutorOptions carries no profile yet, so smart_schedule runs the config rules only on CUDA
-    // (the schedule pass without PassContext::profile) — said once on stderr, never silently.
-    if (s.profile)
-      std::fprintf(stderr, "opfuse: smart_schedule on cuda: the CUDA executor takes no profile yet; "
-                           "fusion decided by the config rules (no profile, no cost model)\n");
+    // smart_schedule: the schedule pass runs should_fuse with the profile (an empty one: the cost
+    // model with default constants) at the prefill hint's T; the decode graph's shapes are static.
+    eo.profile = s.profile;
+    eo.schedule_bindings = s.prefill_hint;
     OPFUSE_ASSIGN_OR_RETURN(r->prefill_, CudaExecutable::Create(s.prefill, eo));
+    eo.schedule_bindings = {};
     OPFUSE_ASSIGN_OR_RETURN(r->decode_, CudaExecutable::Create(s.decode, eo));
     r->compile_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     r->alloc_ = &cuda::CachingAllocator::ForDevice(r->decode_->device().ordinal);
