@@ -11,6 +11,9 @@
 #   run       `opfuse run --backend cuda --check` on the example graphs under every variant
 #   compile   opfuse compile for the device arch twice: the second run must compile nothing
 #   bench     `opfuse bench ops` + tools/bench_peer.py (PyTorch eager / torch.compile) + merged report
+#   profile   `opfuse profile` of the TinyLlama layer (PROFILE_ARGS) + its validation table (issue 5)
+#   e2e       `opfuse bench e2e` never/always/smart on TinyLlama-1.1B bf16 random weights (E2E_ARGS, E2E_RUNS),
+#             tools/hf_e2e_bench.py (HF eager / static-cache compiled), tools/hf_compare.py (issue 6)
 # TEST_FILTER narrows the tests stage (a gtest filter). Logs and JSON go under $OUT; a short table is printed last. Exit 0 only if every stage run passed.
 set -uo pipefail
 # The device tool returns only a few files from $OUT: everything is written under $OUT/work and
@@ -100,6 +103,50 @@ if has bench; then
   fi
 fi
 
+if has profile; then
+  # issue 5: the fusion profile of the TinyLlama layer (default grid) + the validation table
+  t=$SECONDS
+  mkdir -p "$OUT/profile"
+  "$BUILD/opfuse" profile --out "$OUT/profile/profile_result.json" --bench-dir "$OUT/profile/bench" ${PROFILE_ARGS:-} \
+    > "$OUT/profile/validation.md" 2> "$OUT/profile/profile_stderr.log"
+  rc=$?
+  "$BUILD/opfuse" profile --validate --json --out "$OUT/profile/profile_result.json" ${PROFILE_ARGS:-} \
+    > "$OUT/profile/validation.json" 2>> "$OUT/profile/profile_stderr.log"
+  head -3 "$OUT/profile/validation.md"
+  RESULT[profile]="opfuse profile rc $rc ($((SECONDS - t)) s): $(sed -n 3p "$OUT/profile/validation.md" | head -c 300)"
+  [ "$rc" = 0 ] || FAIL=1
+fi
+
+if has e2e; then
+  # issue 6: bench e2e of the three strategies (TinyLlama-1.1B shapes, bf16, random weights), the HF
+  # transformers peer (eager, static-cache compiled) on the same weights, and the logits comparison.
+  t=$SECONDS
+  mkdir -p "$OUT/e2e"
+  MODEL=/tmp/opfuse_tinyllama_bf16
+  "$BUILD/opfuse" init-weights --config tinyllama-1.1b --dtype bf16 --out "$MODEL" > "$OUT/e2e/init.log" 2>&1
+  E2E_PROFILE_ARG=""
+  [ -f "$OUT/profile/profile_result.json" ] && E2E_PROFILE_ARG="--profile $OUT/profile/profile_result.json"
+  "$BUILD/opfuse" bench e2e --model "$MODEL" --backend cuda --runs ${E2E_RUNS:-3} $E2E_PROFILE_ARG ${E2E_ARGS:-} \
+    --output "$OUT/e2e/e2e.json" > "$OUT/e2e/e2e.md" 2> "$OUT/e2e/e2e_stderr.log"
+  rc=$?
+  cat "$OUT/e2e/e2e.md"; tail -3 "$OUT/e2e/e2e_stderr.log"
+  RESULT[e2e]="opfuse bench e2e rc $rc ($((SECONDS - t)) s)"
+  [ "$rc" = 0 ] || FAIL=1
+  if [ -z "${E2E_NO_PEER:-}" ]; then
+    t=$SECONDS
+    timeout ${HF_TIMEOUT:-300} python3 tools/hf_e2e_bench.py --model "$MODEL" --runs ${E2E_RUNS:-3} --output "$OUT/e2e/hf_e2e.json" \
+      > "$OUT/e2e/hf_e2e.md" 2> "$OUT/e2e/hf_e2e_stderr.log"
+    hrc=$?
+    cat "$OUT/e2e/hf_e2e.md"
+    timeout ${HF_TIMEOUT:-300} python3 tools/hf_compare.py --opfuse "$BUILD/opfuse" --model "$MODEL" --dtype bf16 --backend cuda \
+      --strategies never,always,smart --new-tokens 33 --out-dir "$OUT/e2e" > "$OUT/e2e/hf_compare.md" 2> "$OUT/e2e/hf_compare_stderr.log"
+    crc=$?
+    tail -8 "$OUT/e2e/hf_compare.md"
+    RESULT[hf]="hf_e2e_bench rc $hrc; hf_compare rc $crc ($((SECONDS - t)) s)"
+    [ "$hrc" = 0 ] && [ "$crc" = 0 ] || FAIL=1
+  fi
+fi
+
 {
   echo "{\"device\": \"$DEVICE\", \"arch\": \"$ARCH\", \"stages\": \"$STAGES\", \"ok\": $([ $FAIL = 0 ] && echo true || echo false),"
   first=1
@@ -116,7 +163,7 @@ tar -czf "$FINAL_OUT/gpu_check.tgz" -C "$OUT" . && rm -rf "$OUT"
 [ -f "$OUT/bench/report_stdout.md" ] && tail -60 "$OUT/bench/report_stdout.md"
 echo
 echo "==== opfuse gpu_check on $DEVICE ($ARCH)"
-for k in tests memcheck run compile bench peer; do
+for k in tests memcheck run compile bench peer profile e2e hf; do
   [ -n "${RESULT[$k]:-}" ] && printf '%-9s %s\n' "$k" "${RESULT[$k]}"
 done
 exit $FAIL
