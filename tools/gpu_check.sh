@@ -14,6 +14,8 @@
 #   profile   `opfuse profile` of the TinyLlama layer (PROFILE_ARGS) + its validation table (issue 5)
 #   e2e       `opfuse bench e2e` never/always/smart on TinyLlama-1.1B bf16 random weights (E2E_ARGS, E2E_RUNS),
 #             tools/hf_e2e_bench.py (HF eager / static-cache compiled), tools/hf_compare.py (issue 6)
+#   eval      `opfuse eval baseline` + tools/eval_peer.py (torch eager / torch.compile) + `opfuse eval run` over
+#             every problem + the planted-wrong-kernel GPU tests (EvalCandidateGpu.*) (issue 7; EVAL_ARGS)
 # TEST_FILTER narrows the tests stage (a gtest filter). Logs and JSON go under $OUT; a short table is printed last. Exit 0 only if every stage run passed.
 set -uo pipefail
 # The device tool returns only a few files from $OUT: everything is written under $OUT/work and
@@ -147,6 +149,29 @@ if has e2e; then
   fi
 fi
 
+if has eval; then
+  # issue 7: baseline (opfuse op-by-op) -> PyTorch peer into the same file -> opfuse's plans scored.
+  t=$SECONDS
+  mkdir -p "$OUT/eval"
+  "$BUILD/opfuse" eval list --json > "$OUT/eval/problems.json" 2> "$OUT/eval/list_stderr.log"
+  "$BUILD/opfuse" eval baseline --output "$OUT/eval/baseline_time.json" ${EVAL_ARGS:-} \
+    > "$OUT/eval/baseline.md" 2> "$OUT/eval/baseline_stderr.log"
+  brc=$?
+  timeout ${EVAL_PEER_TIMEOUT:-900} python3 tools/eval_peer.py --problems "$OUT/eval/problems.json" \
+    --baseline "$OUT/eval/baseline_time.json" > "$OUT/eval/peer.md" 2> "$OUT/eval/peer_stderr.log"
+  prc=$?
+  "$BUILD/opfuse" eval run --baseline "$OUT/eval/baseline_time.json" --output "$OUT/eval/eval.json" ${EVAL_ARGS:-} \
+    > "$OUT/eval/eval.md" 2> "$OUT/eval/eval_stderr.log"
+  erc=$?
+  "$BUILD/tests/test_gpu" --gtest_filter='EvalCandidateGpu.*' > "$OUT/eval/planted.log" 2>&1
+  grc=$?
+  cat "$OUT/eval/eval.md"; tail -3 "$OUT/eval/eval_stderr.log" | tr '\r' '\n' | tail -3
+  SUMMARY=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("; ".join("%s: correct %d/%d fast_1 %.2f geomean %s" % (s["against"], s["correct"], s["problems"], s["fast_1"], "%.2fx" % s["geomean_speedup"] if s["geomean_speedup"] else "-") for s in j["summary"] if s["with_baseline"]))' "$OUT/eval/eval.json" 2>/dev/null)
+  ALLOK=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(int(all(r["correct"] for r in j["results"])))' "$OUT/eval/eval.json" 2>/dev/null)
+  RESULT[eval]="baseline rc $brc, eval_peer rc $prc, eval run rc $erc, planted tests rc $grc ($(grep -c '^\[       OK \]' "$OUT/eval/planted.log") ok) ($((SECONDS - t)) s): $SUMMARY"
+  [ "$brc" = 0 ] && [ "$prc" = 0 ] && [ "$erc" = 0 ] && [ "$grc" = 0 ] && [ "${ALLOK:-0}" = 1 ] || FAIL=1
+fi
+
 {
   echo "{\"device\": \"$DEVICE\", \"arch\": \"$ARCH\", \"stages\": \"$STAGES\", \"ok\": $([ $FAIL = 0 ] && echo true || echo false),"
   first=1
@@ -163,7 +188,7 @@ tar -czf "$FINAL_OUT/gpu_check.tgz" -C "$OUT" . && rm -rf "$OUT"
 [ -f "$OUT/bench/report_stdout.md" ] && tail -60 "$OUT/bench/report_stdout.md"
 echo
 echo "==== opfuse gpu_check on $DEVICE ($ARCH)"
-for k in tests memcheck run compile bench peer profile e2e hf; do
+for k in tests memcheck run compile bench peer profile e2e hf eval; do
   [ -n "${RESULT[$k]:-}" ] && printf '%-9s %s\n' "$k" "${RESULT[$k]}"
 done
 exit $FAIL

@@ -48,8 +48,6 @@ StatusOr<Graph> RunFusionPasses(const Graph& model, const FusionConfig& config) 
   return g;
 }
 
-namespace {
-
 bool NeedsPositive(OpKind op) {
   switch (op) {
     case OpKind::kLog: case OpKind::kLog2: case OpKind::kSqrt: case OpKind::kRsqrt: case OpKind::kRecip:
@@ -59,6 +57,8 @@ bool NeedsPositive(OpKind op) {
       return false;
   }
 }
+
+namespace {
 
 // A group cut out of `g` as a graph of its own; shapes stay symbolic.
 struct CutOut {

@@ -67,6 +67,10 @@ StatusOr<GroupCases> ExtractGroupCases(const Graph& model, const GroupCaseOption
 // The pipeline up to (not including) `schedule`: the groups the scheduler would decide about.
 StatusOr<Graph> RunFusionPasses(const Graph& model, const FusionConfig& config);
 
+// Ops whose inputs are filled with |x|+0.5 rather than signed values (log, sqrt, rsqrt, recip,
+// pow, mod, div): shared with `opfuse eval` (bench/eval.h).
+bool NeedsPositive(OpKind op);
+
 // `model` with every float input/param retyped to `dtype` and types re-inferred.
 StatusOr<Graph> RetypeGraph(const Graph& model, DType dtype);
 

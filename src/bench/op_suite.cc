@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <regex>
@@ -359,6 +360,49 @@ double ErrorBound(DType out_dtype, const std::string& op) {
     case DType::kBool: return 0;
     default: return 0;
   }
+}
+
+OutputScan ScanOutput(const uint8_t* h, DType dtype, int64_t n) {
+  OutputScan s;
+  switch (dtype) {
+    case DType::kF32:
+      for (int64_t i = 0; i < n; ++i) {
+        uint32_t u;
+        std::memcpy(&u, h + 4 * i, 4);
+        s.nan += (u & 0x7fffffffu) > 0x7f800000u;
+        s.zero += (u & 0x7fffffffu) == 0;
+      }
+      break;
+    case DType::kBF16:
+    case DType::kF16: {
+      const uint16_t inf = dtype == DType::kBF16 ? 0x7f80 : 0x7c00;
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t u;
+        std::memcpy(&u, h + 2 * i, 2);
+        s.nan += (u & 0x7fff) > inf;
+        s.zero += (u & 0x7fff) == 0;
+      }
+      break;
+    }
+    case DType::kBool:
+      for (int64_t i = 0; i < n; ++i) s.nan += h[i] > 1, s.zero += h[i] == 0;
+      break;
+    case DType::kI32:
+      for (int64_t i = 0; i < n; ++i) {
+        int32_t v;
+        std::memcpy(&v, h + 4 * i, 4);
+        s.zero += v == 0;
+      }
+      break;
+    case DType::kI64:
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t v;
+        std::memcpy(&v, h + 8 * i, 8);
+        s.zero += v == 0;
+      }
+      break;
+  }
+  return s;
 }
 
 StatusOr<std::vector<int64_t>> ParseIntList(const std::string& text, const std::string& flag) {

@@ -133,6 +133,14 @@ StatusOr<CheckPlan> PlanCheck(const OpCase& c, int sample);
 // matmul/attention, which cuBLASLt/tensor cores may run in TF32), bool 0 (exact).
 double ErrorBound(DType out_dtype, const std::string& op);
 
+// NaN elements (bool: bytes other than 0/1; the 0xFF poison reads as exactly that where a kernel did
+// not write) and zero elements of a whole output, from its raw bytes. Integer outputs count zeros
+// only. Shared by the op benchmark's check and `opfuse eval` (which also rejects all-zero outputs).
+struct OutputScan {
+  int64_t nan = 0, zero = 0;
+};
+OutputScan ScanOutput(const uint8_t* data, DType dtype, int64_t numel);
+
 // Comma-separated positive integers ("1,8,32"); InvalidArgument naming `flag` otherwise.
 StatusOr<std::vector<int64_t>> ParseIntList(const std::string& text, const std::string& flag);
 

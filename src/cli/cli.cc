@@ -27,6 +27,7 @@ void RegisterAll(CLI::App& app) {
   RegisterInitWeights(app);
   RegisterGenerate(app);
   RegisterProfile(app);
+  RegisterEval(app);
 }
 
 void SetExitCode(int code) { g_exit_code = code; }

@@ -17,6 +17,7 @@ void RegisterBenchE2e(CLI::App& bench);  // cli_bench_e2e.cc
 void RegisterInitWeights(CLI::App& app);
 void RegisterGenerate(CLI::App& app);
 void RegisterProfile(CLI::App& app);
+void RegisterEval(CLI::App& app);  // cli_eval.cc: eval list / baseline / run
 
 void SetExitCode(int code);
 int ExitCode();

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -160,39 +161,13 @@ StatusOr<HostTensor> Download(const void* dev, const TensorSpec& full, const Ten
   return t;
 }
 
-// NaN elements (or, for bool, bytes other than 0/1) in a whole device output: the 0xFF poison
-// shows as exactly that where a kernel did not write.
-StatusOr<int64_t> CountPoison(const void* dev, const TensorSpec& t, cudaStream_t s) {
+// NaN (the 0xFF poison shows as exactly that where a kernel did not write) and zero elements of a
+// whole device output (ScanOutput).
+StatusOr<OutputScan> ScanDevice(const void* dev, const TensorSpec& t, cudaStream_t s) {
   std::vector<uint8_t> h(static_cast<size_t>(t.nbytes()));
   OPFUSE_CUDA_CHECK(cudaMemcpyAsync(h.data(), dev, h.size(), cudaMemcpyDeviceToHost, s));
   OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
-  int64_t bad = 0;
-  const int64_t n = t.numel();
-  switch (t.dtype) {
-    case DType::kF32:
-      for (int64_t i = 0; i < n; ++i) {
-        uint32_t u;
-        std::memcpy(&u, h.data() + 4 * i, 4);
-        bad += (u & 0x7fffffffu) > 0x7f800000u;
-      }
-      break;
-    case DType::kBF16:
-    case DType::kF16: {
-      const uint16_t inf = t.dtype == DType::kBF16 ? 0x7f80 : 0x7c00;
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t u;
-        std::memcpy(&u, h.data() + 2 * i, 2);
-        bad += (u & 0x7fff) > inf;
-      }
-      break;
-    }
-    case DType::kBool:
-      for (int64_t i = 0; i < n; ++i) bad += h[i] > 1;
-      break;
-    default:
-      break;
-  }
-  return bad;
+  return ScanOutput(h.data(), t.dtype, t.numel());
 }
 
 // The CPU reference of a case on its check rows, from input set 0.
@@ -234,19 +209,19 @@ Reference ComputeReference(const OpCase& c, const CaseBuffers& b, int sample, cu
   return ref;
 }
 
-// One Run on set 0 with poisoned outputs, compared with the reference.
-Status CheckVariant(const OpCase& c, const CaseBuffers& b, const Reference& ref, const std::function<Status(int)>& run,
-                    cudaStream_t s, VariantResult& v) {
+// One check: outputs poisoned, one call (`run` enqueues it on `s` with the trial's buffers),
+// compared with the reference of the trial's inputs. Problems are appended to v.check_error.
+Status CheckOnce(const OpCase& c, const CaseBuffers& b, const Reference& ref, const std::function<Status()>& run,
+                 cudaStream_t s, bool reject_all_zero, VariantResult& v, std::vector<std::string>& problems) {
   for (size_t i = 0; i < c.outputs.size(); ++i)
     OPFUSE_CUDA_CHECK(cudaMemsetAsync(b.out[0][i], 0xFF, static_cast<size_t>(c.outputs[i].nbytes()), s));
-  OPFUSE_RETURN_IF_ERROR(run(0));
+  OPFUSE_RETURN_IF_ERROR(run());
   OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
   if (!ref.error.empty()) {
     v.check_error = "not checked: " + ref.error;
     return Status::Ok();
   }
-  double worst = 0;
-  std::vector<std::string> problems;
+  double worst = Has(v.rel_err) ? v.rel_err : 0;
   for (size_t i = 0; i < c.outputs.size(); ++i) {
     const TensorSpec& o = c.outputs[i];
     OPFUSE_ASSIGN_OR_RETURN(HostTensor got, Download(b.out[0][i], o, ref.plan.reference.outputs[i], ref.plan.rows, s));
@@ -255,8 +230,10 @@ Status CheckVariant(const OpCase& c, const CaseBuffers& b, const Reference& ref,
     const double e = RelativeError(got, it->second);
     if (e > ErrorBound(o.dtype, c.op)) problems.push_back(fmt::format("{}: rel_err {:.2e} > {:.0e}", o.name, e, ErrorBound(o.dtype, c.op)));
     worst = std::max(worst, e);
-    OPFUSE_ASSIGN_OR_RETURN(int64_t poisoned, CountPoison(b.out[0][i], o, s));
-    if (poisoned) problems.push_back(fmt::format("{}: {} of {} elements NaN (unwritten?)", o.name, poisoned, o.numel()));
+    OPFUSE_ASSIGN_OR_RETURN(OutputScan scan, ScanDevice(b.out[0][i], o, s));
+    if (scan.nan) problems.push_back(fmt::format("{}: {} of {} elements NaN (unwritten?)", o.name, scan.nan, o.numel()));
+    if (reject_all_zero && IsFloat(o.dtype) && scan.zero == o.numel())
+      problems.push_back(fmt::format("{}: all {} elements are zero", o.name, o.numel()));
   }
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     const TensorSpec& x = c.inputs[i];
@@ -264,51 +241,97 @@ Status CheckVariant(const OpCase& c, const CaseBuffers& b, const Reference& ref,
     if (now.data != ref.inputs.at(x.name).data) problems.push_back(fmt::format("input {} was modified", x.name));
   }
   v.rel_err = worst;
+  return Status::Ok();
+}
+
+// The check of one variant over every trial: trial 0 is input set 0 of the timing sets, the others
+// have buffers of their own (fresh inputs and outputs). `call` enqueues one call on given buffers.
+using CallFn = std::function<Status(const std::vector<void*>& ins, const std::vector<void*>& outs)>;
+struct TrialView {
+  const CaseBuffers* buffers;  // set 0 is the trial's
+  const Reference* ref;
+};
+Status CheckVariant(const OpCase& c, const std::vector<TrialView>& trials, const CallFn& call, cudaStream_t s,
+                    bool reject_all_zero, VariantResult& v) {
+  std::vector<std::string> problems;
+  for (size_t t = 0; t < trials.size(); ++t) {
+    const CaseBuffers& b = *trials[t].buffers;
+    std::vector<std::string> mine;
+    OPFUSE_RETURN_IF_ERROR(CheckOnce(c, b, *trials[t].ref, [&] { return call(b.in[0], b.out[0]); }, s, reject_all_zero, v, mine));
+    if (!v.check_error.empty()) return Status::Ok();  // not checked
+    for (auto& p : mine) problems.push_back(trials.size() > 1 ? fmt::format("trial {}: {}", t + 1, p) : p);
+    if (!problems.empty()) break;  // the first failing trial decides
+  }
   v.correct = problems.empty();
   if (!problems.empty()) v.check_error = fmt::format("{}", fmt::join(problems, "; "));
   return Status::Ok();
 }
 
 // Create, check and time one variant. Returns a non-OK status only for a sticky CUDA error.
-Status RunVariant(const OpCase& c, const Graph& graph, const CaseBuffers& b, const Reference& ref, Harness& h,
-                  const FusionConfig& config, const OpBenchOptions& o, VariantResult& v, std::string* signature) {
+Status RunVariant(const OpCase& c, const Graph& graph, const CaseBuffers& b, const std::vector<TrialView>& trials,
+                  Harness& h, const FusionConfig& config, const OpBenchOptions& o, VariantResult& v,
+                  std::string* signature) {
   cudaStream_t s = h.stream();
-  auto variant = cuda::ParseVariant(v.name);
-  if (!variant.ok()) {
-    v.error = variant.status().message();
-    return Status::Ok();
-  }
-  cuda::ExecutorOptions eo;
-  eo.config = config;
-  eo.variant = *variant;
-  eo.jit_single_ops = true;  // single-op cases (micro, gelu) get a generated kernel under jit
-  auto exe = cuda::CudaExecutable::Create(graph, eo);
-  if (!exe.ok()) {
-    v.error = "create: " + exe.status().message();
-    return IsStickyStatus(exe.status()) ? exe.status() : Status::Ok();
-  }
-  cuda::CudaExecutable& x = **exe;
-  v.compile_ms = x.compile_ms();
-  for (const auto& st : x.steps()) {
-    v.kernels.push_back(st.name);
-    *signature += st.kind + ":" + st.name + ";";
-  }
-  if (!x.fallbacks().empty()) v.note = fmt::format("{}", fmt::join(x.fallbacks(), "; "));
-
-  // Pointers in the executable's input/output order, per set.
-  std::map<std::string, int> in_index, out_index;
-  for (size_t i = 0; i < c.inputs.size(); ++i) in_index[c.inputs[i].name] = static_cast<int>(i);
-  for (size_t i = 0; i < c.outputs.size(); ++i) out_index[c.outputs[i].name] = static_cast<int>(i);
+  CallFn call;                         // one call on given buffers (case order): the check trials
+  std::function<Status(int)> run;      // one call on timing set i mod K
+  std::unique_ptr<cuda::CudaExecutable> exe_owner;
   std::vector<std::vector<const void*>> ins(b.sets);
   std::vector<std::vector<void*>> outs(b.sets);
-  for (int set = 0; set < b.sets; ++set) {
+  CandidateKernel cand;
+  const Bindings none;
+  if (v.name == "candidate") {
+    if (!o.candidate) {
+      v.error = "variant 'candidate' without a candidate kernel";
+      return Status::Ok();
+    }
+    auto k = o.candidate(c);
+    if (!k.ok()) {
+      v.error = "create: " + k.status().message();
+      return IsStickyStatus(k.status()) ? k.status() : Status::Ok();
+    }
+    cand = std::move(*k);
+    v.compile_ms = cand.compile_ms;
+    v.kernels = cand.kernels;
+    v.kernels_per_run = static_cast<int>(cand.kernels.size());
+    for (const auto& k2 : cand.kernels) *signature += "candidate:" + k2 + ";";
+    call = [&](const std::vector<void*>& in, const std::vector<void*>& out) { return cand.launch(in, out, s); };
+    run = [&](int i) { return cand.launch(b.in[i % b.sets], b.out[i % b.sets], s); };
+  } else {
+    auto variant = cuda::ParseVariant(v.name);
+    if (!variant.ok()) {
+      v.error = variant.status().message();
+      return Status::Ok();
+    }
+    cuda::ExecutorOptions eo;
+    eo.config = config;
+    eo.variant = *variant;
+    eo.jit_single_ops = true;  // single-op cases (micro, gelu) get a generated kernel under jit
+    auto exe = cuda::CudaExecutable::Create(graph, eo);
+    if (!exe.ok()) {
+      v.error = "create: " + exe.status().message();
+      return IsStickyStatus(exe.status()) ? exe.status() : Status::Ok();
+    }
+    exe_owner = std::move(*exe);
+    cuda::CudaExecutable& x = *exe_owner;
+    v.compile_ms = x.compile_ms();
+    for (const auto& st : x.steps()) {
+      v.kernels.push_back(st.name);
+      *signature += st.kind + ":" + st.name + ";";
+    }
+    if (!x.fallbacks().empty()) v.note = fmt::format("{}", fmt::join(x.fallbacks(), "; "));
+
+    // The executable's input/output order as indices into the case's.
+    std::map<std::string, int> in_index, out_index;
+    for (size_t i = 0; i < c.inputs.size(); ++i) in_index[c.inputs[i].name] = static_cast<int>(i);
+    for (size_t i = 0; i < c.outputs.size(); ++i) out_index[c.outputs[i].name] = static_cast<int>(i);
+    std::vector<int> in_order, out_order;
     for (int vid : x.graph().inputs) {
       auto it = in_index.find(x.graph().values[vid].name);
       if (it == in_index.end()) {
         v.error = fmt::format("executable input '{}' is not an input of the case", x.graph().values[vid].name);
         return Status::Ok();
       }
-      ins[set].push_back(b.in[set][it->second]);
+      in_order.push_back(it->second);
     }
     for (int vid : x.graph().outputs) {
       auto it = out_index.find(x.graph().values[vid].name);
@@ -316,19 +339,29 @@ Status RunVariant(const OpCase& c, const Graph& graph, const CaseBuffers& b, con
         v.error = fmt::format("executable output '{}' is not an output of the case", x.graph().values[vid].name);
         return Status::Ok();
       }
-      outs[set].push_back(b.out[set][it->second]);
+      out_order.push_back(it->second);
     }
+    for (int set = 0; set < b.sets; ++set) {
+      for (int i : in_order) ins[set].push_back(b.in[set][i]);
+      for (int i : out_order) outs[set].push_back(b.out[set][i]);
+    }
+    call = [&x, in_order, out_order, &none, s](const std::vector<void*>& in, const std::vector<void*>& out) {
+      std::vector<const void*> xi;
+      std::vector<void*> xo;
+      for (int i : in_order) xi.push_back(in[i]);
+      for (int i : out_order) xo.push_back(out[i]);
+      return x.Run(xi, xo, none, s);
+    };
+    run = [&](int i) { return x.Run(ins[i % b.sets], outs[i % b.sets], none, s); };
   }
-  const Bindings none;
-  auto run = [&](int i) { return x.Run(ins[i % b.sets], outs[i % b.sets], none, s); };
   // Any failure below is the variant's error unless the context is gone.
   auto fail = [&](const Status& st, const char* stage) {
     v.error = fmt::format("{}: {}", stage, st.message());
     return IsStickyStatus(st) ? st : Status::Ok();
   };
 
-  if (Status st = CheckVariant(c, b, ref, run, s, v); !st.ok()) return fail(st, "check run");
-  v.kernels_per_run = x.kernels_per_run();  // counted from the plan the check run used
+  if (Status st = CheckVariant(c, trials, call, s, o.reject_all_zero, v); !st.ok()) return fail(st, "check run");
+  if (exe_owner) v.kernels_per_run = exe_owner->kernels_per_run();  // counted from the plan the check run used
   // Warm-up: every set at least once (plans built, nothing allocated later), then more calls.
   for (int i = 0; i < b.sets * std::max(o.timing.warmup, 1); ++i)
     if (Status st = run(i); !st.ok()) return fail(st, "warm-up");
@@ -370,8 +403,9 @@ StatusOr<BenchReport> RunOpBench(const OpSuite& suite, const OpBenchOptions& o) 
   OPFUSE_ASSIGN_OR_RETURN(cuda::DeviceInfo dev, cuda::QueryDevice());
   OPFUSE_ASSIGN_OR_RETURN(FusionConfig config, FusionConfig::FromEnv());
   for (const auto& v : o.variants)
-    if (std::find(VariantNames().begin(), VariantNames().end(), v) == VariantNames().end())
-      return InvalidArgument(fmt::format("unknown variant '{}' (unfused, library, jit)", v));
+    if (v == "candidate" ? !o.candidate : !cuda::ParseVariant(v).ok())
+      return InvalidArgument(fmt::format("unknown variant '{}' (auto, unfused, library, jit{})", v,
+                                         o.candidate ? ", candidate" : ""));
   OPFUSE_CUDA_CHECK(cudaSetDevice(dev.ordinal));
   cudaStream_t stream = nullptr;
   OPFUSE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -396,17 +430,20 @@ StatusOr<BenchReport> RunOpBench(const OpSuite& suite, const OpBenchOptions& o) 
   r.timing = o.timing.ToJson();
   r.timing["variants"] = o.variants;
   r.timing["check_rows"] = o.check_rows;
+  r.timing["check_trials"] = o.check_trials;
   r.timing["method"] =
       "CUDA events after warm-up; median of samples; L2 flushed (2x L2 memset) before each sample when the rotated sets "
       "fit in 2x L2; spin kernel before the start event; decode sizes: one CUDA-graph replay of R calls / R";
   r.skipped = suite.skipped;
 
   // Ceilings first: the copy kernel over 1 GiB, cuBLASLt 8192^3 of the run's dtype.
-  OPFUSE_ASSIGN_OR_RETURN(CopyCeiling copy, MeasureCopyCeiling(*harness));
-  r.ceilings.copy_kernel_gbps = copy.kernel_gbps;
-  r.ceilings.memcpy_gbps = copy.memcpy_gbps;
-  r.ceilings.copy_gbps = std::max(copy.kernel_gbps, copy.memcpy_gbps);
-  r.ceilings.copy_bytes = copy.bytes;
+  if (o.measure_copy) {
+    OPFUSE_ASSIGN_OR_RETURN(CopyCeiling copy, MeasureCopyCeiling(*harness));
+    r.ceilings.copy_kernel_gbps = copy.kernel_gbps;
+    r.ceilings.memcpy_gbps = copy.memcpy_gbps;
+    r.ceilings.copy_gbps = std::max(copy.kernel_gbps, copy.memcpy_gbps);
+    r.ceilings.copy_bytes = copy.bytes;
+  }
   r.ceilings.gemm_m = r.ceilings.gemm_n = r.ceilings.gemm_k = 8192;
   std::vector<std::pair<std::string, cuda::MatmulType>> gemms;
   if (r.dtype == "f32") gemms = {{"f32", cuda::MatmulType::kF32}, {"tf32", cuda::MatmulType::kTF32}};
@@ -441,13 +478,36 @@ StatusOr<BenchReport> RunOpBench(const OpSuite& suite, const OpBenchOptions& o) 
     } else {
       Reference ref = ComputeReference(c, *buffers, o.check_rows, stream, &fatal);
       cr.check = ref.error.empty() ? ref.plan.description : "not checked: " + ref.error;
+      // Further check trials: their own fresh inputs and outputs, their own reference.
+      std::vector<std::pair<CaseBuffers, Reference>> extra;
+      std::vector<TrialView> trials = {{&*buffers, &ref}};
+      TimingOptions one = o.timing;
+      one.max_sets = 1;
+      extra.reserve(std::max(o.check_trials - 1, 0));
+      for (int t = 1; t < o.check_trials && fatal.ok() && ref.error.empty(); ++t) {
+        auto tb = AllocateCase(c, *harness, one, Mix(o.seed + 7919u * static_cast<uint64_t>(t)));
+        if (!tb.ok()) {
+          fatal = IsStickyStatus(tb.status()) ? tb.status() : Status::Ok();
+          ref.error = fmt::format("check trial {}: {}", t + 1, tb.status().message());
+          break;
+        }
+        Reference tr = ComputeReference(c, *tb, o.check_rows, stream, &fatal);
+        if (!tr.error.empty()) {
+          ref.error = fmt::format("check trial {}: {}", t + 1, tr.error);
+          break;
+        }
+        extra.emplace_back(std::move(*tb), std::move(tr));
+      }
+      for (auto& [tb, tr] : extra) trials.push_back({&tb, &tr});
+      if (o.check_trials > 1 && ref.error.empty())
+        cr.check = fmt::format("{} trials, {} each", o.check_trials, ref.plan.description);
       std::map<std::string, std::string> signatures;
       for (const auto& name : o.variants) {
         VariantResult v;
         v.name = name;
         if (fatal.ok()) {
           std::string sig;
-          fatal = RunVariant(c, *graph, *buffers, ref, *harness, config, o, v, &sig);
+          fatal = RunVariant(c, *graph, *buffers, trials, *harness, config, o, v, &sig);
           if (fatal.ok() && !v.error.empty()) fatal = CheckContext();
           if (v.error.empty() && !sig.empty()) signatures[name] = sig;
         } else {

@@ -16,6 +16,12 @@
 //     device time (CUDA-graph replay of R calls for decode sizes, events per call for prefill).
 //     A variant whose kernels equal another's is marked same_as.
 //  4. A sticky CUDA error (illegal address...) ends the run: the report is marked incomplete.
+//  5. Hooks for `opfuse eval` (src/bench/eval.h): check_trials > 1 checks every variant on that
+//     many independent input sets (fresh signed random inputs and freshly allocated outputs per
+//     trial, each against its own CPU reference; the first failing trial decides), reject_all_zero
+//     rejects a float output that is entirely zero, and `candidate` puts a kernel that is not an
+//     executor variant (a user's NVRTC-compiled .cu) under the same check and timing as variant
+//     "candidate".
 // Built with OPFUSE_CUDA only; the CLI reports "built without CUDA" otherwise.
 #pragma once
 #include <functional>
@@ -28,11 +34,28 @@
 
 namespace opfuse::bench {
 
+// A kernel under test in place of an executor variant (opfuse eval --candidate).
+struct CandidateKernel {
+  double compile_ms = 0;
+  std::vector<std::string> kernels;  // what one call launches, for the report
+  // Enqueues one call on `stream` (a cudaStream_t) with device pointers in the case's
+  // input/output order. Must not synchronise; work left on another stream is the candidate's bug
+  // (the check reads the outputs after synchronising `stream` only).
+  std::function<Status(const std::vector<void*>& inputs, const std::vector<void*>& outputs, void* stream)> launch;
+};
+
 struct OpBenchOptions {
+  // Executor variants (cuda::ParseVariant: auto, unfused, library, jit) and, with `candidate`
+  // set, "candidate".
   std::vector<std::string> variants = {"unfused", "library", "jit"};
   TimingOptions timing;
   uint64_t seed = 0x0f5e;
   int check_rows = 16;  // rows sampled for the CPU reference when a case has more than 64
+  int check_trials = 1;  // independent input sets each variant is checked on (opfuse eval: >= 5)
+  bool reject_all_zero = false;  // a float output that is all zeros fails the check
+  // Builds variant "candidate" for a case; an error is recorded as the variant's error ("create: ...").
+  std::function<StatusOr<CandidateKernel>(const OpCase&)> candidate;
+  bool measure_copy = true;     // the copy-bandwidth ceiling (MBU); `opfuse eval` needs none
   std::string command;  // recorded in the report
   bool measure_gemm = true;     // the GEMM ceiling (MFU); `opfuse profile` needs only bandwidth
   bool measure_launch = false;  // Ceilings::launch_us (MeasureLaunchUs), for the profile's cost model

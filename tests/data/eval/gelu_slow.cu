@@ -1,0 +1,16 @@
+// Candidate for eval problem gelu_f32_prefill (x: f32[512, 5632] -> y: f32[512, 5632]); ABI: docs/eval.md.
+extern "C" __constant__ unsigned int opfuse_eval_launch[7] = {11264, 1, 1, 256, 1, 1, 0};  // 512*5632/256 blocks
+#define N (512 * 5632)
+__device__ float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+// Correct but block 0 first spins ~50 ms: the GPU test launches it on a side stream (the .cu ABI
+// cannot choose a stream), so the harness, which synchronises only its own stream, must see the
+// unwritten (poisoned) outputs and reject it.
+extern "C" __global__ void opfuse_eval_kernel(const float* x, float* y) {
+  if (blockIdx.x == 0) {
+    const long long t0 = clock64();
+    while (clock64() - t0 < 100000000LL) {
+    }
+  }
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < N) y[i] = gelu(x[i]);
+}
