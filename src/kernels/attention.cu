@@ -1,4 +1,5 @@
-// attention(q[T,Hq,D], k[S,Hkv,D], v[S,Hkv,D]) -> [T,Hq,D]: the library kernels and their planner.
+// attention(q[T,Hq,D], k[S,Hkv,D], v[S,Hkv,D]) -> [T,Hq,D] and kv_attention (below): the library
+// kernels and their planners.
 //
 // Semantics (CpuAttention in src/ops/library.cc): row i of head h attends to keys j < i + S - T + 1
 // when causal (the queries are the last T positions), to all S keys otherwise; kv head h / (Hq/Hkv)
@@ -27,6 +28,16 @@
 //    warps' states merge through shared memory. With a key split (gridDim.z > 1) the block writes
 //    (max, sum, unnormalised acc) to f32 scratch instead of the output and AttnCombineKernel
 //    merges the splits (flash-decoding).
+//  * kv_attention (attention over a KV cache, issue 6): KvCacheWriteKernel copies the new k/v rows
+//    to k_cache/v_cache[b, pos[b] + t] (16-byte units, pos read on the device), then the same two
+//    kernels run over the caches with B sequences (grid y = B * Hkv for the general kernel, grid z
+//    = B for the mma kernel) and sequence b sees S_b = min(S, pos[b] + T) keys, read from device
+//    memory inside the kernel; causal alignment to the end of S_b is exactly "query t sees keys
+//    j <= pos[b] + t". Nothing on the host depends on pos, so the decode step is captured once as a
+//    CUDA graph and replayed with new positions. The split-K grid is sized for the capacity S;
+//    blocks whose key range starts past S_b skip the loop and write an empty partial (max -inf,
+//    sum 0) that the combine weighs 0. Why not a separate kernel: the decode (general + split-K)
+//    and prefill (mma) kernels are the tuned ones; only where the length comes from changes.
 // Index arithmetic into tensors is 64-bit; per-dimension sizes are checked to fit in int.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -128,6 +139,11 @@ struct GeneralParams {
   int T, S, Hq, Hkv, D, group;
   int causal;
   float scale_log2;  // scale * log2(e)
+  // kv_attention: B sequences; k/v are the caches ([B, S, Hkv, D], S = capacity) and sequence b
+  // sees min(S, pos[b] + T) keys, read from device memory here (so a captured graph replays with
+  // new positions). Plain attention: B = 1, pos = nullptr.
+  int B;
+  const int* pos;
   int kt;            // keys per warp tile (<= 32)
   int chunk;         // keys per split (blockIdx.z)
   int vec;           // K/V rows 16-byte aligned: vector loads and cp.async
@@ -139,18 +155,22 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(GeneralParams p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int D = p.D, KT = p.kt;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int kvh = blockIdx.y, split = blockIdx.z;
+  const int b = blockIdx.y / p.Hkv, kvh = blockIdx.y - b * p.Hkv, split = blockIdx.z;
   const int R = p.T * p.group;
   const int r0 = blockIdx.x * RB;
+  // Keys of this sequence: the whole S, or pos[b] + T from device memory (kv_attention).
+  const int S = p.pos ? min(p.S, max(0, __ldg(p.pos + b) + p.T)) : p.S;
   // Shared layout: [V tiles of the 4 warps | merge area] [sQ: RB x D f32] [sP: 4 x RB x 32 f32].
   T* sV = reinterpret_cast<T*>(smem_raw) + static_cast<size_t>(warp) * KT * D;
   float* sMerge = reinterpret_cast<float*>(smem_raw);
   float* sQ = reinterpret_cast<float*>(smem_raw + p.union_bytes);
   float* sP = sQ + RB * D + warp * RB * 32;  // 16-byte aligned when RB % 4 == 0
-  const T* q = static_cast<const T*>(p.q);
+  const int64_t q_off = static_cast<int64_t>(b) * p.T * p.Hq;  // first query row (token*Hq) of b
+  const T* q = static_cast<const T*>(p.q) + q_off * D;
   const int64_t kv_stride = static_cast<int64_t>(p.Hkv) * D;
-  const T* kbase = static_cast<const T*>(p.k) + static_cast<int64_t>(kvh) * D;
-  const T* vbase = static_cast<const T*>(p.v) + static_cast<int64_t>(kvh) * D;
+  const int64_t kv_off = static_cast<int64_t>(b) * p.S * kv_stride + static_cast<int64_t>(kvh) * D;
+  const T* kbase = static_cast<const T*>(p.k) + kv_off;
+  const T* vbase = static_cast<const T*>(p.v) + kv_off;
 
   // This block's query rows, pre-scaled, into shared memory; rows past R are zeros.
   for (int idx = tid; idx < RB * D; idx += kThreads) {
@@ -163,19 +183,21 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(GeneralParams p) {
     sQ[idx] = x;
   }
   // Keys visible to each row: j < lim[i]. Rows past R see nothing.
-  const int off = p.S - p.T;
+  const int off = S - p.T;
   int lim[RB];
   int block_lim = 0;
 #pragma unroll
   for (int i = 0; i < RB; ++i) {
     const int r = r0 + i;
     int li = 0;
-    if (r < R) li = p.causal ? min(p.S, max(0, r / p.group + off + 1)) : p.S;
+    if (r < R) li = p.causal ? min(S, max(0, r / p.group + off + 1)) : S;
     lim[i] = li;
     block_lim = max(block_lim, li);
   }
   const int kb = split * p.chunk;
-  const int ke = min(block_lim, min(p.S, kb + p.chunk));  // kb + chunk <= S + chunk fits in int
+  // Past this sequence's length (kv_attention) the range is empty: the block writes an empty
+  // partial (max -inf, sum 0), which the combine weighs 0.
+  const int ke = min(block_lim, min(S, kb + p.chunk));  // kb + chunk <= S + chunk fits in int
   __syncthreads();
 
   float m[RB], l[RB], acc[RB][MAXC];
@@ -347,11 +369,11 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(GeneralParams p) {
       }
     }
     const int t = r / p.group, h = kvh * p.group + (r - t * p.group);
-    const int64_t grow = static_cast<int64_t>(t) * p.Hq + h;
+    const int64_t grow = q_off + static_cast<int64_t>(t) * p.Hq + h;
     if (p.ws_acc == nullptr) {
       o[grow * D + d] = FromF32<T>(L > 0.f ? A / L : 0.f);
     } else {
-      const int64_t wrow = static_cast<int64_t>(split) * p.T * p.Hq + grow;
+      const int64_t wrow = static_cast<int64_t>(split) * p.B * p.T * p.Hq + grow;
       p.ws_acc[wrow * D + d] = A;
       if (d == 0) {
         p.ws_ml[wrow * 2] = M;
@@ -367,7 +389,7 @@ struct CombineParams {
   const float* ws_acc;
   const float* ws_ml;
   void* o;
-  int rows;  // T * Hq
+  int rows;  // B * T * Hq
   int D;
   int splits;
 };
@@ -440,6 +462,7 @@ struct MmaParams {
   int T, S, Hq, Hkv, group;
   int causal;
   float scale_log2;
+  const int* pos;  // kv_attention (blockIdx.z = sequence): keys min(S, pos[b] + T); else nullptr
 };
 
 __device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], const void* p) {
@@ -490,13 +513,16 @@ __global__ void __launch_bounds__(kThreads) AttnMmaKernel(MmaParams p) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int mt = p.causal ? static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x) : blockIdx.x;
   const int m0 = mt * BM;
-  const int h = blockIdx.y, kvh = h / p.group;
-  const int off = p.S - p.T;
+  const int h = blockIdx.y, kvh = h / p.group, b = blockIdx.z;
+  const int S = p.pos ? min(p.S, max(0, __ldg(p.pos + b) + p.T)) : p.S;  // this sequence's keys
+  const int off = S - p.T;
   const int64_t q_stride = static_cast<int64_t>(p.Hq) * HD, kv_stride = static_cast<int64_t>(p.Hkv) * HD;
-  const T* qbase = static_cast<const T*>(p.q) + static_cast<int64_t>(h) * HD;
-  const T* kbase = static_cast<const T*>(p.k) + static_cast<int64_t>(kvh) * HD;
-  const T* vbase = static_cast<const T*>(p.v) + static_cast<int64_t>(kvh) * HD;
-  const int kv_end = p.causal ? min(p.S, max(0, m0 + BM + off)) : p.S;  // keys any row here sees
+  const int64_t q_off = static_cast<int64_t>(b) * p.T * q_stride;  // sequence b's first query row
+  const T* qbase = static_cast<const T*>(p.q) + q_off + static_cast<int64_t>(h) * HD;
+  const int64_t kv_off = static_cast<int64_t>(b) * p.S * kv_stride + static_cast<int64_t>(kvh) * HD;
+  const T* kbase = static_cast<const T*>(p.k) + kv_off;
+  const T* vbase = static_cast<const T*>(p.v) + kv_off;
+  const int kv_end = p.causal ? min(S, max(0, m0 + BM + off)) : S;  // keys any row here sees
   const int ntiles = (kv_end + BN - 1) / BN;
 
   // rows [row0, row0 + 64) of a [rows, heads, HD] tensor -> padded shared tile; rows >= nrows -> 0.
@@ -513,7 +539,7 @@ __global__ void __launch_bounds__(kThreads) AttnMmaKernel(MmaParams p) {
 
   load_tile(sV, qbase, q_stride, m0, p.T);
   CpAsyncCommit();
-  if (ntiles > 0) load_tile(sK, kbase, kv_stride, 0, p.S);
+  if (ntiles > 0) load_tile(sK, kbase, kv_stride, 0, S);
   CpAsyncCommit();
   CpAsyncWait<0>();
   __syncthreads();
@@ -532,7 +558,7 @@ __global__ void __launch_bounds__(kThreads) AttnMmaKernel(MmaParams p) {
 
   for (int j = 0; j < ntiles; ++j) {
     const int n0 = j * BN;
-    load_tile(sV, vbase, kv_stride, n0, p.S);
+    load_tile(sV, vbase, kv_stride, n0, S);
     CpAsyncCommit();
     CpAsyncWait<1>();  // K tile j has landed (V tile j may be in flight)
     __syncthreads();
@@ -553,12 +579,12 @@ __global__ void __launch_bounds__(kThreads) AttnMmaKernel(MmaParams p) {
       }
     }
     __syncthreads();  // every warp is done with sK
-    if (j + 1 < ntiles) load_tile(sK, kbase, kv_stride, n0 + BN, p.S);
+    if (j + 1 < ntiles) load_tile(sK, kbase, kv_stride, n0 + BN, S);
     CpAsyncCommit();  // (possibly empty) group, so the wait counts below stay uniform
 
     // Online softmax in the log2 domain. Masking is needed only on the tile past S or crossing the
     // causal diagonal of this block's first row.
-    const bool need_mask = (n0 + BN > p.S) || (p.causal && n0 + BN - 1 > m0 + off);
+    const bool need_mask = (n0 + BN > S) || (p.causal && n0 + BN - 1 > m0 + off);
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int nt = 0; nt < BN / 8; ++nt) {
@@ -567,8 +593,8 @@ __global__ void __launch_bounds__(kThreads) AttnMmaKernel(MmaParams p) {
         float s0 = sacc[nt][e] * p.scale_log2, s1 = sacc[nt][2 + e] * p.scale_log2;
         if (need_mask) {
           const int key = n0 + nt * 8 + (lane & 3) * 2 + e;
-          if (key >= p.S || (p.causal && key > qrow + off)) s0 = -INFINITY;
-          if (key >= p.S || (p.causal && key > qrow + 8 + off)) s1 = -INFINITY;
+          if (key >= S || (p.causal && key > qrow + off)) s0 = -INFINITY;
+          if (key >= S || (p.causal && key > qrow + 8 + off)) s1 = -INFINITY;
         }
         sacc[nt][e] = s0;
         sacc[nt][2 + e] = s1;
@@ -646,9 +672,44 @@ __global__ void __launch_bounds__(kThreads) AttnMmaKernel(MmaParams p) {
       const int row = qrow + 8 * r;
       if (row < p.T) {
         const uint32_t packed = Pack2(oacc[dt][2 * r] * inv[r], oacc[dt][2 * r + 1] * inv[r], tp);
-        *reinterpret_cast<uint32_t*>(o + (static_cast<int64_t>(row) * p.Hq + h) * HD + col) = packed;
+        *reinterpret_cast<uint32_t*>(o + q_off + (static_cast<int64_t>(row) * p.Hq + h) * HD + col) = packed;
       }
     }
+  }
+}
+
+// ------------------------------------------------------------------ kv_attention cache write
+
+struct KvWriteParams {
+  const void* k;
+  const void* v;
+  void* kc;
+  void* vc;
+  const int* pos;
+  int64_t total;  // B * T * units
+  int T, S, units;  // units of E per token row (Hkv * D elements)
+};
+
+// k[b, t] -> k_cache[b, pos[b] + t] (and v), one E (16 bytes when aligned) per thread and grid
+// stride; pos read from device memory. A row past the cache (pos[b] + t >= S, or pos < 0) is not
+// written — the caller's error, which the attention kernels also clamp to S.
+template <typename E>
+__global__ void __launch_bounds__(256) KvCacheWriteKernel(KvWriteParams p) {
+  const E* k = static_cast<const E*>(p.k);
+  const E* v = static_cast<const E*>(p.v);
+  E* kc = static_cast<E*>(p.kc);
+  E* vc = static_cast<E*>(p.vc);
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t bt = i / p.units;
+    const int u = static_cast<int>(i - bt * p.units);
+    const int b = static_cast<int>(bt / p.T), t = static_cast<int>(bt - static_cast<int64_t>(b) * p.T);
+    const int ps = __ldg(p.pos + b);
+    if (ps < 0 || ps + t >= p.S) continue;
+    const int64_t dst = (static_cast<int64_t>(b) * p.S + ps + t) * p.units + u;
+    const E kx = k[i], vx = v[i];
+    kc[dst] = kx;
+    vc[dst] = vx;
   }
 }
 
@@ -656,7 +717,17 @@ __global__ void __launch_bounds__(kThreads) AttnMmaKernel(MmaParams p) {
 
 struct Dims {
   int64_t T = 0, S = 0, Hq = 0, Hkv = 0, D = 0, group = 1;
+  int64_t B = 1;  // sequences (kv_attention); S is then the cache capacity
   DType dtype = DType::kF32;
+};
+
+// The device pointers of one plan: q/k/v/o ([B,] rows, heads, D) and kv_attention's positions.
+struct Ptrs {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;        // nullptr: not known (workspace sizing)
+  const int* pos = nullptr;  // kv_attention only
 };
 
 Status CheckDims(const std::vector<TensorRef>& in, const std::vector<TensorRef>* out, Dims* d) {
@@ -699,12 +770,11 @@ bool EnvGeneral() {
 }
 
 // Why the tensor-core kernel does not apply ("" when it does).
-std::string MmaRefusal(const Dims& d, const std::vector<TensorRef>& in, const std::vector<TensorRef>* out) {
+std::string MmaRefusal(const Dims& d, const Ptrs& ptr) {
   if (d.dtype != DType::kF16 && d.dtype != DType::kBF16) return fmt::format("dtype {} (needs f16/bf16)", DTypeName(d.dtype));
   if (d.D != 64 && d.D != 128) return fmt::format("head_dim {} (needs 64 or 128)", d.D);
-  bool aligned = Aligned16(in[0].data) && Aligned16(in[1].data) && Aligned16(in[2].data);
-  if (out) aligned = aligned && Aligned16((*out)[0].data);
-  if (!aligned) return "a q/k/v/output pointer is not 16-byte aligned";
+  if (!(Aligned16(ptr.q) && Aligned16(ptr.k) && Aligned16(ptr.v) && Aligned16(ptr.o)))
+    return "a q/k/v/output pointer is not 16-byte aligned";
   return "";
 }
 
@@ -721,7 +791,7 @@ struct GeneralPlan {
   size_t ws_bytes = 0;  // scratch for splits > 1
 };
 
-size_t SplitBytesPerSplit(const Dims& d) { return static_cast<size_t>(d.T * d.Hq * (d.D + 2)) * sizeof(float); }
+size_t SplitBytesPerSplit(const Dims& d) { return static_cast<size_t>(d.B * d.T * d.Hq * (d.D + 2)) * sizeof(float); }
 
 GeneralPlan PlanGeneral(const Dims& d, bool vec, const cuda::DeviceInfo& dev, size_t ws_capacity, int max_splits) {
   GeneralPlan g;
@@ -742,7 +812,7 @@ GeneralPlan PlanGeneral(const Dims& d, bool vec, const cuda::DeviceInfo& dev, si
                  static_cast<size_t>(kWarps) * g.rb * 32 * sizeof(float);
   // Split the keys when the blocks would not fill the GPU and scratch is available.
   const int64_t keys_per_iter = static_cast<int64_t>(kWarps) * g.kt;
-  const int64_t blocks = std::max<int64_t>(1, g.row_tiles * d.Hkv);
+  const int64_t blocks = std::max<int64_t>(1, g.row_tiles * d.Hkv * d.B);
   int64_t splits = 1;
   const size_t per_split = SplitBytesPerSplit(d);
   if (d.S > 0 && per_split > 0 && ws_capacity / per_split >= 2) {
@@ -761,13 +831,22 @@ GeneralPlan PlanGeneral(const Dims& d, bool vec, const cuda::DeviceInfo& dev, si
   return g;
 }
 
-bool GeneralVec(const Dims& d, const std::vector<TensorRef>& in) {
-  return (d.D * DTypeSize(d.dtype)) % 16 == 0 && Aligned16(in[1].data) && Aligned16(in[2].data);
+bool GeneralVec(const Dims& d, const Ptrs& ptr) {
+  return (d.D * DTypeSize(d.dtype)) % 16 == 0 && Aligned16(ptr.k) && Aligned16(ptr.v);
 }
 
 // Whether the default choice (kAuto) takes the tensor-core kernel.
-bool AutoUsesMma(const Dims& d, const std::vector<TensorRef>& in, const std::vector<TensorRef>* out) {
-  return !EnvGeneral() && d.T > kAttentionDecodeMaxT && MmaRefusal(d, in, out).empty();
+bool AutoUsesMma(const Dims& d, const Ptrs& ptr) {
+  return !EnvGeneral() && d.T > kAttentionDecodeMaxT && MmaRefusal(d, ptr).empty();
+}
+
+Ptrs PtrsOf(const std::vector<TensorRef>& in, const std::vector<TensorRef>* out) {
+  Ptrs p;
+  p.q = in[0].data;
+  p.k = in[1].data;
+  p.v = in[2].data;
+  p.o = out && !out->empty() ? (*out)[0].data : nullptr;
+  return p;
 }
 
 using GeneralFn = void (*)(GeneralParams);
@@ -809,6 +888,52 @@ MmaFn PickMma(DType t, int64_t hd) {
   return hd == 64 ? AttnMmaKernel<__half, 64> : AttnMmaKernel<__half, 128>;
 }
 
+Status PlanAttentionCore(const Dims& d, const Ptrs& ptr, bool causal, double scale, const cuda::DeviceInfo& dev,
+                         const AttentionPlanOptions& opts, const char* op, std::vector<cuda::KernelLaunch>& launches);
+
+// kv_attention inputs: q[B,T,Hq,D], k/v[B,T,Hkv,D], k_cache/v_cache[B,S,Hkv,D], pos[B] i32; `d`
+// gets S = the cache capacity.
+Status CheckKvDims(const std::vector<TensorRef>& in, const std::vector<TensorRef>* out, Dims* d) {
+  if (in.size() < 6)
+    return InvalidArgument(fmt::format("kv_attention: expected 6 inputs (q, k, v, k_cache, v_cache, pos), got {}", in.size()));
+  const TensorRef &q = in[0], &k = in[1], &v = in[2], &kc = in[3], &vc = in[4], &pos = in[5];
+  for (const TensorRef* t : {&q, &k, &v, &kc, &vc})
+    if (t->shape.size() != 4 || t->dtype != q.dtype)
+      return InvalidArgument("kv_attention: q, k, v, k_cache, v_cache must be 4-d of one dtype");
+  if (pos.dtype != DType::kI32 || pos.shape.size() != 1) return InvalidArgument("kv_attention: pos must be i32 [batch]");
+  d->B = q.shape[0];
+  d->T = q.shape[1];
+  d->Hq = q.shape[2];
+  d->D = q.shape[3];
+  d->S = kc.shape[1];
+  d->Hkv = kc.shape[2];
+  d->dtype = q.dtype;
+  const std::vector<int64_t> kshape{d->B, d->T, d->Hkv, d->D}, cshape{d->B, d->S, d->Hkv, d->D};
+  if (k.shape != kshape || v.shape != kshape || vc.shape != cshape || pos.shape[0] != d->B)
+    return InvalidArgument("kv_attention: shape mismatch between q, k, v, the caches and pos");
+  if (d->Hkv <= 0 || d->Hq % d->Hkv)
+    return InvalidArgument(fmt::format("kv_attention: {} query heads not a multiple of {} kv heads", d->Hq, d->Hkv));
+  d->group = d->Hq / d->Hkv;
+  if (out && (out->empty() || (*out)[0].dtype != q.dtype || (*out)[0].shape != q.shape))
+    return InvalidArgument("kv_attention: output must have q's dtype and shape");
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  if (d->T * d->group > kIntMax || d->S > kIntMax / 2 || d->Hq * d->D > kIntMax || d->B * d->T * d->Hq > kIntMax ||
+      d->B * d->T * d->Hkv * d->D > kIntMax)
+    return Unimplemented(fmt::format("kv_attention: sizes B={} T={} S={} Hq={} D={} exceed the kernels' 32-bit indexing",
+                                     d->B, d->T, d->S, d->Hq, d->D));
+  return Status::Ok();
+}
+
+Ptrs KvPtrsOf(const std::vector<TensorRef>& in, const std::vector<TensorRef>* out) {
+  Ptrs p;
+  p.q = in[0].data;
+  p.k = in[3].data;  // attention reads the caches (after the write kernel)
+  p.v = in[4].data;
+  p.o = out && !out->empty() ? (*out)[0].data : nullptr;
+  p.pos = static_cast<const int*>(in[5].data);
+  return p;
+}
+
 }  // namespace
 
 size_t AttentionWorkspaceBytesFor(const std::vector<TensorRef>& in, const cuda::DeviceInfo& dev, AttentionPath path,
@@ -816,11 +941,12 @@ size_t AttentionWorkspaceBytesFor(const std::vector<TensorRef>& in, const cuda::
   Dims d;
   if (!CheckDims(in, nullptr, &d).ok() || d.D > 256 || !IsFloat(d.dtype)) return 0;
   if (path == AttentionPath::kTensorCore) return 0;
-  if (path == AttentionPath::kAuto && AutoUsesMma(d, in, nullptr)) return 0;
-  return PlanGeneral(d, GeneralVec(d, in), dev, std::numeric_limits<size_t>::max(), max_splits).ws_bytes;
+  if (path == AttentionPath::kAuto && AutoUsesMma(d, PtrsOf(in, nullptr))) return 0;
+  return PlanGeneral(d, GeneralVec(d, PtrsOf(in, nullptr)), dev, std::numeric_limits<size_t>::max(), max_splits).ws_bytes;
 }
 
 size_t AttentionWorkspaceBytes(const Node& n, const std::vector<TensorRef>& in, const cuda::DeviceInfo& dev) {
+  if (n.op == OpKind::kKvAttention) return KvAttentionWorkspaceBytesFor(in, dev, AttentionPath::kAuto);
   return AttentionWorkspaceBytesFor(in, dev, AttentionPath::kAuto);
 }
 
@@ -830,36 +956,47 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanAttentionWith(const Node& n, const
                                                             const AttentionPlanOptions& opts) {
   Dims d;
   if (Status s = CheckDims(in, &out, &d); !s.ok()) return s;
-  if (!IsFloat(d.dtype)) return Unimplemented(fmt::format("attention: dtype {} (needs f32/f16/bf16)", DTypeName(d.dtype)));
-  if (d.D > 256) return Unimplemented(fmt::format("attention: head_dim {} > 256", d.D));
   const bool causal = AttrInt(n.attrs, "causal", 1) != 0;
   const double scale = AttrFloat(n.attrs, "scale", d.D > 0 ? 1.0 / std::sqrt(static_cast<double>(d.D)) : 1.0);
-  const float scale_log2 = static_cast<float>(scale * 1.4426950408889634);
   std::vector<cuda::KernelLaunch> launches;
-  if (d.T == 0 || d.Hq == 0 || d.D == 0) return launches;  // empty output: nothing to compute
+  OPFUSE_RETURN_IF_ERROR(PlanAttentionCore(d, PtrsOf(in, &out), causal, scale, dev, opts, "attention", launches));
+  return launches;
+}
+
+namespace {
+
+// The launches of attention over Dims `d` (B sequences; with ptr.pos, sequence b has
+// min(S, pos[b] + T) keys, read on the device), appended to `launches`.
+Status PlanAttentionCore(const Dims& d, const Ptrs& ptr, bool causal, double scale, const cuda::DeviceInfo& dev,
+                         const AttentionPlanOptions& opts, const char* op, std::vector<cuda::KernelLaunch>& launches) {
+  if (!IsFloat(d.dtype)) return Unimplemented(fmt::format("{}: dtype {} (needs f32/f16/bf16)", op, DTypeName(d.dtype)));
+  if (d.D > 256) return Unimplemented(fmt::format("{}: head_dim {} > 256", op, d.D));
+  const float scale_log2 = static_cast<float>(scale * 1.4426950408889634);
+  if (d.B == 0 || d.T == 0 || d.Hq == 0 || d.D == 0) return Status::Ok();  // empty output: nothing to compute
 
   bool mma = false;
   if (opts.path == AttentionPath::kTensorCore) {
-    const std::string why = MmaRefusal(d, in, &out);
-    if (!why.empty()) return Unimplemented("attention: tensor-core kernel does not apply: " + why);
+    const std::string why = MmaRefusal(d, ptr);
+    if (!why.empty()) return Unimplemented(fmt::format("{}: tensor-core kernel does not apply: {}", op, why));
     mma = true;
   } else if (opts.path == AttentionPath::kAuto) {
-    mma = AutoUsesMma(d, in, &out);
+    mma = AutoUsesMma(d, ptr);
   }
+  const std::string prefix = op;
 
   if (mma) {
-    MmaParams p{in[0].data, in[1].data, in[2].data, out[0].data, static_cast<int>(d.T), static_cast<int>(d.S),
+    MmaParams p{ptr.q, ptr.k, ptr.v, ptr.o, static_cast<int>(d.T), static_cast<int>(d.S),
                 static_cast<int>(d.Hq), static_cast<int>(d.Hkv), static_cast<int>(d.group), causal ? 1 : 0,
-                scale_log2};
-    const dim3 grid(static_cast<unsigned>((d.T + 63) / 64), static_cast<unsigned>(d.Hq), 1);
-    if (d.Hq > 65535) return Unimplemented(fmt::format("attention: {} query heads > 65535", d.Hq));
-    launches.push_back(cuda::KernelLaunch::Make(fmt::format("attention_mma_{}_d{}", DTypeName(d.dtype), d.D),
+                scale_log2, ptr.pos};
+    if (d.Hq > 65535 || d.B > 65535) return Unimplemented(fmt::format("{}: {} query heads or {} sequences > 65535", op, d.Hq, d.B));
+    const dim3 grid(static_cast<unsigned>((d.T + 63) / 64), static_cast<unsigned>(d.Hq), static_cast<unsigned>(d.B));
+    launches.push_back(cuda::KernelLaunch::Make(fmt::format("{}_mma_{}_d{}", prefix, DTypeName(d.dtype), d.D),
                                                 PickMma(d.dtype, d.D), grid, dim3(kThreads), 0, p));
-    return launches;
+    return Status::Ok();
   }
 
-  if (d.Hkv > 65535) return Unimplemented(fmt::format("attention: {} kv heads > 65535", d.Hkv));
-  const GeneralPlan g = PlanGeneral(d, GeneralVec(d, in), dev, opts.workspace ? opts.workspace_bytes : 0,
+  if (d.Hkv * d.B > 65535) return Unimplemented(fmt::format("{}: {} kv heads x {} sequences > 65535", op, d.Hkv, d.B));
+  const GeneralPlan g = PlanGeneral(d, GeneralVec(d, ptr), dev, opts.workspace ? opts.workspace_bytes : 0,
                                     opts.max_splits);
   if (g.smem_bytes > static_cast<size_t>(std::max<int64_t>(dev.max_shared_mem_per_block, 48 * 1024)))
     return Internal(fmt::format("attention: general kernel needs {} bytes of shared memory", g.smem_bytes));
@@ -867,10 +1004,12 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanAttentionWith(const Node& n, const
                         reinterpret_cast<uintptr_t>(opts.workspace) % alignof(float) != 0))
     return Internal("attention: split plan without enough aligned workspace");
   GeneralParams p{};
-  p.q = in[0].data;
-  p.k = in[1].data;
-  p.v = in[2].data;
-  p.o = out[0].data;
+  p.q = ptr.q;
+  p.k = ptr.k;
+  p.v = ptr.v;
+  p.o = ptr.o;
+  p.B = static_cast<int>(d.B);
+  p.pos = ptr.pos;
   p.T = static_cast<int>(d.T);
   p.S = static_cast<int>(d.S);
   p.Hq = static_cast<int>(d.Hq);
@@ -883,24 +1022,26 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanAttentionWith(const Node& n, const
   p.chunk = g.chunk;
   p.vec = g.vec ? 1 : 0;
   p.union_bytes = static_cast<int>(g.union_bytes);
-  const size_t acc_bytes = static_cast<size_t>(g.splits) * d.T * d.Hq * d.D * sizeof(float);
+  const size_t acc_bytes = static_cast<size_t>(g.splits) * d.B * d.T * d.Hq * d.D * sizeof(float);
   if (g.splits > 1) {
     p.ws_acc = static_cast<float*>(opts.workspace);
     p.ws_ml = reinterpret_cast<float*>(static_cast<char*>(opts.workspace) + acc_bytes);
   }
-  const dim3 grid(static_cast<unsigned>(g.row_tiles), static_cast<unsigned>(d.Hkv), static_cast<unsigned>(g.splits));
-  std::string name = fmt::format("attention_general_{}_rb{}_c{}", DTypeName(d.dtype), g.rb, g.maxc);
+  const dim3 grid(static_cast<unsigned>(g.row_tiles), static_cast<unsigned>(d.Hkv * d.B), static_cast<unsigned>(g.splits));
+  std::string name = fmt::format("{}_general_{}_rb{}_c{}", prefix, DTypeName(d.dtype), g.rb, g.maxc);
   if (g.splits > 1) name += fmt::format("_split{}", g.splits);
   launches.push_back(cuda::KernelLaunch::Make(std::move(name), PickGeneral(d.dtype, g.rb, g.maxc), grid,
                                               dim3(kThreads), g.smem_bytes, p));
   if (g.splits > 1) {
-    CombineParams c{p.ws_acc, p.ws_ml, out[0].data, static_cast<int>(d.T * d.Hq), static_cast<int>(d.D), g.splits};
-    launches.push_back(cuda::KernelLaunch::Make(fmt::format("attention_combine_{}", DTypeName(d.dtype)),
-                                                PickCombine(d.dtype), dim3(static_cast<unsigned>(d.T * d.Hq)),
+    CombineParams c{p.ws_acc, p.ws_ml, ptr.o, static_cast<int>(d.B * d.T * d.Hq), static_cast<int>(d.D), g.splits};
+    launches.push_back(cuda::KernelLaunch::Make(fmt::format("{}_combine_{}", prefix, DTypeName(d.dtype)),
+                                                PickCombine(d.dtype), dim3(static_cast<unsigned>(d.B * d.T * d.Hq)),
                                                 dim3(kThreads), 0, c));
   }
-  return launches;
+  return Status::Ok();
 }
+
+}  // namespace
 
 StatusOr<std::vector<cuda::KernelLaunch>> PlanAttention(const Node& n, const std::vector<TensorRef>& in,
                                                         const std::vector<TensorRef>& out,
@@ -911,6 +1052,60 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanAttention(const Node& n, const std
     opts.workspace_bytes = static_cast<size_t>(in[3].numel()) * DTypeSize(in[3].dtype);
   }
   return PlanAttentionWith(n, in, out, dev, opts);
+}
+
+// ------------------------------------------------------------------ kv_attention
+
+size_t KvAttentionWorkspaceBytesFor(const std::vector<TensorRef>& in, const cuda::DeviceInfo& dev, AttentionPath path,
+                                    int max_splits) {
+  Dims d;
+  if (!CheckKvDims(in, nullptr, &d).ok() || d.D > 256 || !IsFloat(d.dtype)) return 0;
+  if (path == AttentionPath::kTensorCore) return 0;
+  const Ptrs ptr = KvPtrsOf(in, nullptr);
+  if (path == AttentionPath::kAuto && AutoUsesMma(d, ptr)) return 0;
+  return PlanGeneral(d, GeneralVec(d, ptr), dev, std::numeric_limits<size_t>::max(), max_splits).ws_bytes;
+}
+
+StatusOr<std::vector<cuda::KernelLaunch>> PlanKvAttentionWith(const Node& n, const std::vector<TensorRef>& in,
+                                                              const std::vector<TensorRef>& out,
+                                                              const cuda::DeviceInfo& dev,
+                                                              const AttentionPlanOptions& opts) {
+  Dims d;
+  if (Status s = CheckKvDims(in, &out, &d); !s.ok()) return s;
+  std::vector<cuda::KernelLaunch> launches;
+  if (d.B == 0 || d.T == 0) return launches;
+  // 1. The cache write: 16-byte units when every row and pointer allows, else elements.
+  const int64_t esize = DTypeSize(d.dtype), row_bytes = d.Hkv * d.D * esize;
+  const bool vec = row_bytes % 16 == 0 && Aligned16(in[1].data) && Aligned16(in[2].data) && Aligned16(in[3].data) &&
+                   Aligned16(in[4].data);
+  KvWriteParams w{in[1].data, in[2].data, in[3].data, in[4].data, static_cast<const int*>(in[5].data), 0,
+                  static_cast<int>(d.T), static_cast<int>(d.S), 0};
+  w.units = static_cast<int>(vec ? row_bytes / 16 : d.Hkv * d.D);
+  w.total = d.B * d.T * w.units;
+  if (w.total > 0) {
+    const int64_t blocks = std::clamp<int64_t>((w.total + 255) / 256, 1, int64_t{8} * std::max(1, dev.sm_count));
+    void (*fn)(KvWriteParams) = vec ? KvCacheWriteKernel<uint4>
+                                : esize == 4 ? KvCacheWriteKernel<uint32_t>
+                                             : KvCacheWriteKernel<uint16_t>;
+    launches.push_back(cuda::KernelLaunch::Make(fmt::format("kv_cache_write_{}{}", DTypeName(d.dtype), vec ? "_v16" : ""),
+                                                fn, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, w));
+  }
+  // 2. Attention over the caches, causal at absolute positions: the existing kernels with
+  //    S_b = pos[b] + T read on the device (query t sees keys j <= pos[b] + t).
+  const double scale = AttrFloat(n.attrs, "scale", d.D > 0 ? 1.0 / std::sqrt(static_cast<double>(d.D)) : 1.0);
+  OPFUSE_RETURN_IF_ERROR(PlanAttentionCore(d, KvPtrsOf(in, &out), true, scale, dev, opts, "kv_attention", launches));
+  return launches;
+}
+
+StatusOr<std::vector<cuda::KernelLaunch>> PlanKvAttention(const Node& n, const std::vector<TensorRef>& in,
+                                                          const std::vector<TensorRef>& out,
+                                                          const cuda::DeviceInfo& dev) {
+  AttentionPlanOptions opts;
+  if (in.size() > 6) {  // optional split-K scratch from the executor (AttentionWorkspaceBytes)
+    opts.workspace = in[6].data;
+    opts.workspace_bytes = static_cast<size_t>(in[6].numel()) * DTypeSize(in[6].dtype);
+  }
+  return PlanKvAttentionWith(n, in, out, dev, opts);
 }
 
 }  // namespace opfuse::kernels

@@ -57,4 +57,21 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanAttentionWith(const Node& n, const
 size_t AttentionWorkspaceBytesFor(const std::vector<TensorRef>& in, const cuda::DeviceInfo& dev,
                                   AttentionPath path, int max_splits = 0);
 
+// kv_attention (q[B,T,Hq,D], k/v[B,T,Hkv,D], k_cache/v_cache[B,S,Hkv,D] written in place, pos[B] i32
+// in device memory): a cache-write kernel (k[b,t] -> k_cache[b, pos[b]+t], 16-byte units) and then
+// the kernels above over the caches with B sequences, sequence b seeing min(S, pos[b] + T) keys —
+// the length is read inside the kernels, so nothing on the host depends on pos and a captured
+// CUDA graph replays with new positions. T <= kAttentionDecodeMaxT: the general kernel, split-K
+// sized for the capacity S (splits past a sequence's length write empty partials that the combine
+// weighs 0); longer T: the tensor-core kernel (f16/bf16, D 64/128), one grid z-slice per sequence.
+// A pos[b] + T beyond S cannot fail on the device: rows past S are not written and the keys are
+// clamped to S (the engine checks the context length on the host). `in` may carry the split-K
+// scratch as a 7th TensorRef (AttentionWorkspaceBytes dispatches on the node's op).
+StatusOr<std::vector<cuda::KernelLaunch>> PlanKvAttentionWith(const Node& n, const std::vector<TensorRef>& in,
+                                                              const std::vector<TensorRef>& out,
+                                                              const cuda::DeviceInfo& dev,
+                                                              const AttentionPlanOptions& opts);
+size_t KvAttentionWorkspaceBytesFor(const std::vector<TensorRef>& in, const cuda::DeviceInfo& dev,
+                                    AttentionPath path, int max_splits = 0);
+
 }  // namespace opfuse::kernels

@@ -15,6 +15,7 @@ PlanFn PlannerFor(OpKind op) {
     case OpKind::kSwiglu: case OpKind::kGeglu: return PlanGlu;
     case OpKind::kRope: return PlanRope;
     case OpKind::kAttention: return PlanAttention;
+    case OpKind::kKvAttention: return PlanKvAttention;
     case OpKind::kEmbedding: return PlanEmbedding;
     case OpKind::kMatmul: case OpKind::kConstant: return nullptr;  // cuBLASLt / host constant, in the executor
     default: break;

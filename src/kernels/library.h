@@ -81,5 +81,9 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanRope(const Node& n, const std::vec
 StatusOr<std::vector<cuda::KernelLaunch>> PlanAttention(const Node& n, const std::vector<TensorRef>& in,
                                                         const std::vector<TensorRef>& out, const cuda::DeviceInfo& dev);
 size_t AttentionWorkspaceBytes(const Node& n, const std::vector<TensorRef>& in, const cuda::DeviceInfo& dev);
+// kv_attention (src/kernels/attention.h): in = q, k, v, k_cache, v_cache, pos [, scratch]; writes
+// the caches in place, reads pos on the device. AttentionWorkspaceBytes also sizes its scratch.
+StatusOr<std::vector<cuda::KernelLaunch>> PlanKvAttention(const Node& n, const std::vector<TensorRef>& in,
+                                                          const std::vector<TensorRef>& out, const cuda::DeviceInfo& dev);
 
 }  // namespace opfuse::kernels

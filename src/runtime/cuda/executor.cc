@@ -572,7 +572,7 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Arena>> CudaExecutable::Impl::Get
   };
   for (size_t s = 0; s < steps.size(); ++s) {
     const Step& st = steps[s];
-    if (st.kind == StepKind::kLibrary && st.node.op == OpKind::kAttention) {
+    if (st.kind == StepKind::kLibrary && (st.node.op == OpKind::kAttention || st.node.op == OpKind::kKvAttention)) {
       std::vector<kernels::TensorRef> ins;
       for (int v : st.node.inputs) ins.push_back({nullptr, values[v].type.dtype, arena->shapes[v]});
       const size_t bytes = kernels::AttentionWorkspaceBytes(st.node, ins, dev);

@@ -1,0 +1,279 @@
+// kv_attention on the GPU (src/kernels/attention.cu, through CudaExecutable so that the executor's
+// split-K scratch and the in-place cache writes are exercised) against the CPU reference:
+//   - f32/bf16/f16, D 64 and 128, B 1/2/8, T 1/4/17/128, S up to 4096, pos various incl. at the
+//     cache end, GQA 8:1 and 1:1. Outputs are poisoned (NaN) before each run and cache rows past
+//     pos[b] + T are poisoned too: a kernel reading a row it must not see gives NaN; the caches
+//     after the run must equal the expected update bit for bit (poison included);
+//   - capture/replay: the decode step captured once as a CUDA graph, replayed with new pos values
+//     written into the same device buffer (and new q/k/v), each step equal to the CPU reference
+//     with the cache carried over;
+//   - KvAttentionTiming: µs of decode (B=1, S=2048, TinyLlama heads) and prefill T=2048 beside
+//     the `attention` op on the same shapes (graph replay, median of 50), printed for BENCHMARKS.md.
+#ifdef OPFUSE_WITH_CUDA
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "gpu/gpu_test_util.h"
+#include "runtime/cpu/cpu_executor.h"
+#include "runtime/cuda/executor.h"
+
+namespace opfuse {
+namespace {
+
+using testing_gpu::WithGpu;
+
+struct KvShape {
+  DType dt;
+  int64_t B, T, Hq, Hkv, D, S;
+  std::vector<int64_t> pos;
+};
+
+std::string Name(const KvShape& c) {
+  std::string p;
+  for (auto x : c.pos) p += (p.empty() ? "" : ",") + std::to_string(x);
+  return fmt::format("{} B={} T={} Hq={} Hkv={} D={} S={} pos=[{}]", DTypeName(c.dt), c.B, c.T, c.Hq, c.Hkv, c.D, c.S, p);
+}
+
+double Bound(DType t) { return t == DType::kBF16 ? 1e-2 : t == DType::kF16 ? 2e-3 : 2e-5; }
+
+Graph KvGraph(const KvShape& c) {
+  GraphBuilder b("kv");
+  int q = b.Input("q", c.dt, {c.B, c.T, c.Hq, c.D});
+  int k = b.Input("k", c.dt, {c.B, c.T, c.Hkv, c.D});
+  int v = b.Input("v", c.dt, {c.B, c.T, c.Hkv, c.D});
+  int kc = b.Input("k_cache", c.dt, {c.B, c.S, c.Hkv, c.D});
+  int vc = b.Input("v_cache", c.dt, {c.B, c.S, c.Hkv, c.D});
+  int pos = b.Input("pos", DType::kI32, {c.B});
+  b.Output(b.KvAttention({q, k, v, kc, vc, pos}), "out");
+  auto g = b.Build();
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  return g.ok() ? *g : Graph();
+}
+
+HostTensor Rand(DType dt, std::vector<int64_t> shape, std::mt19937_64& rng, double scale = 1.0) {
+  HostTensor t(dt, std::move(shape));
+  FillRandom(t, rng, scale);
+  return t;
+}
+
+// Cache rows [pos[b] + T, S) of every sequence set to NaN: nothing may read them.
+void PoisonUnused(HostTensor& cache, const KvShape& c) {
+  const int64_t row = c.Hkv * c.D;
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t j = c.pos[b] + c.T; j < c.S; ++j)
+      for (int64_t e = 0; e < row; ++e) cache.set((b * c.S + j) * row + e, std::numeric_limits<double>::quiet_NaN());
+}
+
+HostTensor PosTensor(const std::vector<int64_t>& p) {
+  HostTensor t(DType::kI32, {static_cast<int64_t>(p.size())});
+  for (size_t i = 0; i < p.size(); ++i) t.set(static_cast<int64_t>(i), static_cast<double>(p[i]));
+  return t;
+}
+
+struct Dev {
+  void* p = nullptr;
+  size_t n = 0;
+  Dev() = default;
+  Dev(const Dev&) = delete;
+  Dev(Dev&& o) noexcept : p(o.p), n(o.n) { o.p = nullptr; }
+  ~Dev() { if (p) cudaFree(p); }
+  static Dev Of(const HostTensor& h) {
+    Dev d;
+    d.n = h.data.size();
+    EXPECT_EQ(cudaMalloc(&d.p, std::max<size_t>(d.n, 16)), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(d.p, h.data.data(), d.n, cudaMemcpyHostToDevice), cudaSuccess);
+    return d;
+  }
+  void Put(const HostTensor& h) { EXPECT_EQ(cudaMemcpy(p, h.data.data(), n, cudaMemcpyHostToDevice), cudaSuccess); }
+  void Get(HostTensor& h) const { EXPECT_EQ(cudaMemcpy(h.data.data(), p, n, cudaMemcpyDeviceToHost), cudaSuccess); }
+};
+
+// Bitwise equality (NaN poison included).
+int64_t BytesDiffer(const HostTensor& a, const HostTensor& b) {
+  int64_t n = 0;
+  for (size_t i = 0; i < a.data.size(); ++i) n += a.data[i] != b.data[i];
+  return n;
+}
+
+class KvAttentionGpu : public WithGpu<> {};
+
+TEST_F(KvAttentionGpu, MatchesCpuReference) {
+  std::mt19937_64 rng(std::random_device{}());
+  std::vector<KvShape> cases;
+  for (DType dt : {DType::kBF16, DType::kF16, DType::kF32}) {
+    cases.push_back({dt, 1, 1, 32, 4, 64, 2048, {2047}});          // TinyLlama decode at the cache end
+    cases.push_back({dt, 2, 1, 32, 4, 64, 512, {0, 300}});         // first token / mid
+    cases.push_back({dt, 8, 1, 8, 1, 128, 1024, {5, 1023, 77, 512, 0, 900, 1000, 33}});  // GQA 8:1, D=128
+    cases.push_back({dt, 2, 4, 8, 8, 64, 300, {100, 296}});        // 1:1, T=4, second at the end
+    cases.push_back({dt, 1, 17, 32, 4, 64, 4096, {4000}});         // T=17: prefill path after a long prefix
+    cases.push_back({dt, 2, 128, 16, 2, 128, 640, {0, 512}});      // prefill chunk, D=128
+  }
+  cases.push_back({DType::kBF16, 1, 128, 32, 4, 64, 128, {0}});    // prefill filling the cache exactly
+  cases.push_back({DType::kF16, 8, 4, 32, 4, 64, 2048, {2044, 0, 1, 1000, 1500, 63, 64, 65}});
+  for (const auto& c : cases) {
+    SCOPED_TRACE(Name(c));
+    Graph g = KvGraph(c);
+    auto ex = cuda::CudaExecutable::Create(g);
+    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+    HostTensor q = Rand(c.dt, {c.B, c.T, c.Hq, c.D}, rng, 2.0), k = Rand(c.dt, {c.B, c.T, c.Hkv, c.D}, rng, 2.0),
+               v = Rand(c.dt, {c.B, c.T, c.Hkv, c.D}, rng), kc = Rand(c.dt, {c.B, c.S, c.Hkv, c.D}, rng, 2.0),
+               vc = Rand(c.dt, {c.B, c.S, c.Hkv, c.D}, rng), pos = PosTensor(c.pos);
+    PoisonUnused(kc, c);
+    PoisonUnused(vc, c);
+    // The expected caches and output from the CPU reference (state updated in place).
+    std::map<std::string, HostTensor> state = {{"k_cache", kc}, {"v_cache", vc}};
+    CpuRunOptions o;
+    o.state = &state;
+    auto ref = RunGraphCpu(g, {{"q", q}, {"k", k}, {"v", v}, {"pos", pos}}, o);
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    // Device run with poisoned output.
+    HostTensor out(c.dt, {c.B, c.T, c.Hq, c.D});
+    Poison(out);
+    Dev dq = Dev::Of(q), dk = Dev::Of(k), dv = Dev::Of(v), dkc = Dev::Of(kc), dvc = Dev::Of(vc), dpos = Dev::Of(pos),
+        dout = Dev::Of(out);
+    ASSERT_OK((*ex)->Run({dq.p, dk.p, dv.p, dkc.p, dvc.p, dpos.p}, {dout.p}, {}, nullptr));
+    ASSERT_CUDA(cudaDeviceSynchronize());
+    HostTensor kc_out = kc, vc_out = vc;
+    dout.Get(out);
+    dkc.Get(kc_out);
+    dvc.Get(vc_out);
+    const double rel = RelativeError(out, ref->at("out"));
+    EXPECT_LE(rel, Bound(c.dt)) << "relative error " << rel;
+    EXPECT_EQ(BytesDiffer(kc_out, state["k_cache"]), 0) << "k_cache differs from the expected update";
+    EXPECT_EQ(BytesDiffer(vc_out, state["v_cache"]), 0) << "v_cache differs from the expected update";
+    std::printf("[ kv rel   ] %-70s %.3e (%s)\n", Name(c).c_str(), rel,
+                (*ex)->steps().empty() ? "" : (*ex)->steps()[0].name.c_str());
+  }
+}
+
+// The decode step captured once; each replay reads new pos values from the same device buffer.
+TEST_F(KvAttentionGpu, CapturedGraphReplaysWithNewPositions) {
+  std::mt19937_64 rng(std::random_device{}());
+  for (DType dt : {DType::kBF16, DType::kF32}) {
+    KvShape c{dt, 2, 1, 32, 4, 64, 700, {0, 0}};
+    SCOPED_TRACE(Name(c));
+    Graph g = KvGraph(c);
+    auto ex = cuda::CudaExecutable::Create(g);
+    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+    std::map<std::string, HostTensor> state = {{"k_cache", Rand(dt, {c.B, c.S, c.Hkv, c.D}, rng)},
+                                               {"v_cache", Rand(dt, {c.B, c.S, c.Hkv, c.D}, rng)}};
+    HostTensor q = Rand(dt, {c.B, 1, c.Hq, c.D}, rng, 2.0), k = Rand(dt, {c.B, 1, c.Hkv, c.D}, rng, 2.0),
+               v = Rand(dt, {c.B, 1, c.Hkv, c.D}, rng), pos = PosTensor({10, 600}), out(dt, {c.B, 1, c.Hq, c.D});
+    Dev dq = Dev::Of(q), dk = Dev::Of(k), dv = Dev::Of(v), dkc = Dev::Of(state["k_cache"]),
+        dvc = Dev::Of(state["v_cache"]), dpos = Dev::Of(pos), dout = Dev::Of(out);
+    // Capture runs the step once eagerly: mirror that on the CPU state.
+    auto graph = (*ex)->Capture({dq.p, dk.p, dv.p, dkc.p, dvc.p, dpos.p}, {dout.p}, {});
+    ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+    ASSERT_CUDA(cudaDeviceSynchronize());
+    CpuRunOptions o;
+    o.state = &state;
+    ASSERT_TRUE(RunGraphCpu(g, {{"q", q}, {"k", k}, {"v", v}, {"pos", pos}}, o).ok());
+    const std::vector<std::vector<int64_t>> steps = {{11, 601}, {12, 0}, {300, 699}, {13, 1}, {650, 64}};
+    for (const auto& p : steps) {
+      q = Rand(dt, {c.B, 1, c.Hq, c.D}, rng, 2.0);
+      k = Rand(dt, {c.B, 1, c.Hkv, c.D}, rng, 2.0);
+      v = Rand(dt, {c.B, 1, c.Hkv, c.D}, rng);
+      pos = PosTensor(p);
+      dq.Put(q);
+      dk.Put(k);
+      dv.Put(v);
+      dpos.Put(pos);
+      Poison(out);
+      dout.Put(out);
+      ASSERT_OK((*graph)->Launch(nullptr));
+      ASSERT_CUDA(cudaDeviceSynchronize());
+      auto ref = RunGraphCpu(g, {{"q", q}, {"k", k}, {"v", v}, {"pos", pos}}, o);
+      ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+      dout.Get(out);
+      const double rel = RelativeError(out, ref->at("out"));
+      EXPECT_LE(rel, Bound(dt)) << "pos " << p[0] << "," << p[1] << " relative error " << rel;
+      HostTensor kc_out = state["k_cache"];
+      dkc.Get(kc_out);
+      EXPECT_EQ(BytesDiffer(kc_out, state["k_cache"]), 0) << "pos " << p[0] << "," << p[1] << ": k_cache differs";
+    }
+  }
+}
+
+// Median µs of `reps` graph replays of one executable run (L2 not flushed: decode re-reads the same
+// cache every step in a real model too; prefill's 16 MB of K/V mostly miss anyway).
+double MedianUs(cuda::CudaExecutable& ex, const std::vector<const void*>& in, const std::vector<void*>& out) {
+  auto graph = ex.Capture(in, out, {});
+  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+  if (!graph.ok()) return -1;
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  std::vector<float> ms;
+  for (int i = 0; i < 60; ++i) {
+    cudaEventRecord(a, nullptr);
+    (void)(*graph)->Launch(nullptr);
+    cudaEventRecord(b, nullptr);
+    cudaEventSynchronize(b);
+    float t = 0;
+    cudaEventElapsedTime(&t, a, b);
+    if (i >= 10) ms.push_back(t);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2] * 1000.0;
+}
+
+TEST_F(KvAttentionGpu, KvAttentionTiming) {
+  std::mt19937_64 rng(std::random_device{}());
+  for (int64_t B : {1, 8}) {  // decode, TinyLlama heads, pos = S - 1
+    KvShape c{DType::kBF16, B, 1, 32, 4, 64, 2048, std::vector<int64_t>(B, 2047)};
+    Graph g = KvGraph(c);
+    auto ex = cuda::CudaExecutable::Create(g);
+    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+    Dev dq = Dev::Of(Rand(c.dt, {B, 1, 32, 64}, rng)), dk = Dev::Of(Rand(c.dt, {B, 1, 4, 64}, rng)),
+        dv = Dev::Of(Rand(c.dt, {B, 1, 4, 64}, rng)), dkc = Dev::Of(Rand(c.dt, {B, 2048, 4, 64}, rng)),
+        dvc = Dev::Of(Rand(c.dt, {B, 2048, 4, 64}, rng)), dpos = Dev::Of(PosTensor(c.pos)),
+        dout = Dev::Of(Rand(c.dt, {B, 1, 32, 64}, rng));
+    const double us = MedianUs(**ex, {dq.p, dk.p, dv.p, dkc.p, dvc.p, dpos.p}, {dout.p});
+    std::printf("[ timing   ] kv_attention decode bf16 B=%ld S=2048 Hq=32 Hkv=4 D=64 pos=2047: %.2f us (%d kernels)\n",
+                static_cast<long>(B), us, (*ex)->kernels_per_run());
+    EXPECT_GT(us, 0);
+  }
+  for (int64_t T : {1, 2048}) {  // `attention` beside it: decode over 2048 keys, and the prefill
+    GraphBuilder b("att");
+    const int64_t S = 2048;
+    int q = b.Input("q", DType::kBF16, {T, 32, 64});
+    int k = b.Input("k", DType::kBF16, {S, 4, 64});
+    int v = b.Input("v", DType::kBF16, {S, 4, 64});
+    b.Output(b.Attention({q, k, v}), "out");
+    auto g = b.Build();
+    ASSERT_TRUE(g.ok());
+    auto ex = cuda::CudaExecutable::Create(*g);
+    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+    Dev dq = Dev::Of(Rand(DType::kBF16, {T, 32, 64}, rng)), dk = Dev::Of(Rand(DType::kBF16, {S, 4, 64}, rng)),
+        dv = Dev::Of(Rand(DType::kBF16, {S, 4, 64}, rng)), dout = Dev::Of(Rand(DType::kBF16, {T, 32, 64}, rng));
+    const double us = MedianUs(**ex, {dq.p, dk.p, dv.p}, {dout.p});
+    std::printf("[ timing   ] attention bf16 T=%ld S=2048 Hq=32 Hkv=4 D=64 causal: %.2f us\n", static_cast<long>(T), us);
+  }
+  {  // kv_attention prefill T=2048 from pos 0 (the TinyLlama prompt)
+    KvShape c{DType::kBF16, 1, 2048, 32, 4, 64, 2048, {0}};
+    Graph g = KvGraph(c);
+    auto ex = cuda::CudaExecutable::Create(g);
+    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+    Dev dq = Dev::Of(Rand(c.dt, {1, 2048, 32, 64}, rng)), dk = Dev::Of(Rand(c.dt, {1, 2048, 4, 64}, rng)),
+        dv = Dev::Of(Rand(c.dt, {1, 2048, 4, 64}, rng)), dkc = Dev::Of(Rand(c.dt, {1, 2048, 4, 64}, rng)),
+        dvc = Dev::Of(Rand(c.dt, {1, 2048, 4, 64}, rng)), dpos = Dev::Of(PosTensor({0})),
+        dout = Dev::Of(Rand(c.dt, {1, 2048, 32, 64}, rng));
+    const double us = MedianUs(**ex, {dq.p, dk.p, dv.p, dkc.p, dvc.p, dpos.p}, {dout.p});
+    std::printf("[ timing   ] kv_attention prefill bf16 B=1 T=2048 S=2048 Hq=32 Hkv=4 D=64 pos=0: %.2f us (%d kernels)\n",
+                us, (*ex)->kernels_per_run());
+  }
+}
+
+}  // namespace
+}  // namespace opfuse
+#endif  // OPFUSE_WITH_CUDA
