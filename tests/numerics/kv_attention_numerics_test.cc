@@ -231,6 +231,48 @@ NUMERICS_TEST(KvAttentionNumerics, StateApi, OpKind::kKvAttention) {
   EXPECT_NE(e2.status().message().find("'k_cache' is given both"), std::string::npos) << e2.status().ToString();
 }
 
+// The pass pipeline leaves kv_attention alone: its own "single" group (never fused with the
+// elementwise ops around it, never removed), saying why, and the compiled graph still runs it.
+NUMERICS_TEST(KvAttentionNumerics, PipelineKeepsTheNodeSingle, OpKind::kKvAttention) {
+  OPFUSE_SEED_TRACE();
+  auto rng = TestRng();
+  GraphBuilder b("kv_pipeline");
+  int q = b.Input("q", DType::kF32, {1, 1, 4, 8});
+  int k = b.Input("k", DType::kF32, {1, 1, 2, 8});
+  int v = b.Input("v", DType::kF32, {1, 1, 2, 8});
+  int kc = b.Input("k_cache", DType::kF32, {1, 6, 2, 8});
+  int vc = b.Input("v_cache", DType::kF32, {1, 6, 2, 8});
+  int pos = b.Input("pos", DType::kI32, {1});
+  int qs = b.Mul({b.Neg({q}), q});
+  b.Output(b.Exp({b.Neg({b.KvAttention({qs, k, v, kc, vc, pos})})}), "out");
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto be = MakeBackend("cpu");
+  ASSERT_TRUE(be.ok());
+  auto ex = (*be)->Compile(*g, {});
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  const Graph& cg = (*ex)->graph();
+  int kv_groups = 0;
+  for (const auto& grp : cg.groups)
+    for (int n : grp.nodes)
+      if (cg.nodes[n].op == OpKind::kKvAttention) {
+        ++kv_groups;
+        EXPECT_EQ(grp.nodes.size(), 1u) << grp.kind;
+        EXPECT_EQ(grp.kind, "single");
+        EXPECT_NE(grp.decision.reason.find("writes its k_cache/v_cache inputs in place"), std::string::npos)
+            << grp.decision.ToString();
+      }
+  EXPECT_EQ(kv_groups, 1);
+  std::map<std::string, HostTensor> state = {{"k_cache", Rand(DType::kF32, {1, 6, 2, 8}, rng)},
+                                             {"v_cache", Rand(DType::kF32, {1, 6, 2, 8}, rng)}};
+  const auto before = state;
+  HostTensor kk = Rand(DType::kF32, {1, 1, 2, 8}, rng);
+  auto r = (*ex)->Run({{"q", Rand(DType::kF32, {1, 1, 4, 8}, rng)}, {"k", kk}, {"v", Rand(DType::kF32, {1, 1, 2, 8}, rng)},
+                       {"pos", Pos({3})}}, {}, &state);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ExpectCacheUpdate(state["k_cache"], before.at("k_cache"), kk, {3}, Shp{1, 1, 4, 2, 8, 6}, "pipeline k_cache");
+}
+
 // The .ofg text form parses, prints and re-parses to the same graph; the scale attribute survives.
 NUMERICS_TEST(KvAttentionNumerics, TextFormat, OpKind::kKvAttention) {
   const char* text = R"(graph decode
