@@ -53,6 +53,58 @@ template <int N, typename T> __device__ __forceinline__ void fz_store(T* __restr
     for (int k = 0; k < N; ++k) p[i + k] = fz_cvt<T>::from(v[k]);
   }
 }
+// N consecutive elements of T kept as raw 32-bit words (a 16-byte pack is 4 registers whatever T
+// is) and widened to f32 on use: a row held in registers costs its storage size, not 4 bytes per
+// element. launder() hides the words from the optimiser between passes, so it re-converts instead
+// of keeping f32 copies alive across passes (which doubles the registers of a 16-bit row).
+template <typename T, int N> struct fz_pack {
+  static constexpr int B = N * (int)sizeof(T);
+  static constexpr int W = B >= 4 ? B / 4 : 1;
+  unsigned w[W];
+  __device__ __forceinline__ void load(const T* __restrict__ p, long long i) {
+    if constexpr (B == 16) { const uint4 u = *reinterpret_cast<const uint4*>(p + i); w[0] = u.x; w[1] = u.y; w[2] = u.z; w[3] = u.w; }
+    else if constexpr (B == 8) { const uint2 u = *reinterpret_cast<const uint2*>(p + i); w[0] = u.x; w[1] = u.y; }
+    else if constexpr (B == 4) { w[0] = *reinterpret_cast<const unsigned*>(p + i); }
+    else if constexpr (B == 2) { w[0] = *reinterpret_cast<const unsigned short*>(p + i); }
+    else { static_assert(B == 1, "packs of 1, 2, 4, 8 or 16 bytes"); w[0] = *reinterpret_cast<const unsigned char*>(p + i); }
+  }
+  __device__ __forceinline__ float get(int j) const {
+    if constexpr (sizeof(T) == 4) { return __uint_as_float(w[j]); }
+    else if constexpr (sizeof(T) == 1) { return ((w[j >> 2] >> (8 * (j & 3))) & 0xffu) ? 1.0f : 0.0f; }
+    else {
+      const unsigned h = (j & 1) ? (w[j >> 1] >> 16) : (w[j >> 1] & 0xffffu);
+      T v; v.x = (unsigned short)h; return fz_f32(v);
+    }
+  }
+  __device__ __forceinline__ void launder() {
+#pragma unroll
+    for (int i = 0; i < W; ++i) asm volatile("" : "+r"(w[i]));
+  }
+};
+// 2^x with one MUFU.EX2 (ex2.approx.ftz: ~2 ulp, results below 2^-126 flush to 0, 2^-inf = 0).
+__device__ __forceinline__ float fz_exp2(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+// Reduction over a row group of TPR threads (threadIdx.x / TPR is the group): butterfly shuffles,
+// then for groups wider than a warp one exchange through a double-buffered shared array (one
+// barrier; a buffer is rewritten two reductions later, after every reader passed the barrier
+// between). Every thread of the block calls it equally often; smem holds 64 floats.
+template <int TPR, bool MAX> __device__ __forceinline__ float fz_row_reduce(float v, float* smem, int& phase) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    if (o < TPR) { const float u = __shfl_xor_sync(0xffffffffu, v, o); v = MAX ? fmaxf(v, u) : v + u; }
+  if constexpr (TPR <= 32) { return v; }
+  else {
+    constexpr int WPR = TPR / 32;
+    float* buf = smem + (phase & 1) * 32;
+    ++phase;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (lane == 0) buf[warp] = v;
+    __syncthreads();
+    float s = lane < WPR ? buf[(warp / WPR) * WPR + lane] : (MAX ? -__int_as_float(0x7f800000) : 0.0f);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) { const float u = __shfl_xor_sync(0xffffffffu, s, o); s = MAX ? fmaxf(s, u) : s + u; }
+    return s;
+  }
+}
 __device__ __forceinline__ float fz_warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -103,6 +155,37 @@ std::string FloatLit(double v) {
                                                                            : fmt::format("{:.9g}f", v);
 }
 
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Threads per row for `n` wanted threads: a power of two below 32, else a multiple of 32; 0 above
+// 1024 (as the library's row_shape.cu).
+int RoundThreads(int64_t n) {
+  if (n <= 1) return 1;
+  if (n < 32) {
+    int p = 1;
+    while (p < n) p *= 2;
+    return p;
+  }
+  return n > 1024 ? 0 : static_cast<int>(CeilDiv(n, 32) * 32);
+}
+
+// Smallest of 1, 2, 4, 8 vectors per thread that is >= need (0 when none).
+int SmallestVpt(int64_t need) {
+  for (int v : {1, 2, 4, 8})
+    if (v >= need) return v;
+  return 0;
+}
+
+bool Transcendental(OpKind op) {
+  switch (op) {
+    case OpKind::kExp: case OpKind::kExp2: case OpKind::kLog: case OpKind::kLog2: case OpKind::kSin: case OpKind::kCos:
+    case OpKind::kTanh: case OpKind::kSigmoid: case OpKind::kSilu: case OpKind::kGelu: case OpKind::kGeluTanh: case OpKind::kPow:
+      return true;
+    default:
+      return false;
+  }
+}
+
 class Emitter {
  public:
   Emitter(const Kernel& k, const EmitOptions& o) : k_(k), o_(o) {}
@@ -115,26 +198,56 @@ class Emitter {
     for (const auto& o : k_.outputs)
       if (o.tensor.access == Access::kRowScalar && k_.is_row() && !k_.exprs[o.expr].row_level)
         return Unimplemented(fmt::format("row output '{}' computed per element", o.tensor.name));
-    ChooseShape();
     MarkLive();
+    ChooseShape();
     EmittedKernel out;
     out.vec = vec_;
     out.row = k_.is_row();
-    out.threads = threads_;
-    out.row_in_registers = cached_;
-    out.rows_per_block = rows_per_block_;
+    out.row_in_registers = reg_rows_;
     out.function = fmt::format("{}_v{}", k_.name, vec_);
+    if (reg_rows_) {
+      out.threads = std::max(tpr_p_, kPrefillRowBlock);
+      out.rows_per_block = out.threads / tpr_p_;
+      out.threads_per_row = tpr_p_;
+      out.vectors_per_thread = vpt_p_;
+      out.decode_function = tpr_d_ == tpr_p_ && vpt_d_ == vpt_p_ ? out.function : out.function + "_decode";
+      out.decode_threads = std::max(tpr_d_, 32);
+      out.decode_rows_per_block = out.decode_threads / tpr_d_;
+    } else {
+      out.threads = threads_;
+      out.rows_per_block = 1;
+    }
     std::string& s = out.source;
     s += fmt::format("// opfuse generated kernel {}\n// fuses: {}\n", out.function, k_.summary);
-    s += fmt::format("// iteration space {} ({}), {} pass{}, vec {}, {} threads{}\n", ShapeToString(k_.space),
-                     !k_.is_row() ? "pointwise" : warp_rows_ ? "row kernel: one warp per row" : "row kernel: one block per row", k_.num_passes,
-                     k_.num_passes == 1 ? "" : "es", vec_, threads_, cached_ ? ", row held in registers" : "");
+    s += fmt::format("// emitter v{}; iteration space {} ({}), {} pass{}, vec {}\n", kEmitterVersion, ShapeToString(k_.space),
+                     !k_.is_row() ? "pointwise" : reg_rows_ ? "row kernel, row held in registers" : "row kernel: one block per row, looped",
+                     k_.num_passes, k_.num_passes == 1 ? "" : "es", vec_);
+    if (reg_rows_)
+      s += fmt::format("// prefill {}: {} threads x {} vectors per row, {} rows per block; decode {}: {} threads x {} vectors, {} rows per block\n",
+                       out.function, tpr_p_, vpt_p_, out.rows_per_block, out.decode_function, tpr_d_, vpt_d_, out.decode_rows_per_block);
+    else
+      s += fmt::format("// {} threads per block{}\n", threads_, k_.is_row() ? ", one row per block" : ", one vector per thread");
     for (size_t i = 0; i < k_.inputs.size(); ++i)
       s += fmt::format("//   in{}  {} {} [{}]\n", i, k_.inputs[i].name, k_.inputs[i].type.ToString(), AccessName(k_.inputs[i].access));
     for (size_t i = 0; i < k_.outputs.size(); ++i)
       s += fmt::format("//   out{} {} {} [{}]\n", i, k_.outputs[i].tensor.name, k_.outputs[i].tensor.type.ToString(), AccessName(k_.outputs[i].tensor.access));
     s += kPreamble;
-    s += fmt::format("\nextern \"C\" __global__ void __launch_bounds__({}) {}(", threads_, out.function);
+    if (reg_rows_) {
+      EmitFunction(s, out.function, out.threads, [&](std::string& b) { EmitRowRegisters(b, tpr_p_, vpt_p_); });
+      if (out.decode_function != out.function)
+        EmitFunction(s, out.decode_function, out.decode_threads, [&](std::string& b) { EmitRowRegisters(b, tpr_d_, vpt_d_); });
+    } else {
+      EmitFunction(s, out.function, threads_, [&](std::string& b) {
+        if (k_.is_row()) EmitRowLooped(b);
+        else EmitPointwise(b);
+      });
+    }
+    return out;
+  }
+
+ private:
+  void EmitFunction(std::string& s, const std::string& name, int bounds, const std::function<void(std::string&)>& body) {
+    s += fmt::format("\nextern \"C\" __global__ void __launch_bounds__({}) {}(", bounds, name);
     std::vector<std::string> params;
     for (size_t i = 0; i < k_.inputs.size(); ++i)
       params.push_back(fmt::format("const {}* __restrict__ in{}", CType(k_.inputs[i].type.dtype), i));
@@ -147,13 +260,20 @@ class Emitter {
     std::string rows = "1LL";
     for (size_t d = 0; d + 1 < k_.space.size(); ++d) rows += " * " + DimExpr(k_.space[d]);
     s += fmt::format("  const long long R = {};\n", rows);
-    if (k_.is_row()) EmitRow(s);
-    else EmitPointwise(s);
+    emitted_row_.clear();
+    body(s);
     s += "}\n";
-    return out;
   }
 
- private:
+  // Full-shape inputs the row kernel loads element by element: held in registers as raw packs.
+  std::set<int> CachedInputs() const {
+    std::set<int> all;
+    for (size_t e = 0; e < k_.exprs.size(); ++e)
+      if (live_[e] && k_.exprs[e].kind == ExprKind::kLoad && !k_.exprs[e].row_level && k_.inputs[k_.exprs[e].input].access == Access::kFull)
+        all.insert(k_.exprs[e].input);
+    return all;
+  }
+
   void ChooseShape() {
     int max_size = 1;
     for (const auto& t : k_.inputs)
@@ -168,24 +288,38 @@ class Emitter {
       vec_ = v;
     }
     threads_ = o_.max_threads;
-    if (k_.is_row() && c.is_static() && (c.value + vec_ - 1) / vec_ <= 32 * kMaxWarpIters) {
-      // Warp per row: each lane keeps up to kMaxWarpIters independent 16-byte loads in flight,
-      // reductions are shuffles only (no barrier), and a block carries kRowsPerBlock rows.
-      const int64_t need = (c.value + vec_ - 1) / vec_;
-      warp_rows_ = true;
-      rows_per_block_ = kRowsPerBlock;
-      threads_ = 32 * kRowsPerBlock;
-      iters_ = static_cast<int>((need + 31) / 32);
-      cached_ = true;
-      tid_ = "lane";
-      nthr_ = "32";
-    } else if (k_.is_row() && c.is_static()) {
-      int64_t need = (c.value + vec_ - 1) / vec_;           // vectors per row
-      int64_t t = std::min<int64_t>(o_.max_threads, ((need + 31) / 32) * 32);
-      threads_ = static_cast<int>(std::max<int64_t>(32, t));
-      iters_ = static_cast<int>((need + threads_ - 1) / threads_);
-      cached_ = iters_ <= kMaxRegIters;
+    if (!k_.is_row() || !c.is_static()) return;
+    // Register path, the library's row layout (src/kernels/fused.h): a row group of TPR threads,
+    // VPT vectors each, the row's raw packs in registers, every load issued before the first use.
+    const int64_t v = CeilDiv(c.value, vec_);  // vectors per row
+    int words = 0;                             // 32-bit registers per vector of the cached inputs
+    for (int in : CachedInputs()) words += std::max(1, vec_ * DTypeSize(k_.inputs[in].type.dtype) / 4);
+    words = std::max(words, 1);
+    bool transcendental = false;
+    for (size_t e = 0; e < k_.exprs.size(); ++e)
+      transcendental |= live_[e] && !k_.exprs[e].row_level && k_.exprs[e].kind == ExprKind::kOp && Transcendental(k_.exprs[e].op);
+    // Prefill: ~16 registers of row data per thread (rms_norm 4 vectors, add_rms_norm 2 x 2), 32 for
+    // multi-pass kernels with a MUFU op per element (softmax 8: more work per thread amortises its
+    // passes) — the library's measured best per family (fused.h).
+    const int target = std::clamp((k_.num_passes >= 2 && transcendental ? 32 : 16) / words, 1, 8);
+    const int tpr = RoundThreads(std::max(CeilDiv(v, target), std::min<int64_t>(v, 8)));
+    const int vpt = tpr ? SmallestVpt(CeilDiv(v, tpr)) : 0;
+    if (tpr == 0 || vpt == 0) return;  // wider than 1024 x 8 vectors: looped
+    tpr_p_ = tpr;
+    vpt_p_ = vpt;
+    // Decode (few rows): the fewest vectors per thread whose row group fits decode_row_threads, so
+    // a row's loads and MUFU work spread over many threads.
+    const int cap = std::clamp(o_.decode_row_threads, 1, 1024);
+    for (int cand : {1, 2, 4, 8}) {
+      const int t = RoundThreads(CeilDiv(v, cand));
+      if ((t > 0 && t <= cap) || cand == 8) {
+        tpr_d_ = t;
+        vpt_d_ = cand;
+        break;
+      }
     }
+    if (tpr_d_ == 0) tpr_d_ = tpr_p_, vpt_d_ = vpt_p_;
+    reg_rows_ = true;
   }
 
   // Which exprs the outputs need.
@@ -312,17 +446,40 @@ class Emitter {
     return fmt::format("fz_load<{}>(in{}, {}, {});", vec_, in, Index(in, r, c0), dst);
   }
 
+  // Whether a pointwise kernel needs the row / column of its vector (anything but full-shape and
+  // scalar operands, or a row-level value): otherwise the 64-bit r = i0 / C is left out.
+  bool PointwiseNeedsRowCol() const {
+    for (size_t e = 0; e < k_.exprs.size(); ++e) {
+      if (!live_[e]) continue;
+      const Expr& x = k_.exprs[e];
+      if (x.row_level && x.kind != ExprKind::kConst && x.kind != ExprKind::kCols) return true;
+      if (x.kind == ExprKind::kLoadRotHalf || x.kind == ExprKind::kCausal) return true;
+      if (x.kind == ExprKind::kLoad && k_.inputs[x.input].access != Access::kFull && k_.inputs[x.input].access != Access::kScalar) return true;
+    }
+    for (const auto& o : k_.outputs)
+      if (o.tensor.access != Access::kFull) return true;
+    return false;
+  }
+
+  // One vector per thread, the grid covering the tensor in one step (the launcher sizes it; the
+  // loop only runs again for grids capped by the hardware limit). The library's glu kernel measured
+  // 1, 2 and 4 vectors per thread within 2.5% at this layout and a capped grid-stride grid 3-9%
+  // slower (src/kernels/glu.cu), so the emitter follows it.
   void EmitPointwise(std::string& s) {
     std::vector<int> targets;
     for (const auto& o : k_.outputs) targets.push_back(o.expr);
+    const bool rc = PointwiseNeedsRowCol();
     s += "  const long long NV = R * C / " + std::to_string(vec_) + ";\n";
     s += "  for (long long v = (long long)blockIdx.x * blockDim.x + threadIdx.x; v < NV; v += (long long)gridDim.x * blockDim.x) {\n";
-    s += fmt::format("    const long long i0 = v * {};\n    const long long r = i0 / C;\n    const long long c0 = i0 - r * C;\n", vec_);
+    s += fmt::format("    const long long i0 = v * {};\n", vec_);
+    if (rc) s += "    const long long r = i0 / C;\n    const long long c0 = i0 - r * C;\n";
     EmitRowDefs(s, 0, "    ");
     for (int in : UsedVectorInputs(targets))
-      s += fmt::format("    float x{}[{}];\n    {}\n", in, vec_, LoadVec(in, "x" + std::to_string(in), "r", "c0"));
+      s += fmt::format("    float x{}[{}];\n    {}\n", in, vec_,
+                       rc ? LoadVec(in, "x" + std::to_string(in), "r", "c0") : fmt::format("fz_load<{0}>(in{1}, i0, x{1});", vec_, in));
     for (size_t o = 0; o < k_.outputs.size(); ++o) s += fmt::format("    float o{}[{}];\n", o, vec_);
-    s += fmt::format("#pragma unroll\n    for (int j = 0; j < {}; ++j) {{\n      const long long c = c0 + j;\n      (void)c;\n", vec_);
+    s += fmt::format("#pragma unroll\n    for (int j = 0; j < {}; ++j) {{\n", vec_);
+    if (rc) s += "      const long long c = c0 + j;\n      (void)c;\n";
     EmitElementDefs(s, targets, "      ");
     for (size_t o = 0; o < k_.outputs.size(); ++o) s += fmt::format("      o{}[j] = e{};\n", o, k_.outputs[o].expr);
     s += "    }\n";
@@ -348,20 +505,100 @@ class Emitter {
     }
   }
 
-  // Loop over this thread's vectors of the row; `body` is emitted once inside with c0, x<in>[] ready.
-  void EmitRowLoop(std::string& s, const std::vector<int>& targets, const std::function<void(std::string&)>& pre,
-                   const std::function<void(std::string&)>& inner, const std::function<void(std::string&)>& after_vec) {
-    auto used = UsedVectorInputs(targets);
-    if (cached_) {
-      s += fmt::format("#pragma unroll\n    for (int it = 0; it < {}; ++it) {{\n", iters_);
-      s += fmt::format("      const long long c0 = ((long long)it * {} + {}) * {};\n", nthr_, tid_, vec_);
-      s += "      if (c0 < C) {\n";
-      for (int in : used) s += fmt::format("        const float* x{0} = xr{0}[it];\n", in);
-    } else {
-      s += fmt::format("    for (long long c0 = (long long){1} * {0}; c0 < C; c0 += (long long){2} * {0}) {{\n", vec_, tid_, nthr_);
-      s += "      {\n";
-      for (int in : used) s += fmt::format("        float x{}[{}];\n        {}\n", in, vec_, LoadVec(in, "x" + std::to_string(in), "r", "c0"));
+  // ---------------------------------------------------------------- register path (static rows)
+  // One loop over this thread's VPT vectors; `inner` is emitted inside the element loop with the
+  // element exprs of `targets` defined, `pre` / `after` around it; vectors where `guard` holds.
+  void EmitRegLoop(std::string& s, const std::vector<int>& targets, const std::string& guard,
+                   const std::function<void(std::string&)>& pre, const std::function<void(std::string&)>& inner,
+                   const std::function<void(std::string&)>& after) {
+    const std::set<int> cached = CachedInputs();
+    s += "#pragma unroll\n    for (int it = 0; it < VPT; ++it) {\n";
+    s += fmt::format("      const long long c0 = ((long long)it * TPR + t) * {};\n", vec_);
+    s += fmt::format("      if ({}) {{\n", guard);
+    for (int in : UsedVectorInputs(targets)) {
+      if (cached.count(in))
+        s += fmt::format("        float x{0}[{1}];\n#pragma unroll\n        for (int j = 0; j < {1}; ++j) x{0}[j] = xr{0}[it].get(j);\n", in, vec_);
+      else
+        s += fmt::format("        float x{}[{}];\n        {}\n", in, vec_, LoadVec(in, "x" + std::to_string(in), "r", "c0"));
     }
+    pre(s);
+    s += fmt::format("#pragma unroll\n        for (int j = 0; j < {}; ++j) {{\n          const long long c = c0 + j;\n          (void)c;\n", vec_);
+    EmitElementDefs(s, targets, "          ");
+    inner(s);
+    s += "        }\n";
+    after(s);
+    s += "      }\n    }\n";
+  }
+
+  void EmitRowRegisters(std::string& s, int tpr, int vpt) {
+    const std::set<int> cached = CachedInputs();
+    s += fmt::format("  constexpr int TPR = {}, VPT = {};  // threads per row, vectors per thread\n", tpr, vpt);
+    s += "  const int g = threadIdx.x / TPR, t = threadIdx.x - g * TPR, rpb = blockDim.x / TPR;\n";
+    s += "  __shared__ float smem[64];\n  int phase = 0;\n  (void)smem;\n  (void)phase;\n";
+    s += "  for (long long r0 = (long long)blockIdx.x * rpb; r0 < R; r0 += (long long)gridDim.x * rpb) {\n";
+    s += "    const bool valid = r0 + g < R;\n";
+    s += "    const long long r = valid ? r0 + g : R - 1;  // an idle group re-reads the last row and stores nothing\n";
+    for (int in : cached) s += fmt::format("    fz_pack<{}, {}> xr{}[VPT];\n", CType(k_.inputs[in].type.dtype), vec_, in);
+    s += "#pragma unroll\n    for (int it = 0; it < VPT; ++it) {\n";
+    s += fmt::format("      const long long c0 = ((long long)it * TPR + t) * {};\n", vec_);
+    s += "      if (c0 < C) {\n";
+    for (int in : cached) s += fmt::format("        xr{0}[it].load(in{0}, {1});\n", in, Index(in, "r", "c0"));
+    s += "      }\n    }\n";
+    EmitRowDefs(s, 0, "    ");
+    auto launder = [&] {
+      for (int in : cached) s += fmt::format("#pragma unroll\n    for (int it = 0; it < VPT; ++it) xr{}[it].launder();\n", in);
+    };
+    for (int p = 1; p <= k_.num_passes; ++p) {
+      std::vector<int> reds, args;
+      for (size_t e = 0; e < k_.exprs.size(); ++e)
+        if (live_[e] && k_.exprs[e].kind == ExprKind::kReduce && k_.exprs[e].depth == p) reds.push_back(static_cast<int>(e));
+      for (int rd : reds) {
+        const bool mx = k_.exprs[rd].op == OpKind::kMax;
+        s += fmt::format("    float acc{} = {};\n", rd, mx ? "-__int_as_float(0x7f800000)" : "0.0f");
+        args.push_back(k_.exprs[rd].args[0]);
+      }
+      s += fmt::format("    // pass {}: {} reduction{}\n", p, reds.size(), reds.size() == 1 ? "" : "s");
+      EmitRegLoop(s, args, "c0 < C", [](std::string&) {}, [&](std::string& b) {
+        for (int rd : reds)
+          b += k_.exprs[rd].op == OpKind::kMax ? fmt::format("          acc{0} = fmaxf(acc{0}, e{1});\n", rd, k_.exprs[rd].args[0])
+                                               : fmt::format("          acc{0} += e{1};\n", rd, k_.exprs[rd].args[0]);
+      }, [](std::string&) {});
+      for (int rd : reds)
+        s += fmt::format("    acc{0} = fz_row_reduce<TPR, {1}>(acc{0}, smem, phase);\n", rd, k_.exprs[rd].op == OpKind::kMax ? "true" : "false");
+      EmitRowDefs(s, p, "    ");
+      launder();
+    }
+    s += "    // epilogue\n";
+    std::vector<int> vec_targets;
+    for (const auto& o : k_.outputs)
+      if (o.tensor.access != Access::kRowScalar) vec_targets.push_back(o.expr);
+    if (!vec_targets.empty()) {
+      EmitRegLoop(s, vec_targets, "valid && c0 < C", [&](std::string& b) {
+        for (size_t o = 0; o < k_.outputs.size(); ++o)
+          if (k_.outputs[o].tensor.access != Access::kRowScalar) b += fmt::format("        float o{}[{}];\n", o, vec_);
+      }, [&](std::string& b) {
+        for (size_t o = 0; o < k_.outputs.size(); ++o)
+          if (k_.outputs[o].tensor.access != Access::kRowScalar) b += fmt::format("          o{}[j] = e{};\n", o, k_.outputs[o].expr);
+      }, [&](std::string& b) {
+        for (size_t o = 0; o < k_.outputs.size(); ++o)
+          if (k_.outputs[o].tensor.access != Access::kRowScalar) EmitStore(b, static_cast<int>(o), "        ", "r * C + c0");
+      });
+    }
+    for (size_t o = 0; o < k_.outputs.size(); ++o)
+      if (k_.outputs[o].tensor.access == Access::kRowScalar)
+        s += fmt::format("    if (valid && t == 0) out{}[r] = fz_cvt<{}>::from(e{});\n", o, CType(k_.outputs[o].tensor.type.dtype),
+                         k_.outputs[o].expr);
+    s += "  }\n";
+  }
+
+  // ---------------------------------------------------------------- looped path (symbolic or very wide rows)
+  // One block per row, each pass streams the row (re-read from L2), block reductions.
+  void EmitLoopedLoop(std::string& s, const std::vector<int>& targets, const std::function<void(std::string&)>& pre,
+                      const std::function<void(std::string&)>& inner, const std::function<void(std::string&)>& after_vec) {
+    auto used = UsedVectorInputs(targets);
+    s += fmt::format("    for (long long c0 = (long long)threadIdx.x * {0}; c0 < C; c0 += (long long)blockDim.x * {0}) {{\n", vec_);
+    s += "      {\n";
+    for (int in : used) s += fmt::format("        float x{}[{}];\n        {}\n", in, vec_, LoadVec(in, "x" + std::to_string(in), "r", "c0"));
     pre(s);
     s += fmt::format("#pragma unroll\n        for (int j = 0; j < {}; ++j) {{\n          const long long c = c0 + j;\n          (void)c;\n", vec_);
     EmitElementDefs(s, targets, "          ");
@@ -371,27 +608,9 @@ class Emitter {
     s += "      }\n    }\n";
   }
 
-  void EmitRow(std::string& s) {
-    if (warp_rows_) {
-      s += fmt::format("  const int lane = threadIdx.x & 31;\n"
-                       "  for (long long r = (long long)blockIdx.x * {0} + (threadIdx.x >> 5); r < R; r += (long long)gridDim.x * {0}) {{\n",
-                       rows_per_block_);
-    } else {
-      s += "  __shared__ float smem[32];\n";
-      s += "  for (long long r = blockIdx.x; r < R; r += gridDim.x) {\n";
-    }
-    if (cached_) {
-      // Load every vector-accessed input's row slice into registers once.
-      std::set<int> all;
-      for (size_t e = 0; e < k_.exprs.size(); ++e)
-        if (live_[e] && k_.exprs[e].kind == ExprKind::kLoad && !k_.exprs[e].row_level && VectorLoaded(k_.exprs[e].input)) all.insert(k_.exprs[e].input);
-      for (int in : all) s += fmt::format("    float xr{}[{}][{}];\n", in, iters_, vec_);
-      s += fmt::format("#pragma unroll\n    for (int it = 0; it < {}; ++it) {{\n", iters_);
-      s += fmt::format("      const long long c0 = ((long long)it * {} + {}) * {};\n", nthr_, tid_, vec_);
-      s += "      if (c0 < C) {\n";
-      for (int in : all) s += fmt::format("        {}\n", LoadVec(in, fmt::format("xr{}[it]", in), "r", "c0"));
-      s += "      }\n    }\n";
-    }
+  void EmitRowLooped(std::string& s) {
+    s += "  __shared__ float smem[32];\n";
+    s += "  for (long long r = blockIdx.x; r < R; r += gridDim.x) {\n";
     EmitRowDefs(s, 0, "    ");
     for (int p = 1; p <= k_.num_passes; ++p) {
       std::vector<int> reds;
@@ -404,7 +623,7 @@ class Emitter {
         args.push_back(k_.exprs[rd].args[0]);
       }
       s += fmt::format("    // pass {}: {} reduction{}\n", p, reds.size(), reds.size() == 1 ? "" : "s");
-      EmitRowLoop(s, args, [](std::string&) {}, [&](std::string& b) {
+      EmitLoopedLoop(s, args, [](std::string&) {}, [&](std::string& b) {
         for (int rd : reds) {
           bool mx = k_.exprs[rd].op == OpKind::kMax;
           b += mx ? fmt::format("          acc{0} = fmaxf(acc{0}, e{1});\n", rd, k_.exprs[rd].args[0])
@@ -412,21 +631,16 @@ class Emitter {
         }
       }, [](std::string&) {});
       for (int rd : reds)
-        s += warp_rows_ ? fmt::format("    acc{0} = fz_warp_{1}(acc{0});\n", rd, k_.exprs[rd].op == OpKind::kMax ? "max" : "sum")
-                        : fmt::format("    acc{0} = fz_block_{1}(acc{0}, smem);\n", rd, k_.exprs[rd].op == OpKind::kMax ? "max" : "sum");
+        s += fmt::format("    acc{0} = fz_block_{1}(acc{0}, smem);\n", rd, k_.exprs[rd].op == OpKind::kMax ? "max" : "sum");
       EmitRowDefs(s, p, "    ");
     }
     // Epilogue: outputs.
-    std::vector<int> targets;
-    for (const auto& o : k_.outputs) targets.push_back(o.expr);
     s += "    // epilogue\n";
-    bool any_full = false;
-    for (const auto& o : k_.outputs) any_full |= o.tensor.access != Access::kRowScalar;
-    if (any_full) {
-      std::vector<int> vec_targets;
-      for (const auto& o : k_.outputs)
-        if (o.tensor.access != Access::kRowScalar) vec_targets.push_back(o.expr);
-      EmitRowLoop(s, vec_targets, [&](std::string& b) {
+    std::vector<int> vec_targets;
+    for (const auto& o : k_.outputs)
+      if (o.tensor.access != Access::kRowScalar) vec_targets.push_back(o.expr);
+    if (!vec_targets.empty()) {
+      EmitLoopedLoop(s, vec_targets, [&](std::string& b) {
         for (size_t o = 0; o < k_.outputs.size(); ++o)
           if (k_.outputs[o].tensor.access != Access::kRowScalar) b += fmt::format("        float o{}[{}];\n", o, vec_);
       }, [&](std::string& b) {
@@ -438,19 +652,17 @@ class Emitter {
       });
     }
     for (size_t o = 0; o < k_.outputs.size(); ++o)
-      if (k_.outputs[o].tensor.access == Access::kRowScalar) {
-        int e = k_.outputs[o].expr;
-        s += fmt::format("    if ({} == 0) out{}[r] = fz_cvt<{}>::from(e{});\n", warp_rows_ ? "lane" : "threadIdx.x", o,
-                         CType(k_.outputs[o].tensor.type.dtype), e);
-      }
+      if (k_.outputs[o].tensor.access == Access::kRowScalar)
+        s += fmt::format("    if (threadIdx.x == 0) out{}[r] = fz_cvt<{}>::from(e{});\n", o, CType(k_.outputs[o].tensor.type.dtype),
+                         k_.outputs[o].expr);
     s += "  }\n";
   }
 
   const Kernel& k_;
   EmitOptions o_;
-  int vec_ = 1, threads_ = 256, iters_ = 0, rows_per_block_ = 1;
-  bool cached_ = false, warp_rows_ = false;
-  std::string tid_ = "threadIdx.x", nthr_ = "blockDim.x";  // this thread's index / threads per row
+  int vec_ = 1, threads_ = 256;
+  bool reg_rows_ = false;                                   // register path
+  int tpr_p_ = 0, vpt_p_ = 0, tpr_d_ = 0, vpt_d_ = 0;       // prefill / decode row shapes
   std::vector<bool> live_;
   std::set<int> emitted_row_;
 };

@@ -1,17 +1,28 @@
 // CUDA C emitter for the kernel IR.
 //
 // Generated source is self-contained (no #include: NVRTC compiles it in tens of milliseconds, and
-// f16/bf16 conversions are single PTX cvt instructions), opens with a comment naming the fused ops
-// and the ABI, and the kernel is named after its contents (fz_add_rms_norm_bf16_h2048_v8).
-// Memory: 16-byte vectorised, coalesced loads/stores when the caller guarantees alignment (the
-// `aligned` variant), f32 math for f16/bf16. Pointwise kernels: a grid-stride loop over vectors.
-// Row kernels: rows up to 32 * kMaxWarpIters vectors get one warp per row (kRowsPerBlock rows per
-// block, shuffle-only reductions, the row in registers: many independent 16-byte loads in flight per
-// lane); wider rows get one block per row with warp-shuffle then shared-memory reductions, the row
-// in registers when it fits (<= kMaxRegIters vectors per thread). Both grid-stride over rows.
-// ABI: kernel(inputs..., outputs..., long long <symbol>...) in Kernel order; launch with
-// `threads` threads per block; grid: rows (row kernels) or ceil(N / vec / threads), capped by the
-// caller from the SM count (any grid size is correct).
+// f16/bf16 conversions are single PTX cvt instructions), opens with a comment naming the fused ops,
+// the emitter version and the launch shapes, and the kernel is named after its contents
+// (fz_add_rms_norm_bf16_h2048_v8). Memory: 16-byte vectorised, coalesced loads/stores when the
+// caller guarantees alignment (the `aligned` variant), f32 math for f16/bf16.
+// Pointwise kernels: one vector per thread, the grid covering the tensor (the layout of the
+// library's glu kernel, which reaches copy bandwidth), no row/column arithmetic unless an operand
+// needs it.
+// Row kernels with a static row width use the library's row layout (src/kernels/fused.h): a row
+// group of TPR threads x VPT vectors per thread, the row's raw 16-byte packs held in registers
+// (converted to f32 on use, laundered between passes), all loads issued before the first use,
+// shuffle reductions plus one shared-memory exchange for groups wider than a warp. Two shapes are
+// emitted when they differ: `function` for prefill (rows >= kDecodeRowsPerSm x SMs; ~16 registers of
+// row data per thread, 32 for multi-pass kernels with a MUFU op per element — the library's measured
+// best per family) and `decode_function` for fewer rows (the fewest vectors per thread whose group
+// fits EmitOptions::decode_row_threads, so one row's loads and exponentials spread over many
+// threads). Rows with a symbolic width (or wider than 1024 x 8 vectors): one block per row,
+// streamed per pass (looped). All grid-stride over rows, so any grid size is correct.
+// ABI: kernel(inputs..., outputs..., long long <symbol>...) in Kernel order; launch geometry in
+// src/jit/cuda/cuda_launcher.cc.
+// Versioning: the source text is the JIT cache key (src/jit/kernel_cache.h), so any change to the
+// emitted code changes the key; kEmitterVersion is printed in the source too and is bumped with
+// every change of the generated code's structure, so cached entries and dumps say which emitter made them.
 #pragma once
 #include <string>
 
@@ -19,9 +30,17 @@
 
 namespace opfuse::codegen {
 
+inline constexpr int kEmitterVersion = 3;
+inline constexpr int kPrefillRowBlock = 128;   // prefill row kernels: rows per block fill ~this many threads
+inline constexpr int kDecodeRowsPerSm = 4;     // rows < this x SMs: the decode function (as the library)
+// Decode row groups up to 256 threads: on an H200 (CUDA-graph replay, rows 1/8/32, h2048/h4096 bf16)
+// 256 beat 32 (warp per row) by 1.2-2.1x for softmax, rms_norm and add_rms_norm (docs/BENCHMARKS.md).
+inline constexpr int kDefaultDecodeRowThreads = 256;
+
 struct EmitOptions {
   bool aligned = true;  // every pointer 16-byte aligned: allows vector accesses
-  int max_threads = 256;
+  int max_threads = 256;  // pointwise and looped row kernels: threads per block
+  int decode_row_threads = kDefaultDecodeRowThreads;  // decode row shape: widest row group wanted
 };
 
 struct EmittedKernel {
@@ -31,13 +50,15 @@ struct EmittedKernel {
   int vec = 1;
   bool row_in_registers = false;
   bool row = false;
-  int rows_per_block = 1;  // row kernels: rows a block handles per step (warp-per-row mode: one per warp)
+  int rows_per_block = 1;  // row kernels: rows a block of `threads` handles per step
+  // Register-path row kernels (row_in_registers): the prefill shape of `function`, and the decode
+  // function with its block. decode_function == function when both shapes are the same.
+  int threads_per_row = 0;
+  int vectors_per_thread = 0;
+  std::string decode_function;
+  int decode_threads = 0;
+  int decode_rows_per_block = 1;
 };
-
-inline constexpr int kMaxRegIters = 8;
-// Warp-per-row row kernels: rows up to 32 * kMaxWarpIters vectors (4096 bf16 / 2048 f32 columns).
-inline constexpr int kMaxWarpIters = 16;
-inline constexpr int kRowsPerBlock = 4;
 
 StatusOr<EmittedKernel> EmitCuda(const Kernel& k, const EmitOptions& opts = {});
 

@@ -260,10 +260,13 @@ class Lowering {
         return std::vector<int>{y};
       }
       case OpKind::kSoftmax: {
-        int s = a[0];
-        double scale = AttrFloat(n.attrs, "scale", 1.0);
-        if (scale != 1.0) s = Op(OpKind::kMul, {s, Const(scale)});
-        if (a.size() > 1) s = Op(OpKind::kAdd, {s, a[1]});
+        // Base 2, as the library kernel (src/kernels/softmax.cu): z = (x * scale + mask) * log2(e)
+        // with scale * log2(e) folded into one constant (one FMUL, or one FMA with a mask), then
+        // y = 2^(z - (max z + log2(sum 2^(z - max z)))): one exp2 per element per pass, no divide.
+        constexpr double kLog2e = 1.4426950408889634;
+        const double scale = AttrFloat(n.attrs, "scale", 1.0);
+        int s = Op(OpKind::kMul, {a[0], Const(scale * kLog2e)});
+        if (a.size() > 1) s = Op(OpKind::kAdd, {s, Op(OpKind::kMul, {a[1], Const(kLog2e)})});
         if (AttrInt(n.attrs, "causal", 0)) {
           if (xs.size() < 2) return Unimplemented("causal softmax needs rank >= 2");
           Expr e;
@@ -272,9 +275,9 @@ class Lowering {
           s = Add(e);
         }
         OPFUSE_ASSIGN_OR_RETURN(int m, RowReduce(n, OpKind::kMax, s, xs));
-        int e = Op(OpKind::kExp, {Op(OpKind::kSub, {s, m})});
-        OPFUSE_ASSIGN_OR_RETURN(int z, RowReduce(n, OpKind::kSum, e, xs));
-        return std::vector<int>{Op(OpKind::kDiv, {e, z})};
+        OPFUSE_ASSIGN_OR_RETURN(int z, RowReduce(n, OpKind::kSum, Op(OpKind::kExp2, {Op(OpKind::kSub, {s, m})}), xs));
+        const int off = Op(OpKind::kAdd, {m, Op(OpKind::kLog2, {z})});  // row-level
+        return std::vector<int>{Op(OpKind::kExp2, {Op(OpKind::kSub, {s, off})})};
       }
       case OpKind::kSwiglu:
         return std::vector<int>{Op(OpKind::kMul, {Op(OpKind::kSilu, {a[0]}), a[1]})};

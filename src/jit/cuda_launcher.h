@@ -33,9 +33,12 @@ class LoadedKernel {
   struct Geometry {
     int64_t blocks = 0;
     int threads = 0;
+    const void* kernel = nullptr;  // the cudaKernel_t to launch (row kernels: prefill or decode function)
+    const std::string* function = nullptr;  // its name
   };
   StatusOr<Geometry> LaunchGeometry(const std::vector<int64_t>& symbol_values) const;
-  // The cudaKernel_t, usable as cudaLaunchKernel's function argument.
+  // The cudaKernel_t of the main (prefill) function, usable as cudaLaunchKernel's function argument;
+  // Geometry::kernel says which function a given launch uses.
   const void* handle() const { return kernel_; }
 
  private:
@@ -43,6 +46,7 @@ class LoadedKernel {
   JitKernel jit_;
   void* library_ = nullptr;  // cudaLibrary_t
   void* kernel_ = nullptr;   // cudaKernel_t
+  void* decode_kernel_ = nullptr;  // cudaKernel_t of emitted.decode_function (== kernel_ when the same)
   int sm_count_ = 0;
 };
 

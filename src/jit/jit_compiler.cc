@@ -2,6 +2,7 @@
 #include "jit/jit_compiler.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <thread>
 
 #include <fmt/format.h>
@@ -20,6 +21,34 @@ JitCompiler::JitCompiler(KernelCache& cache, JitOptions opts) : cache_(cache), o
 }
 
 namespace {
+// OPFUSE_JIT_DECODE_ROW_THREADS: the decode row shape's widest row group (codegen::EmitOptions),
+// a tuning knob for sweeps; read once, reported on stderr when set, rejected (with the reason) when
+// not a power of two in [1, 1024].
+int DecodeRowThreads() {
+  static const int v = [] {
+    const char* env = std::getenv("OPFUSE_JIT_DECODE_ROW_THREADS");
+    if (!env || !*env) return codegen::kDefaultDecodeRowThreads;
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    if (*end || n < 1 || n > 1024 || (n & (n - 1))) {
+      fmt::print(stderr, "opfuse jit: OPFUSE_JIT_DECODE_ROW_THREADS={} is not a power of two in [1, 1024]; using {}\n", env,
+                 codegen::kDefaultDecodeRowThreads);
+      return codegen::kDefaultDecodeRowThreads;
+    }
+    fmt::print(stderr, "opfuse jit: decode row kernels use row groups of up to {} threads (OPFUSE_JIT_DECODE_ROW_THREADS)\n", n);
+    return static_cast<int>(n);
+  }();
+  return v;
+}
+
+codegen::EmitOptions EmitOptionsFor(bool aligned) {
+  codegen::EmitOptions o;
+  o.aligned = aligned;
+  o.max_threads = 256;
+  o.decode_row_threads = DecodeRowThreads();
+  return o;
+}
+
 KernelKey KeyFor(const std::string& source, const std::string& arch) {
   std::string options;
   for (const auto& o : NvrtcOptions(arch)) options += o + " ";
@@ -29,14 +58,14 @@ KernelKey KeyFor(const std::string& source, const std::string& arch) {
 
 StatusOr<KernelKey> JitCompiler::KeyForGroup(const Graph& g, const FusionGroup& group, bool aligned) const {
   OPFUSE_ASSIGN_OR_RETURN(codegen::Kernel k, codegen::BuildKernel(g, group));
-  OPFUSE_ASSIGN_OR_RETURN(codegen::EmittedKernel e, codegen::EmitCuda(k, {aligned, 256}));
+  OPFUSE_ASSIGN_OR_RETURN(codegen::EmittedKernel e, codegen::EmitCuda(k, EmitOptionsFor(aligned)));
   return KeyFor(e.source, arch_);
 }
 
 StatusOr<JitKernel> JitCompiler::CompileKernel(const codegen::Kernel& k, bool aligned) const {
   JitKernel out;
   out.kernel = k;
-  OPFUSE_ASSIGN_OR_RETURN(out.emitted, codegen::EmitCuda(k, {aligned, 256}));
+  OPFUSE_ASSIGN_OR_RETURN(out.emitted, codegen::EmitCuda(k, EmitOptionsFor(aligned)));
   out.key = KeyFor(out.emitted.source, arch_);
   const std::string& src = out.emitted.source;
   const std::string& fn = out.emitted.function;

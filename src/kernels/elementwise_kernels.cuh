@@ -124,6 +124,15 @@ struct BinaryE {
   }
 };
 
+constexpr int kUnroll = 4;  // vectors in flight per thread
+// Vectors per thread per step for element functor E: kUnroll, but 1 for floored mod and pow, whose
+// f32 math is a long inlined library routine (fmodf's loop, powf), so kUnroll x VEC copies of it per
+// thread bloat the kernel; at kUnroll the mod kernel took 95 us for 16384 x 2048 bf16 on an H200,
+// where the JIT's one-vector-per-thread kernel took 55 us (docs/BENCHMARKS.md has the result of this change).
+template <class E> struct UnrollOf { static constexpr int value = kUnroll; };
+template <class T> struct UnrollOf<BinaryE<BMod, T>> { static constexpr int value = 1; };
+template <class T> struct UnrollOf<BinaryE<BPow, T>> { static constexpr int value = 1; };
+
 template <class T>
 struct WhereE {
   static constexpr int kArity = 3;
@@ -133,7 +142,6 @@ struct WhereE {
 
 // ------------------------------------------------------------------ kernels
 constexpr int kThreads = 256;
-constexpr int kUnroll = 4;  // vectors in flight per thread
 constexpr int kBlocksPerSm = 16;  // grid cap: 16 x 256 threads per SM, grid-stride beyond
 
 struct EwParams {
@@ -241,12 +249,13 @@ __global__ void __launch_bounds__(kThreads) EwFlat(EwParams p) {
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   Out* out = static_cast<Out*>(p.out);
-  for (int64_t base = tid; base < nvec; base += step * kUnroll) {
-    VecOf<S0, VEC> a[kUnroll];
-    VecOf<S1, VEC> b[kUnroll];
-    VecOf<S2, VEC> c[kUnroll];
+  constexpr int U = UnrollOf<E>::value;
+  for (int64_t base = tid; base < nvec; base += step * U) {
+    VecOf<S0, VEC> a[U];
+    VecOf<S1, VEC> b[U];
+    VecOf<S2, VEC> c[U];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int64_t v = base + u * step, e = v * VEC;
       if (v < nvec) {
         a[u] = LoadVec<S0, VEC>(s0.vec + e * s0.vm);
@@ -255,7 +264,7 @@ __global__ void __launch_bounds__(kThreads) EwFlat(EwParams p) {
       }
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int64_t v = base + u * step, e = v * VEC;
       if (v < nvec)
         *reinterpret_cast<VecOf<Out, VEC>*>(out + e) = ApplyVec<E, VEC, false>(p, sc, a[u], b[u], c[u], {}, {}, {});
@@ -316,15 +325,16 @@ __global__ void __launch_bounds__(kThreads) EwGeneral(EwParams p) {
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   Out* out = static_cast<Out*>(p.out);
-  for (int64_t base = tid; base < nvec; base += step * kUnroll) {
-    VecOf<S0, VEC> a[kUnroll];
-    VecOf<S1, VEC> b[kUnroll];
-    VecOf<S2, VEC> c[kUnroll];
-    S0 ea[kUnroll];
-    S1 eb[kUnroll];
-    S2 ec[kUnroll];
+  constexpr int U = UnrollOf<E>::value;
+  for (int64_t base = tid; base < nvec; base += step * U) {
+    VecOf<S0, VEC> a[U];
+    VecOf<S1, VEC> b[U];
+    VecOf<S2, VEC> c[U];
+    S0 ea[U];
+    S1 eb[U];
+    S2 ec[U];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int64_t v = base + u * step;
       if (v < nvec) {
         int64_t off[3];
@@ -342,7 +352,7 @@ __global__ void __launch_bounds__(kThreads) EwGeneral(EwParams p) {
       }
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int64_t v = base + u * step;
       if (v < nvec) {
         if constexpr (kIB)

@@ -70,9 +70,13 @@ struct RMax {
     else return INT64_MIN;
   }
   __device__ __forceinline__ static State Combine(State a, State b) {
-    if (IsNan(a)) return a;
-    if (IsNan(b)) return b;
-    return a > b ? a : b;
+    if constexpr (std::is_same_v<C, float>) {
+      float r;  // one instruction: NaN if either is NaN, else the larger (sm_80+)
+      asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+      return r;
+    } else {
+      return a > b ? a : b;
+    }
   }
   __device__ __forceinline__ static void Add(State& s, C v, int64_t) { s = Combine(s, v); }
   __device__ __forceinline__ static State Shfl(State s, int lane_mask) { return __shfl_xor_sync(0xffffffffu, s, lane_mask); }
@@ -120,25 +124,45 @@ constexpr int kRowsPerBlock = kWarpRowsThreads / 32;
 constexpr int kUnroll = 8;  // vectors in flight per thread (8 measured 25% faster than 4 on H200)
 
 // Folds the columns [first, cols) of one row, VEC elements at a time, `step` elements between a
-// thread's consecutive vectors, kUnroll vectors in flight.
+// thread's consecutive vectors, kUnroll vectors in flight. A chunk wholly inside the row loads its
+// kUnroll vectors unconditionally (one basic block, so all loads are issued before the first use;
+// guarded loads in separate blocks are not batched — the elementwise kernels measured that 40%
+// slower), and each vector folds into its own partial state, merged after: kUnroll independent
+// dependency chains of VEC elements instead of one of kUnroll x VEC (every Combine is associative
+// and commutative, see the design note).
 template <class R, class T, int VEC>
 __device__ __forceinline__ void FoldRow(const T* row, int64_t cols, int64_t first, int64_t step,
                                         typename R::State& s) {
   for (int64_t c0 = first; c0 < cols; c0 += step * kUnroll) {
     VecOf<T, VEC> v[kUnroll];
+    typename R::State part[kUnroll];
+    if (c0 + (kUnroll - 1) * step < cols) {  // every vector of the chunk is in the row (cols % VEC == 0)
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t c = c0 + u * step;
-      if (c < cols) v[u] = *reinterpret_cast<const VecOf<T, VEC>*>(row + c);
-    }
+      for (int u = 0; u < kUnroll; ++u) v[u] = *reinterpret_cast<const VecOf<T, VEC>*>(row + c0 + u * step);
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t c = c0 + u * step;
-      if (c < cols) {
+      for (int u = 0; u < kUnroll; ++u) {
+        part[u] = R::Init();
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) R::Add(s, ToComp(v[u].v[j]), c + j);
+        for (int j = 0; j < VEC; ++j) R::Add(part[u], ToComp(v[u].v[j]), c0 + u * step + j);
+      }
+    } else {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t c = c0 + u * step;
+        if (c < cols) v[u] = *reinterpret_cast<const VecOf<T, VEC>*>(row + c);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t c = c0 + u * step;
+        part[u] = R::Init();
+        if (c < cols) {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) R::Add(part[u], ToComp(v[u].v[j]), c + j);
+        }
       }
     }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) s = R::Combine(s, part[u]);
   }
 }
 

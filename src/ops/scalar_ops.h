@@ -97,14 +97,17 @@ inline int64_t ScalarBinaryInt(OpKind op, int64_t a, int64_t b) {
   }
 }
 
-// CUDA C expression templates for the emitter: $0, $1, $2 are the f32 operands.
+// CUDA C expression templates for the emitter: $0, $1, $2 are the f32 operands. Activations use the
+// fast forms the library kernels use (src/kernels/glu.cu): exp2 is one MUFU.EX2 (fz_exp2, ~2 ulp,
+// flushes results below 2^-126), sigmoid/silu divide with __fdividef (~2 ulp; exp(-x) = inf gives
+// x * 0 = 0) — an IEEE divide is ~10 instructions per element.
 // nullptr: the op has no scalar CUDA lowering.
 inline const char* CudaScalarExpr(OpKind op) {
   switch (op) {
     case OpKind::kNeg: return "(-$0)";
     case OpKind::kAbs: return "fabsf($0)";
     case OpKind::kExp: return "__expf($0)";
-    case OpKind::kExp2: return "exp2f($0)";
+    case OpKind::kExp2: return "fz_exp2($0)";
     case OpKind::kLog: return "__logf($0)";
     case OpKind::kLog2: return "log2f($0)";
     case OpKind::kSqrt: return "sqrtf($0)";
@@ -113,8 +116,8 @@ inline const char* CudaScalarExpr(OpKind op) {
     case OpKind::kSin: return "sinf($0)";
     case OpKind::kCos: return "cosf($0)";
     case OpKind::kTanh: return "tanhf($0)";
-    case OpKind::kSigmoid: return "(1.0f / (1.0f + __expf(-$0)))";
-    case OpKind::kSilu: return "($0 / (1.0f + __expf(-$0)))";
+    case OpKind::kSigmoid: return "__fdividef(1.0f, 1.0f + __expf(-$0))";
+    case OpKind::kSilu: return "__fdividef($0, 1.0f + __expf(-$0))";
     case OpKind::kGelu: return "(0.5f * $0 * erfcf(-$0 * 0.70710678118654752f))";
     case OpKind::kGeluTanh: return "(0.5f * $0 * (1.0f + tanhf(0.7978845608028654f * ($0 + 0.044715f * $0 * $0 * $0))))";
     case OpKind::kRelu: return "fmaxf($0, 0.0f)";

@@ -130,5 +130,55 @@ TEST_P(JitGpuTest, UnalignedMatchesCpu) {
 INSTANTIATE_TEST_SUITE_P(Cases, JitGpuTest, ::testing::ValuesIn(testing_cases::kJitCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// Row kernels at prefill row counts: rows >= kDecodeRowsPerSm x SMs launch the prefill function
+// (a different row shape from the small-T cases above), with a row count that leaves idle row
+// groups in the last block. Also checks which function each row count launches.
+TEST_P(JitGpuTest, PrefillRowsMatchCpu) {
+#ifdef OPFUSE_WITH_CUDA
+  JitCase c = GetParam();
+  if (!c.bind.count("T")) GTEST_SKIP() << "no token dim";
+  auto g = ParseGraph(c.text);
+  ASSERT_TRUE(g.ok());
+  auto k = testing_cases::WholeGraphKernel(*g);
+  ASSERT_TRUE(k.ok());
+  if (!k->is_row()) GTEST_SKIP() << "pointwise kernel";
+  int dev = 0, sms = 0;
+  Check(cudaGetDevice(&dev));
+  Check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int64_t rows_per_t = [&] {
+    int64_t n = 1;
+    auto shape = BindShape(k->space, c.bind);
+    for (size_t i = 0; shape.ok() && i + 1 < shape->size(); ++i) n *= (*shape)[i];
+    return n / c.bind.at("T");
+  }();
+  c.bind["T"] = (int64_t{codegen::kDecodeRowsPerSm} * sms + rows_per_t - 1) / rows_per_t + 3;
+  // Causal softmax with more queries than keys masks whole rows, which the JIT does not special-case
+  // (NaN where the reference writes zeros): keep S >= T.
+  if (c.bind.count("S")) c.bind["S"] = c.bind["T"] + 6;
+  auto arch = jit::CudaDeviceArch();
+  ASSERT_TRUE(arch.ok());
+  jit::KernelCache cache(jit::CacheOptions{"", true, false, 0});
+  jit::JitCompiler compiler(cache, {*arch, true, 1});
+  auto jk = compiler.CompileKernel(*k, true);
+  ASSERT_TRUE(jk.ok()) << jk.status().message();
+  auto lk = jit::LoadedKernel::Load(*jk);
+  ASSERT_TRUE(lk.ok()) << lk.status().message();
+  std::vector<int64_t> big, small;
+  for (const auto& s : k->symbols) {
+    big.push_back(c.bind.at(s));
+    small.push_back(s == "T" ? 1 : c.bind.at(s));
+  }
+  auto gb = (*lk)->LaunchGeometry(big), gs = (*lk)->LaunchGeometry(small);
+  ASSERT_TRUE(gb.ok() && gs.ok());
+  if (jk->emitted.row_in_registers) {
+    EXPECT_EQ(*gb->function, jk->emitted.function);
+    EXPECT_EQ(*gs->function, jk->emitted.decode_function);
+    EXPECT_EQ(gb->threads, jk->emitted.threads);
+    EXPECT_EQ(gs->threads, jk->emitted.decode_threads);
+  }
+  RunCase(c, true);
+#endif
+}
+
 }  // namespace
 }  // namespace opfuse

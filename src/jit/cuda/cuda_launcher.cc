@@ -1,6 +1,10 @@
 // CUDA runtime implementation of jit/cuda_launcher.h (built with OPFUSE_CUDA only).
-// Grid sizing: row kernels get ceil(rows / rows_per_block) blocks up to 32 per SM (grid-stride beyond);
-// pointwise kernels one thread per vector up to 8 blocks per SM of `threads` threads.
+// Launch geometry. Row kernels in the register path: fewer rows than kDecodeRowsPerSm x SMs run the
+// decode function with its block (decode_threads), more the prefill one (threads, ~128 per block);
+// ceil(rows / rows per block) blocks. Looped row kernels: one block per row. Pointwise kernels: one
+// thread per vector, blocks of `threads` (256) for large tensors and 64 for small ones (fewer than
+// 1024 vectors per SM: more SMs busy), as the library's glu kernel. Grids cover the work in one step
+// up to the hardware limit; the kernels grid-stride beyond it.
 #include <algorithm>
 
 #include <cuda_runtime.h>
@@ -46,6 +50,14 @@ StatusOr<std::shared_ptr<LoadedKernel>> LoadedKernel::Load(const JitKernel& k) {
   cudaError_t e = cudaLibraryGetKernel(&kern, lib, k.emitted.function.c_str());
   if (e != cudaSuccess) return Internal(fmt::format("cudaLibraryGetKernel({}): {}", k.emitted.function, cudaGetErrorString(e)));
   lk->kernel_ = kern;
+  lk->decode_kernel_ = kern;
+  if (!k.emitted.decode_function.empty() && k.emitted.decode_function != k.emitted.function) {
+    cudaKernel_t dk = nullptr;
+    e = cudaLibraryGetKernel(&dk, lib, k.emitted.decode_function.c_str());
+    if (e != cudaSuccess)
+      return Internal(fmt::format("cudaLibraryGetKernel({}): {}", k.emitted.decode_function, cudaGetErrorString(e)));
+    lk->decode_kernel_ = dk;
+  }
   int dev = 0;
   OPFUSE_CUDA_RETURN(cudaGetDevice(&dev));
   OPFUSE_CUDA_RETURN(cudaDeviceGetAttribute(&lk->sm_count_, cudaDevAttrMultiProcessorCount, dev));
@@ -67,15 +79,26 @@ StatusOr<LoadedKernel::Geometry> LoadedKernel::LaunchGeometry(const std::vector<
   int64_t rows = 1;
   for (size_t i = 0; i + 1 < space.size(); ++i) rows *= space[i];
   const int64_t cols = space.back();
+  const auto& em = jit_.emitted;
   Geometry geo;
-  geo.threads = jit_.emitted.threads;
+  geo.threads = em.threads;
+  geo.kernel = kernel_;
+  geo.function = &em.function;
   if (rows * cols == 0) return geo;
-  if (jit_.emitted.row) {
-    const int64_t rpb = std::max(1, jit_.emitted.rows_per_block);
-    geo.blocks = std::min<int64_t>((rows + rpb - 1) / rpb, int64_t{32} * sm_count_);
+  constexpr int64_t kMaxGrid = int64_t{1} << 30;
+  if (em.row) {
+    int64_t rpb = std::max(1, em.rows_per_block);
+    if (em.row_in_registers && rows < int64_t{codegen::kDecodeRowsPerSm} * sm_count_) {
+      geo.threads = em.decode_threads;
+      rpb = std::max(1, em.decode_rows_per_block);
+      geo.kernel = decode_kernel_;
+      geo.function = &em.decode_function;
+    }
+    geo.blocks = std::min<int64_t>((rows + rpb - 1) / rpb, kMaxGrid);
   } else {
-    int64_t vecs = rows * cols / jit_.emitted.vec;
-    geo.blocks = std::clamp<int64_t>((vecs + geo.threads - 1) / geo.threads, 1, int64_t{8} * sm_count_);
+    const int64_t vecs = rows * cols / em.vec;
+    if (vecs < int64_t{1024} * sm_count_) geo.threads = std::min(em.threads, 64);
+    geo.blocks = std::clamp<int64_t>((vecs + geo.threads - 1) / geo.threads, 1, kMaxGrid);
   }
   return geo;
 }
@@ -95,7 +118,7 @@ Status LoadedKernel::Launch(const std::vector<const void*>& inputs, const std::v
   for (auto& p : in_copy) args.push_back(&p);
   for (auto& p : out_copy) args.push_back(&p);
   for (auto& s : syms) args.push_back(&s);
-  OPFUSE_CUDA_RETURN(cudaLaunchKernel(static_cast<const void*>(kernel_), dim3(static_cast<unsigned>(geo.blocks)),
+  OPFUSE_CUDA_RETURN(cudaLaunchKernel(geo.kernel, dim3(static_cast<unsigned>(geo.blocks)),
                                       dim3(geo.threads), args.data(), 0, static_cast<cudaStream_t>(stream)));
   return Status::Ok();
 }

@@ -677,7 +677,7 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
         for (int v : st.jit_inputs) args.push_back(ArgBytes(static_cast<const void*>(resolve(v))));
         for (int v : st.jit_outputs) args.push_back(ArgBytes(resolve(v)));
         for (int64_t s : symv) args.push_back(ArgBytes(static_cast<long long>(s)));
-        plan->launches.push_back(KernelLaunch::Raw(lk->jit().emitted.function, lk->handle(),
+        plan->launches.push_back(KernelLaunch::Raw(*geo.function, geo.kernel,
                                                    dim3(static_cast<unsigned>(geo.blocks)), dim3(geo.threads), 0, args));
         break;
       }
