@@ -112,16 +112,15 @@ def translate(text):
             v = [env[x] for x in args]
             if op == "constant":
                 r = float(a.get("value", 0.0))  # a Python scalar broadcasts without changing dtypes
-            elif op == "rms_norm":
-                eps = float(a.get("eps", 1e-6))
-                if hasattr(F, "rms_norm"):
-                    r = F.rms_norm(v[0], (v[0].shape[-1],), v[1], eps)
-                else:
-                    h = v[0].float()
-                    r = (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(v[0].dtype) * v[1]
-            elif op == "add_rms_norm":
-                s = v[0] + v[1]
-                r = (F.rms_norm(s, (s.shape[-1],), v[2], float(a.get("eps", 1e-6))), s)
+            elif op in ("rms_norm", "add_rms_norm"):
+                # The formula frameworks trace (HF LlamaRMSNorm: f32 statistics, then the weight).
+                # Not F.rms_norm: in torch 2.11 it copies a host scalar per call, which defeats
+                # CUDA-graph capture and would time a host->device copy instead of the kernels.
+                eps = float(a.get("eps", 1e-6 if op == "rms_norm" else 1e-6))
+                s_ = v[0] + v[1] if op == "add_rms_norm" else v[0]
+                h = s_.float()
+                n = (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(s_.dtype) * v[-1]
+                r = (n, s_) if op == "add_rms_norm" else n
             elif op == "layer_norm":
                 r = F.layer_norm(v[0], (v[0].shape[-1],), v[1], v[2], float(a.get("eps", 1e-5)))
             elif op == "softmax":

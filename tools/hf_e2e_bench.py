@@ -43,7 +43,7 @@ def parse_case(text):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="model directory (opfuse init-weights --out DIR)")
-    ap.add_argument("--cases", nargs="*", default=["[prefill=128, decode=32]", "[prefill=2048, decode=16]",
+    ap.add_argument("--cases", nargs="*", default=["[prefill=128, decode=32]", "[prefill=2048, decode=0]",
                                                    "[prefill=128, decode=32, batch=8]"])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--modes", default="eager,compiled")

@@ -111,7 +111,7 @@ int RunE2e(const E2eArgs& a) {
   }
   std::vector<E2eCase> cases;
   const std::vector<std::string> texts =
-      a.cases.empty() ? std::vector<std::string>{"[prefill=128, decode=32]", "[prefill=2048, decode=16]",
+      a.cases.empty() ? std::vector<std::string>{"[prefill=128, decode=32]", "[prefill=2048, decode=0]",
                                                  "[prefill=128, decode=32, batch=8]"}
                       : a.cases;
   // CLI11 reads "[a, b]" as a list and splits it: join everything back, then cut before each prefill=.
@@ -154,7 +154,7 @@ int RunE2e(const E2eArgs& a) {
       eo.strategy = s;
       eo.batch = c.batch;
       eo.dtype = a.dtype;
-      eo.profile_path = a.profile;
+      if (s == llama::Strategy::kSmartSchedule) eo.profile_path = a.profile;  // the others take no profile
       eo.max_context = a.max_context;
       auto engine = llama::Engine::Create(eo);
       if (!engine.ok()) {
@@ -286,7 +286,7 @@ void RegisterBenchE2e(CLI::App& bench) {
   cmd->add_option("--strategies", a->strategies, "comma-separated: never, always, smart")->capture_default_str();
   cmd->add_option("--cases", a->cases,
                   "cases such as \"[prefill=128, decode=16]\" or \"[prefill=128, decode=32, batch=8]\" (repeatable; default: "
-                  "prefill=128/decode=32, prefill=2048/decode=16, prefill=128/decode=32/batch=8)");
+                  "prefill=128/decode=32, prefill=2048/decode=0 (TinyLlama's whole context), prefill=128/decode=32/batch=8)");
   cmd->add_option("--runs", a->runs, "timed runs per case (after one warm-up); medians are reported")->capture_default_str();
   cmd->add_option("--output", a->output, "write the JSON (DESIGN.md format, plus details) here");
   cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16 (default: the checkpoint's; built-in: bf16 on cuda, f32 on cpu)");
