@@ -1,52 +1,26 @@
 // `opfuse bench e2e` on the CPU backend with the built-in tiny model: DESIGN.md's JSON (every
 // strategy and case, measured figures, kernels per decode step), the strategies launching different
 // kernels, and bad input exiting 2 without writing the output.
-#include <sys/wait.h>
-
-#include <array>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_runner.h"
+
 namespace {
 
-struct Cli {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-Cli RunCli(const std::string& args) {
-  const std::string err_path = ::testing::TempDir() + "opfuse_bench_e2e_stderr.txt";
-  const std::string cmd = std::string(OPFUSE_CLI_PATH) + " " + args + " 2>" + err_path;
-  Cli r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = Slurp(err_path);
-  return r;
-}
+using opfuse::testing::CliResult;
+CliResult RunCli(const std::string& args) { return opfuse::testing::RunOpfuseCli(args, "bench_e2e"); }
 
 TEST(BenchE2eCli, CpuTinyAllStrategies) {
   const std::string out = ::testing::TempDir() + "opfuse_e2e.json";
   std::remove(out.c_str());
-  Cli c = RunCli("bench e2e --backend cpu --runs 2 --cases '[prefill=6, decode=3]' '[prefill=4, decode=2, batch=2]' --output " + out);
+  CliResult c = RunCli("bench e2e --backend cpu --runs 2 --cases '[prefill=6, decode=3]' '[prefill=4, decode=2, batch=2]' --output " + out);
   ASSERT_EQ(c.code, 0) << c.err;
-  auto j = nlohmann::json::parse(Slurp(out));
+  auto j = nlohmann::json::parse(opfuse::testing::ReadTextFile(out));
   EXPECT_EQ(j["config"]["runs"], 2);
   EXPECT_EQ(j["config"]["dtype"], "f32");
   EXPECT_NE(j["config"]["model"].get<std::string>().find("tiny"), std::string::npos);
@@ -80,7 +54,7 @@ TEST(BenchE2eCli, BadInputExits2) {
   EXPECT_EQ(RunCli("bench e2e --backend cpu --strategies never,sometimes --output " + out).code, 2);
   EXPECT_EQ(RunCli("bench e2e --backend cpu --runs 0 --output " + out).code, 2);
   EXPECT_EQ(RunCli("bench e2e --backend cpu --model /nonexistent/model --output " + out).code, 2);
-  Cli big = RunCli("bench e2e --backend cpu --cases '[prefill=100000, decode=1]' --output " + out);
+  CliResult big = RunCli("bench e2e --backend cpu --cases '[prefill=100000, decode=1]' --output " + out);
   EXPECT_EQ(big.code, 2);
   EXPECT_NE(big.err.find("context"), std::string::npos) << big.err;
   std::ifstream f(out);

@@ -1,34 +1,16 @@
 // `opfuse explain` end to end: the JSON document for the example graphs, the text report, kill
 // switches from --disable and OPFUSE_DISABLE, and exit code 2 with a one-line reason for bad input.
-#include <array>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "cli_runner.h"
 #include "pass_test_util.h"
 
 namespace opfuse::testing {
 namespace {
 
-struct Cli {
-  int code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
-
-Cli RunCli(const std::string& args, const std::string& env = "") {
-  const std::string err_path = ::testing::TempDir() + "opfuse_explain_stderr.txt";
-  const std::string cmd = env + " " + OPFUSE_CLI_PATH + " " + args + " 2>" + err_path;
-  Cli r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = ReadFile(err_path);
-  return r;
-}
+using Cli = CliResult;
+Cli RunCli(const std::string& args, const std::string& env = "") { return RunOpfuseCli(args, "explain", env); }
 
 std::string ExamplePath(const char* name) { return std::string(OPFUSE_SOURCE_DIR) + "/examples/graphs/" + name; }
 

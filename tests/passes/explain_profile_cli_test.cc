@@ -1,36 +1,16 @@
 // `opfuse explain --profile` end to end: decisions from a recorded profile in text and JSON, a
 // profile from another device ignored with a warning (exit 0), malformed or missing -> exit 2.
-#include <sys/wait.h>
-
 #include <algorithm>
-#include <array>
-#include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "cli_runner.h"
 #include "pass_test_util.h"
 
 namespace opfuse::testing {
 namespace {
 
-struct Cli {
-  int code = -1;
-  std::string out, err;
-};
-
-Cli RunExplain(const std::string& args) {
-  const std::string err_path = ::testing::TempDir() + "opfuse_explain_profile_stderr.txt";
-  const std::string cmd = std::string(OPFUSE_CLI_PATH) + " " + args + " 2>" + err_path;
-  Cli r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = ReadFile(err_path);
-  return r;
-}
+using Cli = CliResult;
+Cli RunExplain(const std::string& args) { return RunOpfuseCli(args, "explain_profile"); }
 
 std::string GraphPath(const char* name) { return std::string(OPFUSE_SOURCE_DIR) + "/examples/graphs/" + name; }
 std::string Prof(const char* name) { return std::string(OPFUSE_SOURCE_DIR) + "/tests/data/profiles/" + name; }

@@ -3,9 +3,6 @@
 // of smart's choice (bench/profile_build.h); plus the CLI's GPU-free modes (--list-cases,
 // --validate) and its errors. The validation numbers here are hand-written test inputs, not
 // measurements (the measured profile is examples/profiles/, written on the GPU).
-#include <sys/wait.h>
-
-#include <array>
 #include <cstdio>
 #include <fstream>
 
@@ -14,6 +11,7 @@
 #include "bench/builtin_graphs.h"
 #include "bench/group_cases.h"
 #include "bench/profile_build.h"
+#include "cli_runner.h"
 #include "pass_test_util.h"
 
 namespace opfuse::testing {
@@ -255,25 +253,8 @@ TEST(ProfileBuild, ValidationPicksUnfusedWhereFusionLoses) {
 }
 
 // ---------------------------------------------------------------- CLI (no GPU needed)
-struct Cli {
-  int code = -1;
-  std::string out, err;
-};
-
-Cli RunCli(const std::string& args) {
-  const std::string err_path = ::testing::TempDir() + "opfuse_profile_stderr.txt";
-  const std::string cmd = std::string(OPFUSE_CLI_PATH) + " " + args + " 2>" + err_path;
-  Cli r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = ReadFile(err_path);
-  return r;
-}
+using Cli = CliResult;
+Cli RunCli(const std::string& args) { return RunOpfuseCli(args, "profile"); }
 
 TEST(ProfileCli, ListCases) {
   Cli c = RunCli("profile --list-cases --rows 1,64");
