@@ -91,6 +91,18 @@ void Progress::Clear() {
   if (tty_) std::cerr << "\r\033[K" << std::flush;
 }
 
+std::vector<std::string> SplitCommaList(const std::string& text) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string::npos) comma = text.size();
+    out.push_back(text.substr(pos, comma - pos));
+    pos = comma + 1;
+  }
+  return out;
+}
+
 StatusOr<Bindings> ParseShapeBindings(const std::vector<std::string>& specs) {
   Bindings b;
   for (const auto& s : specs) {

@@ -39,6 +39,8 @@ class Progress {
   bool tty_;
   double t0_;
 };
+// "a,b,,c" -> {"a", "b", "", "c"} (empty items kept: callers reject them with their own message).
+std::vector<std::string> SplitCommaList(const std::string& text);
 // Parses --shape SYM=VAL options into bindings.
 StatusOr<Bindings> ParseShapeBindings(const std::vector<std::string>& specs);
 

@@ -65,16 +65,11 @@ StatusOr<bench::SuiteFilter> MakeFilter(const OpsArgs& a) {
 
 StatusOr<std::vector<std::string>> ParseVariants(const std::string& text) {
   std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t comma = text.find(',', pos);
-    if (comma == std::string::npos) comma = text.size();
-    const std::string v = text.substr(pos, comma - pos);
+  for (const std::string& v : SplitCommaList(text)) {
     const auto& known = bench::VariantNames();
     if (std::find(known.begin(), known.end(), v) == known.end())
       return InvalidArgument(fmt::format("--variants '{}': '{}' is not one of unfused, library, jit", text, v));
     if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
-    pos = comma + 1;
   }
   return out;
 }

@@ -98,16 +98,10 @@ nlohmann::json GroupSummary(const Graph& g) {
 int RunE2e(const E2eArgs& a) {
   if (a.runs < 1) return Fail("bench e2e", InvalidArgument("--runs must be >= 1"));
   std::vector<llama::Strategy> strategies;
-  {
-    size_t pos = 0;
-    while (pos <= a.strategies.size()) {
-      size_t comma = a.strategies.find(',', pos);
-      if (comma == std::string::npos) comma = a.strategies.size();
-      auto s = llama::ParseStrategy(a.strategies.substr(pos, comma - pos));
-      if (!s.ok()) return Fail("bench e2e", s.status());
-      if (std::find(strategies.begin(), strategies.end(), *s) == strategies.end()) strategies.push_back(*s);
-      pos = comma + 1;
-    }
+  for (const std::string& name : SplitCommaList(a.strategies)) {
+    auto s = llama::ParseStrategy(name);
+    if (!s.ok()) return Fail("bench e2e", s.status());
+    if (std::find(strategies.begin(), strategies.end(), *s) == strategies.end()) strategies.push_back(*s);
   }
   std::vector<E2eCase> cases;
   const std::vector<std::string> texts =

@@ -47,16 +47,9 @@ struct ProfileArgs {
 };
 
 StatusOr<std::vector<std::string>> SplitList(const std::string& text, const std::string& flag) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t comma = text.find(',', pos);
-    if (comma == std::string::npos) comma = text.size();
-    std::string item = text.substr(pos, comma - pos);
+  std::vector<std::string> out = SplitCommaList(text);
+  for (const auto& item : out)
     if (item.empty()) return InvalidArgument(fmt::format("{} '{}': empty item", flag, text));
-    out.push_back(item);
-    pos = comma + 1;
-  }
   return out;
 }
 
