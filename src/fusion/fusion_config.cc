@@ -17,6 +17,7 @@ std::vector<std::string> FusionConfig::KnownNames() {
   for (const auto& p : fusion::AllPatterns()) names.push_back(p.name);
   for (const auto& p : Pipeline())
     if (p.can_disable) names.push_back(p.name);
+  names.push_back("gemv");  // the CUDA executor's decode GEMV (src/kernels/gemv.h): cuBLASLt instead
   return names;
 }
 

@@ -97,6 +97,8 @@ std::string KernelName(const Graph& g, const FusionGroup& group) {
   const std::string dtype = DTypeName(g.values[v].type.dtype);
   if (group.kind.rfind("pattern:", 0) == 0)
     return fmt::format("fz_{}_{}_h{}", group.kind.substr(8), dtype, WidthTag(g, v));
+  if (group.kind.rfind("matmul:", 0) == 0)  // fuse_matmul: the decode GEMV
+    return fmt::format("gemv_{}_{}_w{}", group.kind.substr(7), dtype, WidthTag(g, v));
   auto ops = GroupOpNames(g, group.nodes);
   if (group.kind == "generic") {
     std::string body;

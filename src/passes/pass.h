@@ -44,6 +44,7 @@ Status InferShapes(Graph& g, const PassContext& ctx);   // infer_shapes.cc
 Status Decompose(Graph& g, const PassContext& ctx);     // decompose.cc
 Status FusePatterns(Graph& g, const PassContext& ctx);  // fuse_patterns.cc
 Status FuseGeneric(Graph& g, const PassContext& ctx);   // fuse_generic.cc
+Status FuseMatmul(Graph& g, const PassContext& ctx);    // fuse_matmul.cc
 Status Schedule(Graph& g, const PassContext& ctx);      // schedule.cc
 
 }  // namespace opfuse

@@ -17,6 +17,7 @@ const std::vector<PassEntry>& Pipeline() {
       {"decompose", Decompose, true, "composite ops whose pattern is disabled -> primitives"},
       {"fuse_patterns", FusePatterns, true, "rewrite SwiGLU, GeGLU, (Add+)RMSNorm, LayerNorm, Softmax, RoPE"},
       {"fuse_generic", FuseGeneric, true, "group elementwise chains and elementwise->reduction->elementwise"},
+      {"fuse_matmul", FuseMatmul, true, "decode GEMV: sibling matmuls of one input, matmul -> swiglu epilogue"},
       {"schedule", Schedule, false, "apply config limits to each group; pick unfused/library/jit"},
   };
   return kPipeline;

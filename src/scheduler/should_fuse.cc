@@ -272,6 +272,13 @@ std::optional<CostEstimate> EstimateCost(const Graph& g, const FusionGroup& grp,
 FusionChoice ShouldFuse(const Graph& g, const FusionGroup& grp, const Bindings& bindings, const FusionConfig& config,
                         const ShouldFuseOptions& opts) {
   FusionChoice out;
+  if (grp.kind.rfind("matmul:", 0) == 0 && grp.decision.fuse) {
+    // fuse_matmul's groups (decode GEMV): one library kernel, nothing to trade off per variant —
+    // the executor runs the matmuls one by one above the GEMV's row limit.
+    out.decision = grp.decision;
+    out.variant = out.run_now = Variant::kLibrary;
+    return out;
+  }
   out.decision = ApplyConfigRules(g, grp, config, bindings, /*size_gate=*/opts.profile == nullptr);
   out.source = DecisionSource::kConfig;
   // With a profile, min_tensor_elements does not veto: measurements (or the cost model) decide.

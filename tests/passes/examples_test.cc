@@ -90,11 +90,19 @@ TEST(Examples, LlamaDecoderLayer) {
   EXPECT_EQ(fused("pattern:rms_norm"), 1) << r.Dump();
   EXPECT_EQ(fused("pattern:rope"), 2) << r.Dump();
   EXPECT_EQ(fused("pattern:add_rms_norm"), 1) << r.Dump();
-  EXPECT_EQ(fused("pattern:swiglu"), 1) << r.Dump();
+  // fuse_matmul (bf16): the swiglu takes its gate/up matmuls as an epilogue group, q/k/v are siblings.
+  EXPECT_EQ(fused("pattern:swiglu"), 0) << r.Dump();
+  EXPECT_EQ(fused("matmul:swiglu"), 1) << r.Dump();
+  EXPECT_EQ(fused("matmul:siblings"), 1) << r.Dump();
   for (const auto& grp : r.g.groups)
     if (!grp.decision.fuse) EXPECT_FALSE(grp.decision.reason.empty());
+  int single_matmuls = 0;
   for (const auto* grp : r.Kind("single"))
-    if (r.g.nodes[grp->nodes[0]].op == OpKind::kMatmul) EXPECT_EQ(grp->variant, "library");
+    if (r.g.nodes[grp->nodes[0]].op == OpKind::kMatmul) {
+      EXPECT_EQ(grp->variant, "library");
+      ++single_matmuls;
+    }
+  EXPECT_EQ(single_matmuls, 2) << r.Dump();  // o_proj and down_proj
   // No standalone residual add before the norm: the only add left is the final residual.
   EXPECT_EQ(r.CountOp(OpKind::kAdd), 1) << r.Dump();
   EXPECT_EQ(r.CountOp(OpKind::kAttention), 1);
@@ -144,7 +152,7 @@ TEST(Examples, LlamaDecoderLayerF32ComputesTheSame) {
 
 TEST(Examples, LlamaDecoderLayerWithEverythingDisabledStillComputesTheSame) {
   PipelineRun r = RunText(Example("llama_decoder_layer.ofg"),
-                  Disabled({"rms_norm", "add_rms_norm", "rope", "swiglu", "fuse_generic"}));
+                  Disabled({"rms_norm", "add_rms_norm", "rope", "swiglu", "fuse_generic", "fuse_matmul"}));
   for (const auto& grp : r.g.groups) EXPECT_FALSE(grp.decision.fuse) << r.Dump();
   EXPECT_EQ(r.Kind("pattern:rope").size(), 2u);
   ExpectSameOutputs(r, {{"T", 2}}, 1e-6, 1e-6);  // nothing was rewritten

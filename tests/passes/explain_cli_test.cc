@@ -20,7 +20,7 @@ TEST(ExplainCli, JsonForTheExamples) {
     const char* kind;
   };
   for (const Want& w : {Want{"swiglu.ofg", "pattern:swiglu"}, Want{"add_rms_norm.ofg", "pattern:add_rms_norm"},
-                        Want{"llama_decoder_layer.ofg", "pattern:swiglu"}}) {
+                        Want{"llama_decoder_layer.ofg", "matmul:swiglu"}}) {
     Cli c = RunCli("explain --json " + ExamplePath(w.file));
     ASSERT_EQ(c.code, 0) << c.err;
     auto j = nlohmann::json::parse(c.out);  // exactly one document
@@ -52,9 +52,9 @@ TEST(ExplainCli, JsonSwigluExactly) {
 TEST(ExplainCli, TextReportAndDumps) {
   Cli c = RunCli("explain --dump-after-each --shape T=4 " + ExamplePath("swiglu.ofg"));
   ASSERT_EQ(c.code, 0) << c.err;
-  for (const char* pass : {"verify", "infer_shapes", "decompose", "fuse_patterns", "fuse_generic", "schedule"})
+  for (const char* pass : {"verify", "infer_shapes", "decompose", "fuse_patterns", "fuse_generic", "fuse_matmul", "schedule"})
     EXPECT_NE(c.out.find(std::string("=== after ") + pass + " ==="), std::string::npos) << pass;
-  EXPECT_NE(c.out.find("passes: verify -> infer_shapes -> decompose -> fuse_patterns -> fuse_generic -> schedule"),
+  EXPECT_NE(c.out.find("passes: verify -> infer_shapes -> decompose -> fuse_patterns -> fuse_generic -> fuse_matmul -> schedule"),
             std::string::npos);
   EXPECT_NE(c.out.find("[0] pattern:swiglu"), std::string::npos) << c.out;
   EXPECT_NE(c.out.find("shapes: T=4"), std::string::npos) << c.out;

@@ -22,6 +22,7 @@
 #include "codegen/kernel_ir.h"
 #include "jit/cuda_launcher.h"
 #include "jit/jit_compiler.h"
+#include "kernels/gemv.h"
 #include "kernels/library.h"
 #include "ops/op_def.h"
 #include "passes/pipeline.h"
@@ -52,7 +53,7 @@ StatusOr<Variant> ParseVariant(const std::string& s) {
 
 namespace {
 
-enum class StepKind { kLibrary, kJit, kMatmul, kAlias, kCopy };
+enum class StepKind { kLibrary, kJit, kMatmul, kGemvGroup, kAlias, kCopy };
 
 struct ExecValue {
   std::string name;
@@ -77,12 +78,19 @@ struct Step {
   std::vector<int> jit_inputs, jit_outputs;  // exec value ids in kernel order
   // kCopy: node.inputs[0] -> node.outputs[0] (output_index >= 0: into graph output slot)
   int output_index = -1;
+  // kGemvGroup (fuse_matmul's groups): the member nodes (exec value ids), matmuls first, then the
+  // swiglu of a "matmul:swiglu" group. One GEMV launch when it applies, else member by member.
+  std::vector<Node> members;
+  bool swiglu = false;
 };
+
+bool IsMatmulGroup(const FusionGroup& grp) { return grp.kind.rfind("matmul:", 0) == 0 && grp.decision.fuse; }
 
 bool IsCompositeOp(OpKind op) { return GetOpInfo(op).kind == FusionKind::kComposite; }
 
 // A group that is one composite op with a hand-written fused kernel (the "library" variant).
 bool HasLibraryFusedKernel(const Graph& g, const FusionGroup& grp) {
+  if (IsMatmulGroup(grp)) return true;  // the GEMV (src/kernels/gemv.h)
   return grp.nodes.size() == 1 && IsCompositeOp(g.nodes[grp.nodes[0]].op) &&
          kernels::HasLibraryKernel(g.nodes[grp.nodes[0]].op);
 }
@@ -375,6 +383,12 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
       continue;
     }
     std::string v = opts.variant == Variant::kAuto ? grp.variant : VariantName(opts.variant);
+    if (IsMatmulGroup(grp)) {  // fuse_matmul's groups: only the GEMV library kernel exists
+      if (v != "library")
+        fallback(grp, gi, v, "library", Unimplemented("a matmul group runs the GEMV library kernel (no JIT form)"), false);
+      want[gi] = GroupPlan::kLibraryFused;
+      continue;
+    }
     if (v == "library" && !has_lib) {
       fallback(grp, gi, "library", "jit",
                Unimplemented(single_composite ? "no library kernel for this op" : "no library kernel for a generic group"),
@@ -445,6 +459,27 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
         break;
       }
       case GroupPlan::kLibraryFused:
+        if (IsMatmulGroup(grp)) {
+          Step st;
+          st.kind = StepKind::kGemvGroup;
+          st.name = "gemv:" + grp.name;
+          st.graph_nodes = grp.nodes;
+          st.swiglu = grp.kind == "matmul:swiglu";
+          std::set<int> seen_in;
+          for (int n : grp.nodes) st.members.push_back(g.nodes[n]);
+          // matmuls first (graph order), then the swiglu
+          std::stable_partition(st.members.begin(), st.members.end(), [](const Node& m) { return m.op == OpKind::kMatmul; });
+          for (const Node& m : st.members) {
+            for (int v : m.inputs)
+              if (seen_in.insert(v).second && std::find(st.node.outputs.begin(), st.node.outputs.end(), v) == st.node.outputs.end())
+                st.node.inputs.push_back(v);
+            for (int v : m.outputs) st.node.outputs.push_back(v);
+          }
+          st.node.op = OpKind::kMatmul;
+          im.steps.push_back(std::move(st));
+          grp.variant = "library";
+          break;
+        }
         OPFUSE_RETURN_IF_ERROR(add_node_steps(g.nodes[grp.nodes[0]], grp.nodes));
         im.steps.back().name = "lib:" + grp.name;
         grp.variant = "library";
@@ -506,6 +541,7 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
   for (const Step& st : im.steps) {
     const char* kind = st.kind == StepKind::kJit       ? "jit"
                        : st.kind == StepKind::kMatmul  ? "matmul"
+                       : st.kind == StepKind::kGemvGroup ? "gemv"
                        : st.kind == StepKind::kAlias   ? "alias"
                        : st.kind == StepKind::kCopy    ? "copy"
                                                        : "library";
@@ -612,6 +648,40 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
 
   auto plan = std::make_shared<Plan>();
   plan->arena = arena;
+  const bool use_gemv = opts.gemv && !opts.config.IsDisabled("gemv");
+  // A matmul node: the GEMV at decode sizes (bf16/f16, rows <= 8, transpose_b), else cuBLASLt.
+  auto plan_matmul = [&](const Node& n) -> Status {
+    const auto& as = arena->shapes[n.inputs[0]];
+    const auto& bs = arena->shapes[n.inputs[1]];
+    MatmulArgs a;
+    OPFUSE_ASSIGN_OR_RETURN(a.type, MatmulTypeFor(values[n.inputs[0]].type.dtype));
+    a.transpose_b = AttrInt(n.attrs, "transpose_b", 0) != 0;
+    a.k = as.back();
+    a.m = a.k ? Numel(as) / a.k : 0;
+    a.n = a.transpose_b ? bs[0] : bs[1];
+    a.a = resolve(n.inputs[0]);
+    a.b = resolve(n.inputs[1]);
+    a.bias = n.inputs.size() > 2 ? resolve(n.inputs[2]) : nullptr;
+    a.c = resolve(n.outputs[0]);
+    if (a.m == 0 || a.n == 0) return Status::Ok();
+    if (use_gemv && a.transpose_b && a.m <= kernels::kGemvMaxRows) {
+      kernels::GemvArgs ga;
+      ga.dtype = values[n.inputs[0]].type.dtype;
+      ga.m = a.m;
+      ga.k = a.k;
+      ga.a = a.a;
+      ga.segments.push_back({a.b, a.bias, a.c, a.n});
+      if (kernels::GemvSupported(ga).ok()) {
+        OPFUSE_ASSIGN_OR_RETURN(KernelLaunch l, kernels::PlanGemv(ga, dev));
+        plan->launches.push_back(std::move(l));
+        return Status::Ok();
+      }
+    }
+    OPFUSE_ASSIGN_OR_RETURN(MatmulEngine * eng, MatmulEngine::ForCurrentDevice());
+    plan->launches.push_back(KernelLaunch::Custom(fmt::format("cublaslt:matmul_{}x{}x{}", a.m, a.n, a.k),
+                                                  [eng, a](cudaStream_t s) { return eng->Matmul(a, s); }, 1));
+    return Status::Ok();
+  };
   for (Step& st : steps) {
     switch (st.kind) {
       case StepKind::kAlias:
@@ -631,25 +701,45 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
             1));
         break;
       }
-      case StepKind::kMatmul: {
-        const Node& n = st.node;
-        const auto& as = arena->shapes[n.inputs[0]];
-        const auto& bs = arena->shapes[n.inputs[1]];
-        MatmulArgs a;
-        OPFUSE_ASSIGN_OR_RETURN(a.type, MatmulTypeFor(values[n.inputs[0]].type.dtype));
-        a.transpose_b = AttrInt(n.attrs, "transpose_b", 0) != 0;
-        a.k = as.back();
-        a.m = a.k ? Numel(as) / a.k : 0;
-        a.n = a.transpose_b ? bs[0] : bs[1];
-        a.a = resolve(n.inputs[0]);
-        a.b = resolve(n.inputs[1]);
-        a.bias = n.inputs.size() > 2 ? resolve(n.inputs[2]) : nullptr;
-        a.c = resolve(n.outputs[0]);
-        if (a.m == 0 || a.n == 0) break;
-        OPFUSE_ASSIGN_OR_RETURN(MatmulEngine * eng, MatmulEngine::ForCurrentDevice());
-        plan->launches.push_back(KernelLaunch::Custom(
-            fmt::format("cublaslt:matmul_{}x{}x{}", a.m, a.n, a.k),
-            [eng, a](cudaStream_t s) { return eng->Matmul(a, s); }, 1));
+      case StepKind::kMatmul:
+        OPFUSE_RETURN_IF_ERROR(plan_matmul(st.node));
+        break;
+      case StepKind::kGemvGroup: {
+        // One GEMV launch over every member matmul (+ the swiglu epilogue) when it applies.
+        const Node& first = st.members.front();
+        const auto& as = arena->shapes[first.inputs[0]];
+        kernels::GemvArgs ga;
+        ga.dtype = values[first.inputs[0]].type.dtype;
+        ga.k = as.back();
+        ga.m = ga.k ? Numel(as) / ga.k : 0;
+        ga.a = resolve(first.inputs[0]);
+        ga.epilogue = st.swiglu ? kernels::GemvEpilogue::kSwiglu : kernels::GemvEpilogue::kNone;
+        for (const Node& m : st.members) {
+          if (m.op != OpKind::kMatmul) continue;
+          ga.segments.push_back({resolve(m.inputs[1]), m.inputs.size() > 2 ? resolve(m.inputs[2]) : nullptr,
+                                 resolve(m.outputs[0]), arena->shapes[m.inputs[1]][0]});
+        }
+        if (st.swiglu) ga.segments[0].out = resolve(st.members.back().outputs[0]);
+        Status ok = use_gemv ? kernels::GemvSupported(ga) : Unimplemented("gemv disabled");
+        if (ok.ok() && ga.m > 0) {
+          OPFUSE_ASSIGN_OR_RETURN(KernelLaunch l, kernels::PlanGemv(ga, dev));
+          plan->launches.push_back(std::move(l));
+          break;
+        }
+        if (ga.m == 0) break;
+        // Above the GEMV's row limit (prefill) or a case it does not take: member by member.
+        for (const Node& m : st.members) {
+          if (m.op == OpKind::kMatmul) {
+            OPFUSE_RETURN_IF_ERROR(plan_matmul(m));
+            continue;
+          }
+          std::vector<kernels::TensorRef> ins, outs;
+          for (int v : m.inputs) ins.push_back(ref(v));
+          for (int v : m.outputs) outs.push_back(ref(v));
+          auto l = kernels::PlanLibraryNode(m, ins, outs, dev);
+          if (!l.ok()) return Status(l.status().code(), fmt::format("{}: {}", st.name, l.status().message()));
+          for (auto& x : *l) plan->launches.push_back(std::move(x));
+        }
         break;
       }
       case StepKind::kLibrary: {

@@ -61,6 +61,9 @@ struct ExecutorOptions {
   // the profile unconsulted, and the decision says so). Without one: library/jit for fused groups.
   const scheduler::ProfileDb* profile = nullptr;
   Bindings schedule_bindings;
+  // Matmuls of at most kernels::kGemvMaxRows rows (decode) run on the GEMV library kernel
+  // (src/kernels/gemv.h) instead of cuBLASLt; off with this false or OPFUSE_DISABLE=gemv.
+  bool gemv = true;
 };
 
 // A device tensor passed to Run: contiguous row-major, shape bound.

@@ -1,0 +1,54 @@
+// GEMV: the decode-size matmul of the CUDA backend (a few rows of activations times a weight
+// matrix), with horizontal fusion (several weights that read the same activations, one launch)
+// and a SwiGLU epilogue (gate and up rows dotted in one pass, silu(gate) * up written).
+//
+// Why: at decode the matmul is C[M,N] = A[M,K] · Wᵀ with M = batch (1…8) and W a Hugging Face
+// Linear weight [N,K] in bf16/f16 — pure weight streaming (N·K·2 bytes, about 2 FLOP per byte).
+// cuBLASLt reaches ~66% of the copy bandwidth there on an H200 (docs/BENCHMARKS.md) and costs one
+// launch per matmul; the Llama layer has seven of them. The kernel design is in gemv.cu.
+//
+// Use: the executor plans a matmul step with PlanGemv when GemvSupported says yes (the reason
+// otherwise goes to the launch name / fallback list), and a fused matmul group
+// (passes/fuse_matmul.cc: "matmul:siblings", "matmul:swiglu") as one GemvArgs with its segments.
+// Built with OPFUSE_CUDA only.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "opfuse/graph.h"
+#include "runtime/cuda/device.h"
+#include "runtime/cuda/launch.h"
+
+namespace opfuse::kernels {
+
+inline constexpr int64_t kGemvMaxRows = 8;     // M above this: cuBLASLt (tensor cores win)
+inline constexpr int kGemvMaxSegments = 4;
+
+enum class GemvEpilogue { kNone, kSwiglu };
+
+// One weight matrix W[n, k] (row-major, i.e. transpose_b) with its optional bias[n] and its
+// output [m, n]. With kSwiglu there are exactly two segments (gate, up) of the same n, and the
+// output is segments[0].out; segments[1].out is ignored.
+struct GemvSegment {
+  const void* w = nullptr;
+  const void* bias = nullptr;
+  void* out = nullptr;
+  int64_t n = 0;
+};
+
+struct GemvArgs {
+  DType dtype = DType::kBF16;  // of A, W, bias and the outputs (bf16 or f16)
+  int64_t m = 0, k = 0;
+  const void* a = nullptr;     // [m, k] row-major
+  std::vector<GemvSegment> segments;
+  GemvEpilogue epilogue = GemvEpilogue::kNone;
+};
+
+// Ok when PlanGemv covers `args`; otherwise Unimplemented with the reason (dtype, m > 8, k not a
+// multiple of 8, a pointer not 16-byte aligned, ...).
+Status GemvSupported(const GemvArgs& args);
+
+// The one launch computing every segment. `args` must pass GemvSupported.
+StatusOr<cuda::KernelLaunch> PlanGemv(const GemvArgs& args, const cuda::DeviceInfo& dev);
+
+}  // namespace opfuse::kernels

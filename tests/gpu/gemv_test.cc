@@ -1,0 +1,198 @@
+// The decode GEMV (src/kernels/gemv.cu) and fuse_matmul's groups on the GPU, against the CPU
+// reference; plus the GEMV's planning rules on the host.
+//
+// Design: each case is a small .ofg graph run by the CUDA executor (the GEMV is picked at plan time
+// for rows <= 8) and by RunGraphCpu with the same fusion groups (f32 inside a group, as the fused
+// kernel keeps gate/up in registers). Fresh signed random inputs (seed printed), outputs poisoned
+// by RunHost, norm-wise relative error with the per-dtype bounds of tests/jit_cases.h, NaN and
+// all-zero outputs rejected. Shapes cover 1..8 rows (every MR instance and ragged m), k = 8 (one
+// pack: most lanes idle), k not a multiple of 256 (partial unroll), the TinyLlama widths, odd n,
+// bias, three sibling weights of different n, the swiglu epilogue, and rows = 9 / 40 (cuBLASLt
+// path of the same groups). The GEMV-vs-cuBLASLt launch count and the executor's gemv=false are
+// checked to differ only in kernels, not results.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "../jit_cases.h"
+#include "opfuse/graph.h"
+#include "runtime/cpu/cpu_executor.h"
+#include "runtime/host_tensor.h"
+
+#ifdef OPFUSE_WITH_CUDA
+#include "gpu/gpu_test_util.h"
+#include "kernels/gemv.h"
+#include "runtime/cuda/executor.h"
+#endif
+
+namespace opfuse {
+namespace {
+
+#ifndef OPFUSE_WITH_CUDA
+TEST(Gemv, BuiltWithoutCuda) { GTEST_SKIP() << "built without OPFUSE_CUDA"; }
+#else
+
+using testing_cases::Bound;
+using testing_cases::RelErr;
+
+uint64_t FreshSeed() {
+  uint64_t s = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(s));
+  return s;
+}
+
+void ExpectClose(const std::string& what, const HostTensor& out, const HostTensor& ref) {
+  ASSERT_EQ(out.shape, ref.shape) << what;
+  bool any_nonzero = false;
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    ASSERT_FALSE(std::isnan(out.get(i))) << what << ": NaN (unwritten?) at " << i;
+    any_nonzero |= out.get(i) != 0;
+  }
+  EXPECT_TRUE(any_nonzero) << what << ": all zero";
+  EXPECT_LE(RelErr(out, ref), Bound(ref.dtype)) << what;
+}
+
+// Runs `text` on the GPU (gemv on) and on the CPU with the same groups; returns kernels per run.
+int RunAndCompare(const std::string& what, const std::string& text, const Bindings& b, bool gemv = true) {
+  auto g = ParseGraph(text);
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  if (!g.ok()) return -1;
+  auto inputs = RandomInputs(*g, b, FreshSeed());
+  cuda::ExecutorOptions o;
+  o.gemv = gemv;
+  auto ex = cuda::CudaExecutable::Create(*g, o);
+  EXPECT_TRUE(ex.ok()) << what << ": " << ex.status().ToString();
+  if (!ex.ok()) return -1;
+  auto ref = RunGraphCpu((*ex)->graph(), inputs, CpuRunOptions{b, /*fuse_groups=*/true});
+  EXPECT_TRUE(ref.ok()) << ref.status().ToString();
+  auto out = (*ex)->RunHost(inputs, b);
+  EXPECT_TRUE(out.ok()) << what << ": " << out.status().ToString();
+  if (!ref.ok() || !out.ok()) return -1;
+  for (const auto& [name, t] : *ref) ExpectClose(what + ":" + name, out->at(name), t);
+  return (*ex)->kernels_per_run();
+}
+
+std::string MatmulGraph(const char* dt, int64_t n, int64_t k, bool bias) {
+  return fmt::format(
+      "graph mm\ninput a: {0}[M, {2}]\nparam w: {0}[{1}, {2}]\n{3}y = matmul(a, w{4}) {{transpose_b=1}}\noutput y\n", dt, n,
+      k, bias ? fmt::format("param bias: {}[{}]\n", dt, n) : "", bias ? ", bias" : "");
+}
+
+class GemvTest : public testing_gpu::WithGpu<> {};
+
+TEST_F(GemvTest, SingleMatmulMatchesReference) {
+  struct Case {
+    const char* dt;
+    int64_t m, n, k;
+    bool bias;
+  };
+  const Case cases[] = {
+      {"bf16", 1, 2048, 2048, false}, {"bf16", 1, 256, 2048, true},   {"bf16", 2, 37, 8, false},
+      {"bf16", 3, 129, 72, true},     {"bf16", 4, 2048, 5632, false}, {"bf16", 5, 61, 2056, false},
+      {"bf16", 8, 1000, 264, true},   {"f16", 1, 640, 2048, false},   {"f16", 7, 333, 5632, true},
+      {"f16", 8, 1, 16, false},
+  };
+  for (const Case& c : cases) {
+    const std::string what = fmt::format("{} m={} n={} k={}{}", c.dt, c.m, c.n, c.k, c.bias ? " +bias" : "");
+    const int kernels = RunAndCompare(what, MatmulGraph(c.dt, c.n, c.k, c.bias), {{"M", c.m}});
+    EXPECT_EQ(kernels, 1) << what;
+  }
+}
+
+TEST_F(GemvTest, CublasLtAboveRowLimitAndWhenDisabled) {
+  // 9 and 40 rows: cuBLASLt; gemv=false at 1 row: cuBLASLt too. Same results either way.
+  EXPECT_EQ(RunAndCompare("bf16 m=9", MatmulGraph("bf16", 300, 512, true), {{"M", 9}}), 1);
+  EXPECT_EQ(RunAndCompare("bf16 m=40", MatmulGraph("bf16", 300, 512, false), {{"M", 40}}), 1);
+  EXPECT_EQ(RunAndCompare("bf16 m=1 gemv off", MatmulGraph("bf16", 300, 512, false), {{"M", 1}}, false), 1);
+}
+
+// q/k/v-style siblings (different n, bias on all) and a SwiGLU MLP: one launch each at decode.
+constexpr const char* kSiblingsAndSwiglu = R"(graph mlp
+input x: bf16[M, 512]
+param wq: bf16[512, 512]
+param wk: bf16[64, 512]
+param wv: bf16[64, 512]
+param bq: bf16[512]
+param bk: bf16[64]
+param bv: bf16[64]
+param wg: bf16[1408, 512]
+param wu: bf16[1408, 512]
+q = matmul(x, wq, bq) {transpose_b=1}
+k = matmul(x, wk, bk) {transpose_b=1}
+v = matmul(x, wv, bv) {transpose_b=1}
+g = matmul(x, wg) {transpose_b=1}
+u = matmul(x, wu) {transpose_b=1}
+s = silu(g)
+act = mul(s, u)
+output q, k, v, act
+)";
+
+TEST_F(GemvTest, SiblingsAndSwigluGroups) {
+  auto g = ParseGraph(kSiblingsAndSwiglu);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto ex = cuda::CudaExecutable::Create(*g, {});
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  int sib = 0, swi = 0;
+  for (const auto& grp : (*ex)->graph().groups) {
+    sib += grp.kind == "matmul:siblings";
+    swi += grp.kind == "matmul:swiglu";
+  }
+  EXPECT_EQ(sib, 1);
+  EXPECT_EQ(swi, 1);
+  for (int64_t m : {1, 2, 5, 8}) {
+    // the sibling GEMV + the swiglu GEMV: 2 kernels
+    EXPECT_EQ(RunAndCompare(fmt::format("m={}", m), kSiblingsAndSwiglu, {{"M", m}}), 2) << m;
+  }
+  // Prefill-sized: member by member (3 + 2 matmuls + the swiglu kernel), same groups.
+  EXPECT_EQ(RunAndCompare("m=40", kSiblingsAndSwiglu, {{"M", 40}}), 6);
+  // f16 too
+  std::string f16 = kSiblingsAndSwiglu;
+  for (size_t p = f16.find("bf16"); p != std::string::npos; p = f16.find("bf16", p)) f16.replace(p, 4, "f16");
+  EXPECT_EQ(RunAndCompare("f16 m=3", f16, {{"M", 3}}), 2);
+}
+
+TEST(GemvPlanning, SupportedRules) {  // host only: no launch
+  kernels::GemvArgs a;
+  alignas(16) static char buf[64];
+  a.dtype = DType::kBF16;
+  a.m = 1;
+  a.k = 16;
+  a.a = buf;
+  a.segments.push_back({buf, nullptr, buf, 4});
+  EXPECT_TRUE(kernels::GemvSupported(a).ok());
+  auto bad = [&](kernels::GemvArgs x, const char* needle) {
+    Status s = kernels::GemvSupported(x);
+    EXPECT_FALSE(s.ok()) << needle;
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
+  };
+  kernels::GemvArgs x = a;
+  x.dtype = DType::kF32;
+  bad(x, "dtype");
+  x = a;
+  x.m = 9;
+  bad(x, "rows");
+  x = a;
+  x.k = 12;
+  bad(x, "multiple of 8");
+  x = a;
+  x.a = buf + 2;
+  bad(x, "aligned");
+  x = a;
+  x.epilogue = kernels::GemvEpilogue::kSwiglu;
+  bad(x, "two weights");
+  x.segments.push_back({buf, nullptr, buf, 5});
+  bad(x, "same n");
+  x = a;
+  x.segments.assign(5, a.segments[0]);
+  bad(x, "weights in one launch");
+}
+
+#endif
+
+}  // namespace
+}  // namespace opfuse

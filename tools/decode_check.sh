@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Decode-step check on the device machine (issue 6's decode target): GPU tests of the GEMV and the
+# executor, opfuse bench e2e with and without the decode GEMV + fuse_matmul, and the per-kernel
+# device time of one decode step under ncu (--clock-control none: clocks left alone).
+#   here:   bash tools/build_carry.sh
+#   device: bash tools/decode_check.sh          (carry: build/carry.tar.xz)
+# Env: TEST_FILTER (gtest filter), NCU=0 skips ncu, E2E_CASES, E2E_RUNS, STRATS.
+# Everything lands under $OUT (e2e_*.json/md, ncu_*.csv/md, tests.log); a short table is printed last.
+set -uo pipefail
+OUT=${OUT:-/tmp/decode_out}
+mkdir -p "$OUT" build/c
+python3 -c "import tarfile; tarfile.open('build/carry.tar.xz').extractall('build/c')" || exit 1
+B=build/c
+export OPFUSE_CACHE_DIR=/tmp/opfuse_cache
+DEV=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
+echo "device: $DEV" | tee "$OUT/device.txt"
+declare -a SUMMARY
+
+t=$SECONDS
+"$B/tests/test_gpu" --gtest_filter="${TEST_FILTER:-Gemv*:ExecutorTest.*:ExecutorVariant*:*KvAttention*}" > "$OUT/tests.log" 2>&1
+rc=$?
+SUMMARY+=("tests: $(grep -c '^\[       OK \]' "$OUT/tests.log") ok, $(grep -c '^\[  FAILED  \]' "$OUT/tests.log") failed (rc $rc, $((SECONDS - t)) s)")
+grep '^\[  FAILED  \]' "$OUT/tests.log" | sort -u | head -20
+
+M=/tmp/opfuse_tinyllama_bf16
+"$B/opfuse" init-weights --config tinyllama-1.1b --dtype bf16 --out "$M" > "$OUT/init.log" 2>&1 || { cat "$OUT/init.log"; exit 1; }
+CASES=${E2E_CASES:-[prefill=128, decode=32]}
+RUNS=${E2E_RUNS:-3}
+e2e() {  # tag, env..., strategies
+  local tag=$1; shift
+  local strats=$1; shift
+  env "$@" "$B/opfuse" bench e2e --model "$M" --backend cuda --strategies "$strats" --cases "$CASES" --runs "$RUNS" \
+    --output "$OUT/e2e_$tag.json" > "$OUT/e2e_$tag.md" 2> "$OUT/e2e_${tag}_stderr.log"
+  local rc=$?
+  SUMMARY+=("e2e $tag (rc $rc): $(grep -E '^\| (never|always|smart)' "$OUT/e2e_$tag.md" | awk -F'|' '{printf "%s %s ms/token %s kernels; ", $2, $5, $8}')")
+}
+t=$SECONDS
+e2e new "${STRATS:-never,always,smart}"
+e2e base always OPFUSE_DISABLE=gemv,fuse_matmul
+e2e gemv_only always OPFUSE_DISABLE=fuse_matmul
+SUMMARY+=("e2e took $((SECONDS - t)) s")
+
+if [ "${NCU:-1}" = 1 ]; then
+  NCU_BIN=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  for tag in new base; do
+    envs=""
+    [ "$tag" = base ] && envs="OPFUSE_DISABLE=gemv,fuse_matmul"
+    K=$(python3 -c "import json; d=json.load(open('$OUT/e2e_$tag.json')); print(list(d['results']['always_fuse'].values())[0]['kernels_per_decode_step'])" 2>/dev/null)
+    [ -n "$K" ] || { SUMMARY+=("ncu $tag: no kernel count from e2e_$tag.json"); continue; }
+    t=$SECONDS
+    env $envs timeout 300 "$NCU_BIN" --clock-control none --metrics gpu__time_duration.sum --csv \
+      "$B/opfuse" generate --model "$M" --backend cuda --strategy always --ids 1,2,3,4,5,6,7,8 --max-new-tokens 3 \
+      > "$OUT/ncu_$tag.csv" 2> "$OUT/ncu_${tag}_stderr.log"
+    python3 tools/ncu_summary.py "$OUT/ncu_$tag.csv" --last "$K" --json "$OUT/ncu_$tag.json" > "$OUT/ncu_$tag.md" 2>&1
+    SUMMARY+=("ncu $tag: $(tail -1 "$OUT/ncu_$tag.md") ($((SECONDS - t)) s)")
+    head -14 "$OUT/ncu_$tag.md"
+  done
+fi
+
+echo
+echo "== summary ($DEV)"
+for s in "${SUMMARY[@]}"; do echo "$s"; done
