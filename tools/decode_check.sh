@@ -4,10 +4,13 @@
 # device time of one decode step under ncu (--clock-control none: clocks left alone).
 #   here:   bash tools/build_carry.sh
 #   device: bash tools/decode_check.sh          (carry: build/carry.tar.xz)
-# Env: TEST_FILTER (gtest filter), NCU=0 skips ncu, E2E_CASES, E2E_RUNS, STRATS.
-# Everything lands under $OUT (e2e_*.json/md, ncu_*.csv/md, tests.log); a short table is printed last.
+# Env: TEST_FILTER (gtest filter), MEMCHECK_FILTER ("" skips memcheck), NCU=0 skips ncu, E2E_CASES,
+# E2E_RUNS, STRATS, HF=1 adds tools/hf_e2e_bench.py (transformers eager / static-cache compiled).
+# Everything lands under $OUT/work, packed into $OUT/decode_check.tgz (the device tool returns at most
+# 8 files); summary.txt stays beside it and is printed last.
 set -uo pipefail
-OUT=${OUT:-/tmp/decode_out}
+FINAL_OUT=${OUT:-/tmp/decode_out}
+OUT=$FINAL_OUT/work
 mkdir -p "$OUT" build/c
 python3 -c "import tarfile; tarfile.open('build/carry.tar.xz').extractall('build/c')" || exit 1
 B=build/c
@@ -22,29 +25,48 @@ rc=$?
 SUMMARY+=("tests: $(grep -c '^\[       OK \]' "$OUT/tests.log") ok, $(grep -c '^\[  FAILED  \]' "$OUT/tests.log") failed (rc $rc, $((SECONDS - t)) s)")
 grep '^\[  FAILED  \]' "$OUT/tests.log" | sort -u | head -20
 
+MF=${MEMCHECK_FILTER-Gemv*:ExecutorTest.CudaGraph*:*KvAttention*Graph*}
+if [ -n "$MF" ]; then
+  t=$SECONDS
+  CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+  "$CS" --tool memcheck --error-exitcode 3 "$B/tests/test_gpu" --gtest_filter="$MF" > "$OUT/memcheck.log" 2>&1
+  rc=$?
+  SUMMARY+=("memcheck ($MF): $(grep -E "ERROR SUMMARY" "$OUT/memcheck.log" | tail -1) (rc $rc, $(grep -c '^\[       OK \]' "$OUT/memcheck.log") tests, $((SECONDS - t)) s)")
+fi
+
 M=/tmp/opfuse_tinyllama_bf16
 "$B/opfuse" init-weights --config tinyllama-1.1b --dtype bf16 --out "$M" > "$OUT/init.log" 2>&1 || { cat "$OUT/init.log"; exit 1; }
-CASES=${E2E_CASES:-[prefill=128, decode=32]}
+CASES=${E2E_CASES:-}   # empty: bench e2e's default cases
 RUNS=${E2E_RUNS:-3}
 e2e() {  # tag, env..., strategies
   local tag=$1; shift
   local strats=$1; shift
-  env "$@" "$B/opfuse" bench e2e --model "$M" --backend cuda --strategies "$strats" --cases "$CASES" --runs "$RUNS" \
+  env "$@" "$B/opfuse" bench e2e --model "$M" --backend cuda --strategies "$strats" ${CASES:+--cases "$CASES"} --runs "$RUNS" \
     --output "$OUT/e2e_$tag.json" > "$OUT/e2e_$tag.md" 2> "$OUT/e2e_${tag}_stderr.log"
   local rc=$?
-  SUMMARY+=("e2e $tag (rc $rc): $(grep -E '^\| (never|always|smart)' "$OUT/e2e_$tag.md" | awk -F'|' '{printf "%s %s ms/token %s kernels; ", $2, $5, $8}')")
+  SUMMARY+=("e2e $tag (rc $rc): $(grep -E '^\| (never|always|smart)' "$OUT/e2e_$tag.md" | awk -F'|' '{printf "%s %s prefill %s ms, %s ms/token, %s kernels; ", $2, $3, $4, $5, $8}')")
 }
 t=$SECONDS
 e2e new "${STRATS:-never,always,smart}"
-e2e base always OPFUSE_DISABLE=gemv,fuse_matmul
-e2e gemv_only always OPFUSE_DISABLE=fuse_matmul
+e2e base always OPFUSE_DISABLE=gemv,fuse_matmul,pdl
+e2e no_pdl always OPFUSE_DISABLE=pdl
+e2e gemv_only always OPFUSE_DISABLE=fuse_matmul,pdl
+if [ "${HF:-0}" = 1 ]; then
+  t=$SECONDS
+  timeout ${HF_TIMEOUT:-300} python3 tools/hf_e2e_bench.py --model "$M" --runs "$RUNS" --output "$OUT/hf_e2e.json" > "$OUT/hf_e2e.md" 2> "$OUT/hf_e2e_stderr.log"
+  SUMMARY+=("hf_e2e_bench rc $? ($((SECONDS - t)) s): $(grep -E '^\| hf' "$OUT/hf_e2e.md" | awk -F'|' '{printf "%s %s %s ms/token; ", $2, $3, $5}')")
+  t=$SECONDS
+  timeout ${HF_TIMEOUT:-300} python3 tools/hf_compare.py --opfuse "$B/opfuse" --model "$M" --dtype bf16 --backend cuda \
+    --strategies never,always,smart --new-tokens 33 --out-dir "$OUT/hfc" > "$OUT/hf_compare.md" 2> "$OUT/hf_compare_stderr.log"
+  SUMMARY+=("hf_compare rc $? ($((SECONDS - t)) s): $(grep -E '^  (never|always|smart)' "$OUT/hf_compare.md" | tr -s ' ' | tr '\n' ';')")
+fi
 SUMMARY+=("e2e took $((SECONDS - t)) s")
 
 if [ "${NCU:-1}" = 1 ]; then
   NCU_BIN=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   for tag in new base; do
     envs=""
-    [ "$tag" = base ] && envs="OPFUSE_DISABLE=gemv,fuse_matmul"
+    [ "$tag" = base ] && envs="OPFUSE_DISABLE=gemv,fuse_matmul,pdl"
     K=$(python3 -c "import json; d=json.load(open('$OUT/e2e_$tag.json')); print(list(d['results']['always_fuse'].values())[0]['kernels_per_decode_step'])" 2>/dev/null)
     [ -n "$K" ] || { SUMMARY+=("ncu $tag: no kernel count from e2e_$tag.json"); continue; }
     t=$SECONDS
@@ -57,6 +79,7 @@ if [ "${NCU:-1}" = 1 ]; then
   done
 fi
 
+{ echo "== summary ($DEV)"; for s in "${SUMMARY[@]}"; do echo "$s"; done; } > "$FINAL_OUT/summary.txt"
+tar -C "$OUT" -czf "$FINAL_OUT/decode_check.tgz" .
 echo
-echo "== summary ($DEV)"
-for s in "${SUMMARY[@]}"; do echo "$s"; done
+cat "$FINAL_OUT/summary.txt"

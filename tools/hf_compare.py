@@ -97,11 +97,14 @@ def compare(args):
         subprocess.run([args.opfuse, "init-weights", "--config", args.config, "--dtype", args.dtype, "--out", model_dir,
                         "--seed", str(args.weight_seed)], check=True)
     prompt = [int(x) for x in args.ids.split(",")] if args.ids else DEFAULT_PROMPT
-    model = load_hf(model_dir, args.dtype, device)
+    # The reference runs in --ref-dtype (default f32: the checkpoint's bf16 weights upcast exactly), so the
+    # error is opfuse's own rounding, not the sum of two bf16 implementations' roundings.
+    ref_dtype = args.dtype if args.ref_dtype == "same" else args.ref_dtype
+    model = load_hf(model_dir, ref_dtype, device)
     vocab = model.config.vocab_size
     prompt = [t % vocab for t in prompt]
     bound = BOUNDS[args.dtype]
-    report = {"model_dir": model_dir, "dtype": args.dtype, "backend": args.backend, "device": device,
+    report = {"model_dir": model_dir, "dtype": args.dtype, "ref_dtype": ref_dtype, "backend": args.backend, "device": device,
               "torch": torch.__version__, "bound": bound, "prompt": prompt, "strategies": {}}
     import transformers
     report["transformers"] = transformers.__version__
@@ -134,7 +137,7 @@ def compare(args):
         report["strategies"][strategy] = entry
         rows.append((strategy, "ok" if ok else "FAIL",
                      f"max rel err {max(errs):.2e} (bound {bound:g}), {len(toks) - len(mism)}/{len(toks)} tokens agree"))
-    print(f"hf_compare: {model_dir} {args.dtype}, opfuse on {args.backend}, HF on {device}, prompt {len(prompt)} tokens, "
+    print(f"hf_compare: {model_dir} {args.dtype}, opfuse on {args.backend}, HF ({ref_dtype}) on {device}, prompt {len(prompt)} tokens, "
           f"{args.new_tokens} greedy tokens")
     for s, status, msg in rows:
         print(f"  {s:16s} {status:5s} {msg}")
@@ -173,6 +176,8 @@ def main():
     ap.add_argument("--model", help="an existing model directory (default: init-weights one into --out-dir)")
     ap.add_argument("--config", default="tinyllama-1.1b", help="built-in config for init-weights")
     ap.add_argument("--dtype", default="bf16", choices=sorted(BOUNDS))
+    ap.add_argument("--ref-dtype", default="f32", choices=["f32", "bf16", "f16", "same"],
+                    help="dtype the transformers reference runs in (default f32; 'same' = --dtype)")
     ap.add_argument("--weight-seed", type=int, default=0)
     ap.add_argument("--backend", default="cuda")
     ap.add_argument("--strategies", default="never,always,smart")

@@ -16,6 +16,11 @@
 
 namespace opfuse {
 
+// The most rows (M) a matmul may have to run on the CUDA backend's decode GEMV (src/kernels/gemv.h)
+// instead of cuBLASLt; fuse_matmul's groups are one GEMV launch up to this. H200, TinyLlama decode:
+// batch 1 1.25 vs 1.71 ms/token, batch 8 4.18 vs 1.79 ms/token (GEMV vs cuBLASLt; docs/BENCHMARKS.md).
+inline constexpr int64_t kDecodeGemvMaxRows = 4;
+
 struct FusionConfig {
   bool enable_fusion = true;           // false: every op runs alone (the never_fuse strategy)
   bool enable_cache = true;            // JIT kernel cache (memory + disk)

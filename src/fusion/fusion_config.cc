@@ -18,6 +18,7 @@ std::vector<std::string> FusionConfig::KnownNames() {
   for (const auto& p : Pipeline())
     if (p.can_disable) names.push_back(p.name);
   names.push_back("gemv");  // the CUDA executor's decode GEMV (src/kernels/gemv.h): cuBLASLt instead
+  names.push_back("pdl");   // programmatic dependent launch of the library kernels (kernels/pdl.cuh)
   return names;
 }
 

@@ -39,6 +39,7 @@
 //    sum 0) that the combine weighs 0. Why not a separate kernel: the decode (general + split-K)
 //    and prefill (mma) kernels are the tuned ones; only where the length comes from changes.
 // Index arithmetic into tensors is 64-bit; per-dimension sizes are checked to fit in int.
+#include "kernels/pdl.cuh"
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -152,6 +153,7 @@ struct GeneralParams {
 
 template <typename T, int RB, int MAXC>
 __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(GeneralParams p) {
+  PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int D = p.D, KT = p.kt;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -399,6 +401,7 @@ struct CombineParams {
 // in flight (the partials were just written, so they come from L2: the cost is round trips).
 template <typename T>
 __global__ void __launch_bounds__(kThreads) AttnCombineKernel(CombineParams p) {
+  PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
   constexpr int kPerLane = kAttentionMaxSplits / 32;
   __shared__ float w[kAttentionMaxSplits];
   __shared__ float s_inv;
@@ -695,6 +698,7 @@ struct KvWriteParams {
 // written — the caller's error, which the attention kernels also clamp to S.
 template <typename E>
 __global__ void __launch_bounds__(256) KvCacheWriteKernel(KvWriteParams p) {
+  PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
   const E* k = static_cast<const E*>(p.k);
   const E* v = static_cast<const E*>(p.v);
   E* kc = static_cast<E*>(p.kc);
@@ -1031,12 +1035,14 @@ Status PlanAttentionCore(const Dims& d, const Ptrs& ptr, bool causal, double sca
   std::string name = fmt::format("{}_general_{}_rb{}_c{}", prefix, DTypeName(d.dtype), g.rb, g.maxc);
   if (g.splits > 1) name += fmt::format("_split{}", g.splits);
   launches.push_back(cuda::KernelLaunch::Make(std::move(name), PickGeneral(d.dtype, g.rb, g.maxc), grid,
-                                              dim3(kThreads), g.smem_bytes, p));
+                                              dim3(kThreads), g.smem_bytes, p)
+                         .Pdl());
   if (g.splits > 1) {
     CombineParams c{p.ws_acc, p.ws_ml, ptr.o, static_cast<int>(d.B * d.T * d.Hq), static_cast<int>(d.D), g.splits};
     launches.push_back(cuda::KernelLaunch::Make(fmt::format("{}_combine_{}", prefix, DTypeName(d.dtype)),
                                                 PickCombine(d.dtype), dim3(static_cast<unsigned>(d.B * d.T * d.Hq)),
-                                                dim3(kThreads), 0, c));
+                                                dim3(kThreads), 0, c)
+                           .Pdl());
   }
   return Status::Ok();
 }
@@ -1088,7 +1094,8 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanKvAttentionWith(const Node& n, con
                                 : esize == 4 ? KvCacheWriteKernel<uint32_t>
                                              : KvCacheWriteKernel<uint16_t>;
     launches.push_back(cuda::KernelLaunch::Make(fmt::format("kv_cache_write_{}{}", DTypeName(d.dtype), vec ? "_v16" : ""),
-                                                fn, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, w));
+                                                fn, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, w)
+                           .Pdl());
   }
   // 2. Attention over the caches, causal at absolute positions: the existing kernels with
   //    S_b = pos[b] + T read on the device (query t sees keys j <= pos[b] + t).

@@ -10,6 +10,7 @@
 // Status. An id outside [0, V) makes the kernel fill that output row with 0xFF bytes — NaN for
 // f32/f16/bf16 tables (the contract: "out-of-range id -> NaN row"), -1 for integer tables, 0xFF
 // (true) for bool — and never reads outside the table. The executor documents the difference.
+#include "kernels/pdl.cuh"
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -45,6 +46,7 @@ struct EmbeddingParams {
 
 template <class Id, int U>
 __global__ void __launch_bounds__(kThreads) EmbeddingKernel(EmbeddingParams p) {
+  PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
   using T = typename UnitT<U>::type;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const T* table = static_cast<const T*>(p.table);
@@ -120,7 +122,7 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanEmbedding(const Node& n, const std
   const unsigned grid = row_bytes > 0 ? GridFor(p.n, kIdsPerBlock, dev.sm_count, 8) : 0;
   return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(
       fmt::format("embedding_{}_ids_{}_u{}", DTypeName(table.dtype), DTypeName(ids.dtype), unit), k, dim3(grid),
-      dim3(kThreads), 0, p)};
+      dim3(kThreads), 0, p).Pdl()};
 }
 
 }  // namespace opfuse::kernels

@@ -1,4 +1,4 @@
-// GEMV library kernel (gemv.h): C[m, n] = A[m, k] · W[n, k]ᵀ (+ bias) for m ≤ 8, bf16/f16 with f32
+// GEMV library kernel (gemv.h): C[m, n] = A[m, k] · W[n, k]ᵀ (+ bias) for m ≤ kGemvMaxRows (4), bf16/f16 with f32
 // accumulation, several weights per launch, optional SwiGLU epilogue.
 //
 // Design note (the decode matmul is a weight stream):
@@ -9,8 +9,8 @@
 //    per SM. Weights are read once, with ld.global.nc.L1::no_allocate (streamed past L1); the
 //    activations (m·k·2 bytes, a few KiB) are re-read by every warp through the read-only cache
 //    (__ldg), where they stay.
-//  * Each lane accumulates m partial sums in f32 (m ≤ 8 registers, the compile-time bound MR
-//    ∈ {1, 2, 4, 8} with the real m checked at run time); an xor-butterfly then gives every lane
+//  * Each lane accumulates m partial sums in f32 (m ≤ 4 registers, the compile-time bound MR
+//    ∈ {1, 2, 4} with the real m checked at run time); an xor-butterfly then gives every lane
 //    the full dot product and lane r writes row r. The sum order differs from cuBLASLt's, which is
 //    within the bf16 bound every test uses (rounding happens once, at the store).
 //  * Segments: the grid covers the concatenated columns of up to 4 weights (q, k and v projections
@@ -19,6 +19,9 @@
 //    silu(g) * u (f32 in between, as the fused group's CPU reference keeps it), so neither gate nor
 //    up is ever stored. silu is glu.cu's: x / (1 + 2^(-x log2 e)) with a fast divide.
 //  * 128-thread blocks: 2048 columns make 512 blocks, spread evenly over 132 SMs (4 per SM).
+//  * Launched with PDL (pdl.cuh): the first chunk of weight loads is issued before the wait for the
+//    previous kernel (weights are never written by the graph), so the stream starts during the
+//    previous kernel's tail; later chunks are loaded one chunk ahead of their use.
 // Measured numbers: docs/BENCHMARKS.md ("GEMV").
 #include <algorithm>
 
@@ -26,6 +29,7 @@
 
 #include "kernels/fused_common.cuh"
 #include "kernels/gemv.h"
+#include "kernels/pdl.cuh"
 
 namespace opfuse::kernels {
 namespace {
@@ -105,8 +109,8 @@ __global__ void __launch_bounds__(128) GemvKernel(GemvParams<T> p) {
 #pragma unroll
   for (int r = 0; r < MR; ++r) acc0[r] = acc1[r] = 0.0f;
 
-  for (int i0 = lane; i0 < kv; i0 += 32 * U) {
-    uint4 wa[U], wb[U];
+  // Loads of the packs i0, i0 + 32, ... (U of them) of the warp's weight row(s).
+  auto load = [&](int i0, uint4 (&wa)[U], uint4 (&wb)[U]) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int i = i0 + 32 * u;
@@ -115,6 +119,17 @@ __global__ void __launch_bounds__(128) GemvKernel(GemvParams<T> p) {
         if constexpr (SWIGLU) wb[u] = LoadStream(w1 + i);
       }
     }
+  };
+  // The first weight loads depend on no earlier kernel: issued before the PDL wait, they overlap
+  // the previous kernel's tail (pdl.cuh). Each later chunk is loaded before the current one is used.
+  uint4 wa[U], wb[U];
+  PdlAllowNext();
+  load(lane, wa, wb);
+  PdlWait();
+  for (int i0 = lane; i0 < kv; i0 += 32 * U) {
+    uint4 na[U], nb[U];
+    const bool more = i0 + 32 * U < kv;
+    if (more) load(i0 + 32 * U, na, nb);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int i = i0 + 32 * u;
@@ -127,6 +142,13 @@ __global__ void __launch_bounds__(128) GemvKernel(GemvParams<T> p) {
             if constexpr (SWIGLU) acc1[r] = Dot8<T>(wb[u], av, acc1[r]);
           }
         }
+      }
+    }
+    if (more) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        wa[u] = na[u];
+        if constexpr (SWIGLU) wb[u] = nb[u];
       }
     }
   }
@@ -151,8 +173,8 @@ StatusOr<cuda::KernelLaunch> Launch(const GemvArgs& args, const GemvParams<T>& p
       fmt::format("gemv:{}{}_m{}_n{}_k{}", args.epilogue == GemvEpilogue::kSwiglu ? "swiglu_" : "", dt, args.m, p.cols,
                   args.k);
   if (args.epilogue == GemvEpilogue::kSwiglu)
-    return cuda::KernelLaunch::Make(name, &GemvKernel<T, MR, true, 4>, grid, dim3(threads), 0, p);
-  return cuda::KernelLaunch::Make(name, &GemvKernel<T, MR, false, 8>, grid, dim3(threads), 0, p);
+    return cuda::KernelLaunch::Make(name, &GemvKernel<T, MR, true, 4>, grid, dim3(threads), 0, p).Pdl();
+  return cuda::KernelLaunch::Make(name, &GemvKernel<T, MR, false, 8>, grid, dim3(threads), 0, p).Pdl();
 }
 
 template <class T>
@@ -177,8 +199,8 @@ StatusOr<cuda::KernelLaunch> PlanTyped(const GemvArgs& args, const char* dt) {
   p.cols = cols;
   if (args.m <= 1) return Launch<T, 1>(args, p, dt);
   if (args.m <= 2) return Launch<T, 2>(args, p, dt);
-  if (args.m <= 4) return Launch<T, 4>(args, p, dt);
-  return Launch<T, 8>(args, p, dt);
+  static_assert(kGemvMaxRows <= 4, "GemvKernel instances cover MR 1, 2, 4");
+  return Launch<T, 4>(args, p, dt);
 }
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }

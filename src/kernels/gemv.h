@@ -2,7 +2,7 @@
 // matrix), with horizontal fusion (several weights that read the same activations, one launch)
 // and a SwiGLU epilogue (gate and up rows dotted in one pass, silu(gate) * up written).
 //
-// Why: at decode the matmul is C[M,N] = A[M,K] · Wᵀ with M = batch (1…8) and W a Hugging Face
+// Why: at decode the matmul is C[M,N] = A[M,K] · Wᵀ with M = batch (1…kGemvMaxRows) and W a Hugging Face
 // Linear weight [N,K] in bf16/f16 — pure weight streaming (N·K·2 bytes, about 2 FLOP per byte).
 // cuBLASLt reaches ~66% of the copy bandwidth there on an H200 (docs/BENCHMARKS.md) and costs one
 // launch per matmul; the Llama layer has seven of them. The kernel design is in gemv.cu.
@@ -15,13 +15,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "opfuse/config.h"
 #include "opfuse/graph.h"
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/launch.h"
 
 namespace opfuse::kernels {
 
-inline constexpr int64_t kGemvMaxRows = 8;     // M above this: cuBLASLt (tensor cores win)
+inline constexpr int64_t kGemvMaxRows = kDecodeGemvMaxRows;  // M above this: cuBLASLt (opfuse/config.h)
 inline constexpr int kGemvMaxSegments = 4;
 
 enum class GemvEpilogue { kNone, kSwiglu };

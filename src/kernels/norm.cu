@@ -14,6 +14,7 @@
 // may alias the residual (in-place residual update): every element is read before it is written,
 // by the same thread, in both paths (the looped path writes the sum in its first pass and reads it
 // back in the output pass). Optional weight/bias are runtime flags (null pointers), not templates.
+#include "kernels/pdl.cuh"
 #include "kernels/fused_common.cuh"
 
 namespace opfuse::kernels {
@@ -58,6 +59,7 @@ __device__ __forceinline__ void Finish(const NormParams<T>& p, const Pack<T, N>&
 // Register path: VPT packs of N elements per thread.
 template <class T, int N, int VPT, int KIND>
 __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormParams<T> p) {
+  PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
   __shared__ float smem[64];
   const int tpr = p.tpr;
   const int g = threadIdx.x / tpr, t = threadIdx.x - g * tpr, rpb = blockDim.x / tpr;
@@ -137,6 +139,7 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormP
 // Looped path: the row streamed in steps of U vectors per thread.
 template <class T, int N, int KIND>
 __global__ void __launch_bounds__(1024) NormLoopKernel(NormParams<T> p) {
+  PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
   constexpr int U = 4;
   __shared__ float smem[64];
   const int tpr = p.tpr;
@@ -292,7 +295,7 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
     p.tpr = s.threads_per_row;
     p.eps = static_cast<float>(eps);
     p.inv_cols = static_cast<float>(1.0 / static_cast<double>(cols));
-    auto make = [&](auto kernel) { return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(name, kernel, grid, block, 0, p)}; };
+    auto make = [&](auto kernel) { return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(name, kernel, grid, block, 0, p).Pdl()}; };
     auto by_kind = [&](auto n_c, auto vpt_c, auto looped_c) -> std::vector<cuda::KernelLaunch> {
       constexpr int N = decltype(n_c)::value, V = decltype(vpt_c)::value;
       if constexpr (decltype(looped_c)::value) {

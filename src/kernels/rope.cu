@@ -10,6 +10,7 @@
 // (fused_common.cuh: [T, H] rows reading [T, 1] tables cost one 32-bit division). 16-byte packs
 // when half is a multiple of the pack and every pointer is aligned, else 1-element items. Table
 // dtype: x's or f32 (sin's must equal cos's). f32 math.
+#include "kernels/pdl.cuh"
 #include "kernels/fused_common.cuh"
 
 namespace opfuse::kernels {
@@ -32,6 +33,7 @@ struct RopeParams {
 
 template <class T, class CT, int N>
 __global__ void __launch_bounds__(256) RopeKernel(RopeParams<T, CT> p) {
+  PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
   const int64_t nthreads = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < p.items; i += nthreads) {
     // 32-bit division where the item count allows (the usual case), 64-bit otherwise.
@@ -112,7 +114,7 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanRopeEx(const Node& n, const std::v
       p.cmap = *cmap;
       p.smap = *smap;
       auto k = vec == 1 ? RopeKernel<T, CT, 1> : RopeKernel<T, CT, kVec>;
-      return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(name, k, grid, dim3(block), 0, p)};
+      return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(name, k, grid, dim3(block), 0, p).Pdl()};
     };
     if (cs.dtype == dt) return launch(TypeTag<T>{});
     return launch(TypeTag<float>{});

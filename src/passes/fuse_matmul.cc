@@ -12,7 +12,7 @@
 //   2. "matmul:siblings" — two to four matmuls that read the same x with such weights (the q, k, v
 //      projections): one GEMV launch over the concatenated columns.
 // The rewrites apply to bf16/f16 matmuls (the GEMV's types). When the bound row count is above
-// kernels::kGemvMaxRows (prefill) the executor runs the group's matmuls through cuBLASLt one by
+// kDecodeGemvMaxRows (opfuse/config.h; prefill) the executor runs the group's matmuls through cuBLASLt one by
 // one (and the swiglu kernel after them): the group then only names what the decode step does.
 // Off with OPFUSE_DISABLE=fuse_matmul (or enable_fusion=false).
 #include <algorithm>
@@ -85,9 +85,10 @@ Status FuseMatmul(Graph& g, const PassContext& ctx) {
     }
     const std::string reason = fmt::format(
         "matmul epilogue: {} and {} read {} with [{}, {}] weights; one GEMV pass computes both rows and writes "
-        "silu(gate)*up when rows <= 8 (decode); cuBLASLt + the swiglu kernel above",
+        "silu(gate)*up when rows <= {} (decode); cuBLASLt + the swiglu kernel above",
         g.values[mg.outputs[0]].name, g.values[mu.outputs[0]].name, g.values[mg.inputs[0]].name,
-        g.values[mg.inputs[1]].type.shape[0].ToString(), g.values[mg.inputs[1]].type.shape[1].ToString());
+        g.values[mg.inputs[1]].type.shape[0].ToString(), g.values[mg.inputs[1]].type.shape[1].ToString(),
+        kDecodeGemvMaxRows);
     for (int n : {gate, up}) {
       if (auto it = group_of.find(n); it != group_of.end()) drop[it->second] = 1;
       taken.insert(n);
@@ -124,9 +125,9 @@ Status FuseMatmul(Graph& g, const PassContext& ctx) {
       taken.insert(n);
     }
     const std::string reason = fmt::format(
-        "horizontal: {} matmuls ({}) read {}; one GEMV launch over {} concatenated columns when rows <= 8 "
+        "horizontal: {} matmuls ({}) read {}; one GEMV launch over {} concatenated columns when rows <= {} "
         "(decode); cuBLASLt per matmul above",
-        nodes.size(), Names(g, nodes), g.values[key.first].name, cols);
+        nodes.size(), Names(g, nodes), g.values[key.first].name, cols, kDecodeGemvMaxRows);
     added.push_back({nodes, "matmul:siblings", FusionDecision::Yes(reason), "", ""});
   }
 

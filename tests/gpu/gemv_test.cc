@@ -5,7 +5,7 @@
 // for rows <= 8) and by RunGraphCpu with the same fusion groups (f32 inside a group, as the fused
 // kernel keeps gate/up in registers). Fresh signed random inputs (seed printed), outputs poisoned
 // by RunHost, norm-wise relative error with the per-dtype bounds of tests/jit_cases.h, NaN and
-// all-zero outputs rejected. Shapes cover 1..8 rows (every MR instance and ragged m), k = 8 (one
+// all-zero outputs rejected. Shapes cover 1..8 rows (every MR instance, ragged m, and the cuBLASLt side of the row limit), k = 8 (one
 // pack: most lanes idle), k not a multiple of 256 (partial unroll), the TinyLlama widths, odd n,
 // bias, three sibling weights of different n, the swiglu epilogue, and rows = 9 / 40 (cuBLASLt
 // path of the same groups). The GEMV-vs-cuBLASLt launch count and the executor's gemv=false are
@@ -105,7 +105,7 @@ TEST_F(GemvTest, SingleMatmulMatchesReference) {
 }
 
 TEST_F(GemvTest, CublasLtAboveRowLimitAndWhenDisabled) {
-  // 9 and 40 rows: cuBLASLt; gemv=false at 1 row: cuBLASLt too. Same results either way.
+  // 9 and 40 rows (above kGemvMaxRows): cuBLASLt; gemv=false at 1 row: cuBLASLt too. Same results.
   EXPECT_EQ(RunAndCompare("bf16 m=9", MatmulGraph("bf16", 300, 512, true), {{"M", 9}}), 1);
   EXPECT_EQ(RunAndCompare("bf16 m=40", MatmulGraph("bf16", 300, 512, false), {{"M", 40}}), 1);
   EXPECT_EQ(RunAndCompare("bf16 m=1 gemv off", MatmulGraph("bf16", 300, 512, false), {{"M", 1}}, false), 1);
@@ -144,11 +144,12 @@ TEST_F(GemvTest, SiblingsAndSwigluGroups) {
   }
   EXPECT_EQ(sib, 1);
   EXPECT_EQ(swi, 1);
-  for (int64_t m : {1, 2, 5, 8}) {
+  for (int64_t m = 1; m <= kernels::kGemvMaxRows; ++m) {
     // the sibling GEMV + the swiglu GEMV: 2 kernels
     EXPECT_EQ(RunAndCompare(fmt::format("m={}", m), kSiblingsAndSwiglu, {{"M", m}}), 2) << m;
   }
-  // Prefill-sized: member by member (3 + 2 matmuls + the swiglu kernel), same groups.
+  // Above the GEMV's rows: member by member (3 + 2 matmuls + the swiglu kernel), same groups.
+  EXPECT_EQ(RunAndCompare("m=max+1", kSiblingsAndSwiglu, {{"M", kernels::kGemvMaxRows + 1}}), 6);
   EXPECT_EQ(RunAndCompare("m=40", kSiblingsAndSwiglu, {{"M", 40}}), 6);
   // f16 too
   std::string f16 = kSiblingsAndSwiglu;
@@ -174,7 +175,7 @@ TEST(GemvPlanning, SupportedRules) {  // host only: no launch
   x.dtype = DType::kF32;
   bad(x, "dtype");
   x = a;
-  x.m = 9;
+  x.m = kernels::kGemvMaxRows + 1;
   bad(x, "rows");
   x = a;
   x.k = 12;

@@ -48,7 +48,7 @@ TEST(FusionConfig, UnknownNameListsValidNames) {
   const std::string& m = c.status().message();
   EXPECT_NE(m.find("OPFUSE_DISABLE: unknown name 'swiglue'"), std::string::npos) << m;
   for (const char* name : {"swiglu", "geglu", "rms_norm", "add_rms_norm", "layer_norm", "softmax", "rope", "decompose",
-                           "fuse_patterns", "fuse_generic", "fuse_matmul", "gemv"})
+                           "fuse_patterns", "fuse_generic", "fuse_matmul", "gemv", "pdl"})
     EXPECT_NE(m.find(name), std::string::npos) << name << " missing from: " << m;
   FusionConfig d;
   EXPECT_FALSE(d.ApplyEnv().ok());

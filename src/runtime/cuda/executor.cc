@@ -649,7 +649,7 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
   auto plan = std::make_shared<Plan>();
   plan->arena = arena;
   const bool use_gemv = opts.gemv && !opts.config.IsDisabled("gemv");
-  // A matmul node: the GEMV at decode sizes (bf16/f16, rows <= 8, transpose_b), else cuBLASLt.
+  // A matmul node: the GEMV at decode sizes (bf16/f16, rows <= kGemvMaxRows, transpose_b), else cuBLASLt.
   auto plan_matmul = [&](const Node& n) -> Status {
     const auto& as = arena->shapes[n.inputs[0]];
     const auto& bs = arena->shapes[n.inputs[1]];
@@ -773,6 +773,8 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
       }
     }
   }
+  if (opts.config.IsDisabled("pdl"))
+    for (auto& l : plan->launches) l.Pdl(false);
   for (const auto& l : plan->launches) plan->kernels += l.kernels();
   return plan;
 }

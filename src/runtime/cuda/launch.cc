@@ -38,11 +38,26 @@ Status KernelLaunch::Launch(cudaStream_t stream) const {
   if (custom_) return custom_(stream);
   if (!func_) return Internal(fmt::format("launch '{}': empty launch record", name_));
   if (grid_.x == 0 || grid_.y == 0 || grid_.z == 0) return Status::Ok();  // nothing to do (empty tensor)
-  cudaError_t e = cudaLaunchKernel(func_, grid_, block_, storage_ ? storage_->args.data() : nullptr, smem_, stream);
+  cudaError_t e;
+  if (pdl_) {
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid_;
+    cfg.blockDim = block_;
+    cfg.dynamicSmemBytes = smem_;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    e = cudaLaunchKernelExC(&cfg, func_, storage_ ? storage_->args.data() : nullptr);
+  } else {
+    e = cudaLaunchKernel(func_, grid_, block_, storage_ ? storage_->args.data() : nullptr, smem_, stream);
+  }
   if (e != cudaSuccess) {
     cudaGetLastError();
-    return Internal(fmt::format("launch '{}' (grid {}x{}x{}, block {}x{}x{}, smem {}): {}", name_, grid_.x, grid_.y,
-                                grid_.z, block_.x, block_.y, block_.z, smem_, cudaGetErrorString(e)));
+    return Internal(fmt::format("launch '{}' (grid {}x{}x{}, block {}x{}x{}, smem {}{}): {}", name_, grid_.x, grid_.y,
+                                grid_.z, block_.x, block_.y, block_.z, smem_, pdl_ ? ", pdl" : "", cudaGetErrorString(e)));
   }
   return Status::Ok();
 }

@@ -56,6 +56,17 @@ class KernelLaunch {
 
   Status Launch(cudaStream_t stream) const;
 
+  // Programmatic dependent launch (Hopper): launched with cudaLaunchAttributeProgrammaticStream-
+  // Serialization, so it may start while the kernel before it on the stream is still running. Only
+  // for kernels that call kernels/pdl.cuh's PdlWait() before touching memory an earlier kernel
+  // writes or reads (the library kernels of the decode step: GEMV, norms, RoPE, attention decode,
+  // KV-cache write, embedding). The executor clears it under OPFUSE_DISABLE=pdl.
+  KernelLaunch& Pdl(bool on = true) {
+    pdl_ = on && func_ != nullptr;
+    return *this;
+  }
+  bool pdl() const { return pdl_; }
+
   const std::string& name() const { return name_; }
   // Device kernels this record launches (Custom may launch several or none).
   int kernels() const { return kernels_; }
@@ -75,6 +86,7 @@ class KernelLaunch {
   std::shared_ptr<Storage> storage_;
   std::function<Status(cudaStream_t)> custom_;
   int kernels_ = 1;
+  bool pdl_ = false;
 };
 
 // Argument bytes of one value, for KernelLaunch::Raw.
