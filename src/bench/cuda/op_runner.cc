@@ -305,6 +305,10 @@ Status RunVariant(const OpCase& c, const Graph& graph, const CaseBuffers& b, con
     cuda::ExecutorOptions eo;
     eo.config = config;
     eo.variant = *variant;
+    // A named fused variant is what gets measured: min_tensor_elements (the unprofiled guess that
+    // small groups do not pay for fusion) must not turn "library" or "jit" into the op-by-op path
+    // under that name (it did for the k rope at decode, rows 4 and 8, in `opfuse profile`).
+    if (eo.variant == cuda::Variant::kLibrary || eo.variant == cuda::Variant::kJit) eo.config.min_tensor_elements = 0;
     eo.jit_single_ops = true;  // single-op cases (micro, gelu) get a generated kernel under jit
     auto exe = cuda::CudaExecutable::Create(graph, eo);
     if (!exe.ok()) {

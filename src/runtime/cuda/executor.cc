@@ -25,6 +25,7 @@
 #include "kernels/gemv.h"
 #include "kernels/library.h"
 #include "ops/op_def.h"
+#include "passes/decompose_node.h"
 #include "passes/pipeline.h"
 #include "runtime/cpu/cpu_executor.h"
 #include "runtime/cuda/allocator.h"
@@ -290,32 +291,16 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
     return Status::Ok();
   };
 
-  // A composite run op by op: its decomposition in a scratch graph, mapped onto exec values.
+  // A composite run op by op: its decomposition in a scratch graph (DecomposeNode, host-tested),
+  // mapped onto exec values: the scratch graph's inputs/outputs by position, the rest new values.
   auto add_decomposed = [&](const Node& n, const std::vector<int>& graph_nodes) -> Status {
-    const OpDef& def = GetOpDef(n.op);
-    if (!def.decompose) return Unimplemented(fmt::format("{} has no decomposition", OpName(n.op)));
-    Graph sub;
-    Node copy = n;
-    copy.inputs.clear();
-    for (int v : n.inputs) {
-      int id = sub.AddValue(im.values[v].name, im.values[v].type, ValueKind::kInput);
-      sub.inputs.push_back(id);
-      copy.inputs.push_back(id);
-    }
-    auto outs = def.decompose(sub, copy);
-    if (!outs.ok()) return outs.status();
-    sub.outputs = *outs;
-    OPFUSE_RETURN_IF_ERROR(VerifyAndInfer(sub));
+    OPFUSE_ASSIGN_OR_RETURN(NodeDecomposition d, DecomposeNode(n, [&](int v) {
+                              return std::pair<std::string, TensorType>(im.values[v].name, im.values[v].type);
+                            }));
+    const Graph& sub = d.graph;
     std::vector<int> map(sub.values.size(), -1);
-    for (size_t i = 0; i < n.inputs.size(); ++i) map[sub.inputs[i]] = n.inputs[i];
-    for (size_t i = 0; i < outs->size(); ++i) {
-      int so = (*outs)[i];
-      if (sub.values[so].producer < 0 || map[so] >= 0)
-        return Unimplemented(fmt::format("{}: decomposition passes an input straight through", OpName(n.op)));
-      if (!(sub.values[so].type == im.values[n.outputs[i]].type))
-        return Internal(fmt::format("{}: decomposition output type differs from the op's", OpName(n.op)));
-      map[so] = n.outputs[i];
-    }
+    for (size_t i = 0; i < d.inputs.size(); ++i) map[sub.inputs[i]] = d.inputs[i];
+    for (size_t i = 0; i < sub.outputs.size(); ++i) map[sub.outputs[i]] = n.outputs[i];
     for (size_t v = 0; v < sub.values.size(); ++v)
       if (map[v] < 0) map[v] = im.AddValue(fmt::format("{}.{}", im.values[n.outputs[0]].name, sub.values[v].name), sub.values[v].type);
     for (const Node& sn : sub.nodes) {
