@@ -58,6 +58,10 @@ KernelKey KeyFor(const std::string& source, const std::string& arch) {
 
 StatusOr<KernelKey> JitCompiler::KeyForGroup(const Graph& g, const FusionGroup& group, bool aligned) const {
   OPFUSE_ASSIGN_OR_RETURN(codegen::Kernel k, codegen::BuildKernel(g, group));
+  return KeyForKernel(k, aligned);
+}
+
+StatusOr<KernelKey> JitCompiler::KeyForKernel(const codegen::Kernel& k, bool aligned) const {
   OPFUSE_ASSIGN_OR_RETURN(codegen::EmittedKernel e, codegen::EmitCuda(k, EmitOptionsFor(aligned)));
   return KeyFor(e.source, arch_);
 }

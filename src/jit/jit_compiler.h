@@ -49,6 +49,8 @@ class JitCompiler {
   StatusOr<JitKernel> CompileGroup(const Graph& g, const FusionGroup& group, bool aligned) const;
   // The cache key CompileGroup would use, without compiling (to ask KernelCache::Contains).
   StatusOr<KernelKey> KeyForGroup(const Graph& g, const FusionGroup& group, bool aligned) const;
+  // The cache key CompileKernel(k, aligned) would use, without compiling.
+  StatusOr<KernelKey> KeyForKernel(const codegen::Kernel& k, bool aligned) const;
   // Every group of `g` whose decision is fuse, in parallel; results in group order.
   std::vector<JitGroupResult> CompileGraph(const Graph& g) const;
 

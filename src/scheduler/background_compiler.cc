@@ -1,6 +1,10 @@
 // BackgroundCompiler and KernelSlot (see background_compiler.h).
 #include "scheduler/background_compiler.h"
 
+#include <cstdio>
+
+#include <fmt/format.h>
+
 namespace opfuse::scheduler {
 
 std::shared_ptr<const jit::JitKernel> KernelSlot::Get() const {
@@ -61,6 +65,22 @@ int BackgroundCompiler::completed() const {
   return completed_;
 }
 
+int BackgroundCompiler::CancelPending() {
+  std::deque<Task> dropped;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    dropped.swap(queue_);
+    completed_ += static_cast<int>(dropped.size());
+  }
+  idle_cv_.notify_all();
+  for (Task& t : dropped) {
+    Status st = Unavailable(fmt::format("background compile of {} cancelled before it started", t.name));
+    if (t.slot) t.slot->Fail(st);
+    if (t.done) t.done(t.name, st);
+  }
+  return static_cast<int>(dropped.size());
+}
+
 void BackgroundCompiler::Loop() {
   for (;;) {
     Task t;
@@ -86,6 +106,42 @@ void BackgroundCompiler::Loop() {
     }
     idle_cv_.notify_all();
   }
+}
+
+BackgroundSwaps::~BackgroundSwaps() {
+  shutting_down_ = true;  // cancelled jobs are not failures worth a line on stderr
+  if (compiler_) compiler_->CancelPending();
+  compiler_.reset();  // waits for a running job
+}
+
+int BackgroundSwaps::Add(const std::string& name, BackgroundCompiler::Job job) {
+  for (size_t i = 0; i < names_.size(); ++i)
+    if (names_[i] == name) return static_cast<int>(i);
+  if (!compiler_) compiler_ = std::make_unique<BackgroundCompiler>();
+  names_.push_back(name);
+  slots_.push_back(std::make_shared<KernelSlot>());
+  compiler_->Submit(name, std::move(job), slots_.back(), [this](const std::string& n, const Status& st) {
+    if (!st.ok() && !shutting_down_)
+      std::fprintf(stderr, "opfuse: background compile of %s failed (the fallback keeps running): %s\n", n.c_str(),
+                   st.ToString().c_str());
+    generation_.fetch_add(1);
+  });
+  return static_cast<int>(slots_.size()) - 1;
+}
+
+bool BackgroundSwaps::pending(int i) const {
+  const KernelSlot& s = *slots_.at(i);
+  return !s.ready() && s.error().ok();
+}
+
+int BackgroundSwaps::pending_count() const {
+  int n = 0;
+  for (int i = 0; i < size(); ++i) n += pending(i);
+  return n;
+}
+
+void BackgroundSwaps::WaitIdle() {
+  if (compiler_) compiler_->WaitIdle();
 }
 
 }  // namespace opfuse::scheduler

@@ -9,6 +9,7 @@
 // not queued twice. A failed compile is kept in the slot (the fallback keeps running; the error is
 // logged by the done callback's owner). The destructor finishes queued jobs before returning.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -17,6 +18,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "jit/jit_compiler.h"
 #include "opfuse/status.h"
@@ -56,6 +58,9 @@ class BackgroundCompiler {
                    DoneFn done = {});
   void WaitIdle();          // blocks until the queue is empty and no job runs
   int completed() const;    // jobs finished (ok or failed)
+  // Drops the queued jobs that have not started: their slots Fail(Unavailable "... cancelled ...") and their done
+  // callbacks run with that status (on the calling thread). A running job finishes. Returns how many.
+  int CancelPending();
 
  private:
   struct Task {
@@ -73,6 +78,41 @@ class BackgroundCompiler {
   bool running_ = false, stop_ = false;
   int completed_ = 0;
   std::thread worker_;
+};
+
+// The background compiles of one executable (the CUDA executor's ExecutorOptions::background_compile):
+// one slot per distinct kernel (Add with a name already added returns that slot: identical kernels
+// of several groups compile once), and a generation counter that every finished compile — ok or
+// failed — bumps after its slot is set, so an owner that built something from the slots' state
+// (the executor's plans) knows to rebuild it. A failure is printed to stderr (the owner keeps
+// running its fallback) and kept in the slot. The destructor cancels what has not started and
+// waits for a running compile; declare this after whatever the jobs use.
+class BackgroundSwaps {
+ public:
+  BackgroundSwaps() = default;
+  ~BackgroundSwaps();
+  BackgroundSwaps(const BackgroundSwaps&) = delete;
+  BackgroundSwaps& operator=(const BackgroundSwaps&) = delete;
+
+  // The slot index of `name` (it names the kernel in messages), submitting `job` the first time
+  // that name is seen.
+  int Add(const std::string& name, BackgroundCompiler::Job job);
+  int size() const { return static_cast<int>(slots_.size()); }
+  const KernelSlot& slot(int i) const { return *slots_.at(i); }
+  const std::string& name(int i) const { return names_.at(i); }
+  bool ready(int i) const { return slots_.at(i)->ready(); }
+  // Neither compiled nor failed yet.
+  bool pending(int i) const;
+  int pending_count() const;
+  uint64_t generation() const { return generation_.load(); }
+  void WaitIdle();
+
+ private:
+  std::vector<std::string> names_;
+  std::vector<std::shared_ptr<KernelSlot>> slots_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> shutting_down_{false};
+  std::unique_ptr<BackgroundCompiler> compiler_;  // created on the first Add; joined first
 };
 
 }  // namespace opfuse::scheduler

@@ -4,7 +4,9 @@
 // config rules as before — and compile cost: an uncached JIT kernel runs the fallback while the
 // BackgroundCompiler compiles it (NVRTC, sm_90, no GPU needed), then is swapped in.
 #include <filesystem>
+#include <atomic>
 #include <future>
+#include <thread>
 
 #include "jit/jit_compiler.h"
 #include "jit/nvrtc_compiler.h"
@@ -259,6 +261,117 @@ TEST(BackgroundCompiler, SwapsInWhenTheJobFinishes) {
   bc.WaitIdle();
   EXPECT_FALSE(bad->ready());
   EXPECT_EQ(bad->error().message(), "nvrtc: syntax error");
+}
+
+TEST(BackgroundCompiler, CancelPendingFailsTheQueuedSlots) {
+  scheduler::BackgroundCompiler bc;
+  std::promise<void> release, started;
+  auto gate = release.get_future().share();
+  auto running = std::make_shared<scheduler::KernelSlot>(), queued = std::make_shared<scheduler::KernelSlot>();
+  ASSERT_TRUE(bc.Submit("running", [&, gate]() -> StatusOr<jit::JitKernel> {
+    started.set_value();
+    gate.wait();
+    return jit::JitKernel{};
+  }, running));
+  started.get_future().wait();  // the first job is on the worker; the second stays queued
+  Status queued_done = Status::Ok();
+  ASSERT_TRUE(bc.Submit("queued", [] { return StatusOr<jit::JitKernel>(Internal("must not run")); }, queued,
+                        [&](const std::string&, const Status& s) { queued_done = s; }));
+  EXPECT_EQ(bc.CancelPending(), 1);
+  EXPECT_FALSE(queued->ready());
+  EXPECT_EQ(queued->error().code(), StatusCode::kUnavailable);
+  EXPECT_NE(queued->error().message().find("cancelled"), std::string::npos) << queued->error().message();
+  EXPECT_EQ(queued_done.code(), StatusCode::kUnavailable);
+  release.set_value();
+  bc.WaitIdle();
+  EXPECT_TRUE(running->ready());  // a running job finishes
+  EXPECT_EQ(bc.completed(), 2);
+}
+
+// The executor's view (ExecutorOptions::background_compile): one slot per distinct kernel, the
+// generation bumped by every finished compile (ok or failed), failures kept.
+TEST(BackgroundSwaps, GenerationCountsFinishedCompilesAndNamesShareASlot) {
+  scheduler::BackgroundSwaps sw;
+  EXPECT_EQ(sw.generation(), 0u);
+  std::promise<void> release;
+  auto gate = release.get_future().share();
+  const int a = sw.Add("kernel_a", [gate]() -> StatusOr<jit::JitKernel> {
+    gate.wait();
+    jit::JitKernel k;
+    k.key.source = "a";
+    return k;
+  });
+  const int bad = sw.Add("kernel_bad", [gate]() -> StatusOr<jit::JitKernel> {
+    gate.wait();
+    return InvalidArgument("nvrtc: syntax error");
+  });
+  EXPECT_EQ(sw.Add("kernel_a", [] { return StatusOr<jit::JitKernel>(Internal("never run")); }), a);  // same kernel, same slot
+  EXPECT_EQ(sw.size(), 2);
+  EXPECT_TRUE(sw.pending(a));
+  EXPECT_TRUE(sw.pending(bad));
+  EXPECT_EQ(sw.pending_count(), 2);
+  EXPECT_EQ(sw.generation(), 0u);  // nothing finished: plans built now stay valid
+  release.set_value();
+  sw.WaitIdle();
+  EXPECT_EQ(sw.generation(), 2u);
+  EXPECT_TRUE(sw.ready(a));
+  EXPECT_EQ(sw.slot(a).Get()->key.source, "a");
+  EXPECT_FALSE(sw.ready(bad));
+  EXPECT_FALSE(sw.pending(bad));
+  EXPECT_EQ(sw.slot(bad).error().message(), "nvrtc: syntax error");
+  EXPECT_EQ(sw.pending_count(), 0);
+  EXPECT_EQ(sw.name(bad), "kernel_bad");
+}
+
+TEST(BackgroundSwaps, DestructorCancelsWhatHasNotStarted) {
+  std::promise<void> release, started;
+  auto gate = release.get_future().share();
+  std::atomic<int> ran{0};
+  std::thread releaser;
+  {
+    scheduler::BackgroundSwaps sw;
+    sw.Add("first", [&, gate]() -> StatusOr<jit::JitKernel> {
+      started.set_value();
+      gate.wait();
+      ++ran;
+      return jit::JitKernel{};
+    });
+    for (int i = 0; i < 5; ++i)
+      sw.Add("queued" + std::to_string(i), [&]() -> StatusOr<jit::JitKernel> {
+        ++ran;
+        return jit::JitKernel{};
+      });
+    started.get_future().wait();
+    releaser = std::thread([&] { release.set_value(); });  // lets the running job finish while ~BackgroundSwaps waits
+  }
+  releaser.join();
+  EXPECT_EQ(ran.load(), 1);  // the queued jobs were dropped, not run
+}
+
+TEST(JitCompiler, KeyForKernelIsTheKeyCompileKernelUses) {
+  if (!jit::NvrtcAvailable()) GTEST_SKIP() << "built without NVRTC";
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "opfuse_key_for_kernel_cache";
+  fs::remove_all(dir);
+  jit::KernelCache cache({dir.string(), true, true, 64 << 20});
+  jit::JitCompiler jit(cache, {"sm_90", true, 1});
+  auto run = RunText(MulExp(1024), {}, {{"T", 64}});
+  auto groups = run.Kind("generic");
+  ASSERT_EQ(groups.size(), 1u);
+  auto k = codegen::BuildKernel(run.g, *groups[0]);
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  auto key = jit.KeyForKernel(*k, true);
+  ASSERT_TRUE(key.ok()) << key.status().ToString();
+  auto unaligned = jit.KeyForKernel(*k, false);
+  ASSERT_TRUE(unaligned.ok());
+  EXPECT_NE(key->Digest(), unaligned->Digest());
+  EXPECT_EQ(key->Digest(), jit.KeyForGroup(run.g, *groups[0], true)->Digest());
+  EXPECT_FALSE(cache.Contains(*key));
+  auto compiled = jit.CompileKernel(*k, true);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  EXPECT_EQ(compiled->key.Digest(), key->Digest());
+  EXPECT_TRUE(cache.Contains(*key));
+  fs::remove_all(dir);
 }
 
 TEST(ShouldFuse, UncachedJitKernelRunsFallbackThenSwapsIn) {

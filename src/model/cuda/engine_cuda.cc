@@ -7,7 +7,8 @@
 // (CudaExecutable::Capture) and each step is: one host-to-device copy of 8 x batch bytes from
 // pinned memory, one cudaGraphLaunch, one device-to-host copy (4 x batch bytes of argmax for greedy
 // decoding, the logits when sampling), one stream sync. Positions live in device memory, so the
-// graph never needs re-capture. Prefill runs the batch-1 graph eagerly on a cache row: row b of a
+// graph never needs re-capture — except with background_compile, when a JIT kernel that was
+// compiling lands (CudaExecutable::generation() moved past the graph's): the next step re-captures. Prefill runs the batch-1 graph eagerly on a cache row: row b of a
 // [batch, S, Hkv, D] cache is itself a contiguous [1, S, Hkv, D] tensor, so it is a pointer offset,
 // not a copy. Built with OPFUSE_CUDA only.
 #include <cuda_runtime_api.h>
@@ -62,6 +63,7 @@ class CudaRunner final : public Runner {
     // model with default constants) at the prefill hint's T; the decode graph's shapes are static.
     eo.profile = s.profile;
     eo.schedule_bindings = s.prefill_hint;
+    eo.background_compile = s.background_compile;
     OPFUSE_ASSIGN_OR_RETURN(r->prefill_, CudaExecutable::Create(s.prefill, eo));
     eo.schedule_bindings = {};
     OPFUSE_ASSIGN_OR_RETURN(r->decode_, CudaExecutable::Create(s.decode, eo));
@@ -131,6 +133,13 @@ class CudaRunner final : public Runner {
     std::memcpy(h, tokens.data(), batch_ * sizeof(int32_t));
     std::memcpy(h + batch_, pos.data(), batch_ * sizeof(int32_t));
     OPFUSE_CUDA_CHECK(cudaMemcpyAsync(d_step_.get(), h, 2 * batch_ * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+    if (graph_->generation() != decode_->generation()) {
+      // A background compile landed (background_compile): re-capture so the step runs it. The
+      // capture's eager run is this very step (its tokens and positions are in d_step_ now), and
+      // the replay below writes the same K/V again: harmless.
+      OPFUSE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      OPFUSE_RETURN_IF_ERROR(CaptureDecode());
+    }
     OPFUSE_RETURN_IF_ERROR(graph_->Launch(stream_));
     const int64_t V = c_.vocab_size;
     if (next)

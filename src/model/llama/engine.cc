@@ -190,6 +190,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opts) {
   } else if (!opts.profile_path.empty()) {
     return InvalidArgument(fmt::format("a profile only applies to the smart strategy, not {}", StrategyName(opts.strategy)));
   }
+  s.background_compile = opts.background_compile;
   e->load_ms_ = MsSince(t0);
   if (opts.backend == "cuda") {
     OPFUSE_ASSIGN_OR_RETURN(e->runner_, MakeCudaRunner(std::move(s)));

@@ -51,6 +51,9 @@ struct EngineOptions {
   std::string dtype;            // f32 | f16 | bf16; "" = the checkpoint's dtype (built-in: bf16 on cuda, f32 on cpu)
   uint64_t weight_seed = 0;     // built-in weights: the init-weights seed
   std::string profile_path;     // smart_schedule: a profile_result.json; "" = cost model
+  // cuda: JIT kernels not in the kernel cache compile in the background while their fallback runs
+  // (cuda::ExecutorOptions::background_compile); the decode graph is re-captured when one lands.
+  bool background_compile = false;
 };
 
 struct GenerateOptions {

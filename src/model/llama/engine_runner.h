@@ -26,6 +26,7 @@ struct RunnerSetup {
   FusionConfig fusion;     // the strategy's pipeline config
   const scheduler::ProfileDb* profile = nullptr;  // smart_schedule: the scheduler consults it (may be empty)
   Bindings prefill_hint;   // symbol sizes the scheduler may assume for prefill (smart_schedule)
+  bool background_compile = false;  // cuda: ExecutorOptions::background_compile
   std::map<std::string, HostTensor> params;  // every param of both graphs, in the model dtype
 };
 

@@ -31,6 +31,7 @@
 #include "runtime/cuda/allocator.h"
 #include "runtime/cuda/cublaslt_matmul.h"
 #include "runtime/cuda/cuda_check.h"
+#include "scheduler/background_compiler.h"
 
 namespace opfuse::cuda {
 
@@ -83,6 +84,11 @@ struct Step {
   // swiglu of a "matmul:swiglu" group. One GEMV launch when it applies, else member by member.
   std::vector<Node> members;
   bool swiglu = false;
+  // Background compile (ExecutorOptions::background_compile): slot >= 0 guards the step by a
+  // BackgroundSwaps slot; the JIT step (when_ready) runs once it holds a kernel, the group's
+  // fallback steps (!when_ready) until then, and for good if the compile fails.
+  int slot = -1;
+  bool when_ready = false;
 };
 
 bool IsMatmulGroup(const FusionGroup& grp) { return grp.kind.rfind("matmul:", 0) == 0 && grp.decision.fuse; }
@@ -137,6 +143,7 @@ struct CudaExecutable::Impl {
     std::vector<KernelLaunch> launches;
     int kernels = 0;
     uint64_t last_used = 0;
+    uint64_t generation = 0;  // BackgroundSwaps::generation() when built; stale once it moves on
   };
   std::mutex mu;
   std::map<std::vector<int64_t>, std::shared_ptr<Arena>> arenas;  // key: symbol values
@@ -144,6 +151,18 @@ struct CudaExecutable::Impl {
   uint64_t clock = 0;
   std::atomic<int> last_kernels{-1};
   cudaStream_t capture_stream = nullptr;
+
+  // Background compiles: one entry per group that runs its fallback while its JIT kernel compiles.
+  struct Background {
+    int group = -1;
+    std::string name, fallback;  // group name; "library" | "unfused"
+    int slot = -1;
+  };
+  std::vector<Background> background;
+  std::map<int, std::string> broken_slots;  // slot -> why its compiled kernel could not be loaded (under mu)
+  // Declared last: destroyed first, so no job outlives `jit` (its destructor cancels queued jobs
+  // and waits for a running one).
+  scheduler::BackgroundSwaps swaps;
 
   int AddValue(std::string name, TensorType type) {
     values.push_back({std::move(name), std::move(type)});
@@ -154,7 +173,10 @@ struct CudaExecutable::Impl {
     JitVariant& v = aligned ? st.aligned : st.unaligned;
     if (!v.tried) {
       v.tried = true;
-      auto k = jit->CompileKernel(*st.kernel, aligned);
+      // A background-compiled step takes its aligned kernel from the slot (never compiles here).
+      auto k = st.slot >= 0 && aligned ? (swaps.slot(st.slot).Get() ? StatusOr<jit::JitKernel>(*swaps.slot(st.slot).Get())
+                                                                     : StatusOr<jit::JitKernel>(Internal("background compile not finished")))
+                                       : jit->CompileKernel(*st.kernel, aligned);
       if (!k.ok()) {
         v.status = k.status();
       } else {
@@ -397,8 +419,30 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
   // 2. JIT: compile in parallel (NVRTC is thread-safe per program; the cache coalesces duplicates),
   //    then load. A kernel that fails falls back like a group the JIT cannot lower — loudly.
   auto t0 = std::chrono::steady_clock::now();
+  // background_compile: a kernel not in the cache (the key CompileKernel would use) is not compiled
+  // here; the group gets its fallback steps and a JIT step guarded by a slot the worker fills.
+  std::map<int, int> bg_slot;  // group -> BackgroundSwaps slot
+  if (opts.background_compile) {
+    for (const auto& [gi, k] : kernels_ir) {
+      auto key = im.jit->KeyForKernel(k, true);
+      if (!key.ok() || im.cache->Contains(*key)) continue;  // cached (or not emittable: step 2 reports it)
+      const FusionGroup& grp = g.groups[gi];
+      const bool has_lib = grp.decision.fuse && HasLibraryFusedKernel(g, grp);
+      want[gi] = has_lib ? GroupPlan::kLibraryFused : grp.decision.fuse ? GroupPlan::kUnfused : GroupPlan::kLibraryNodes;
+      auto kernel = std::make_shared<const codegen::Kernel>(k);
+      const jit::JitCompiler* jc = im.jit.get();
+      const std::string name = fmt::format("{} ({})", k.name, key->Digest().substr(0, 16));
+      const int slot = im.swaps.Add(name, [jc, kernel, name, hook = opts.before_background_compile] {
+        if (hook) hook(name);
+        return jc->CompileKernel(*kernel, /*aligned=*/true);
+      });
+      bg_slot[gi] = slot;
+      im.background.push_back({gi, grp.name, has_lib ? "library" : "unfused", slot});
+    }
+  }
   std::vector<int> todo;
-  for (const auto& [gi, k] : kernels_ir) todo.push_back(gi);
+  for (const auto& [gi, k] : kernels_ir)
+    if (!bg_slot.count(gi)) todo.push_back(gi);
   std::map<int, std::shared_ptr<const jit::LoadedKernel>> loaded;
   {
     std::vector<StatusOr<jit::JitKernel>> compiled(todo.size(), Status(StatusCode::kInternal, "not compiled"));
@@ -431,9 +475,18 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
   }
   ex->compile_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
-  // 3. Steps, group by group in dependency order.
+  // 3. Steps, group by group in dependency order. A background group: its JIT step first, then its
+  //    fallback's steps (so an output the fallback ends in an alias still gets its copy step).
   for (int gi : order) {
     FusionGroup& grp = g.groups[gi];
+    const auto bg = bg_slot.find(gi);
+    if (bg != bg_slot.end()) {
+      Step st = make_jit_step(kernels_ir.at(gi), grp.nodes, grp.name);
+      st.slot = bg->second;
+      st.when_ready = true;
+      im.steps.push_back(std::move(st));
+    }
+    const size_t fallback_from = im.steps.size();
     switch (want[gi]) {
       case GroupPlan::kJit: {
         Step st = make_jit_step(kernels_ir.at(gi), grp.nodes, grp.name);
@@ -477,6 +530,10 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
         OPFUSE_RETURN_IF_ERROR(add_unfused(grp));
         if (grp.decision.fuse) grp.variant = "unfused";
         break;
+    }
+    if (bg != bg_slot.end()) {
+      for (size_t i = fallback_from; i < im.steps.size(); ++i) im.steps[i].slot = bg->second;
+      grp.variant = "jit";  // what runs once compiled; fallbacks() says while it is pending
     }
   }
 
@@ -530,7 +587,7 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
                        : st.kind == StepKind::kAlias   ? "alias"
                        : st.kind == StepKind::kCopy    ? "copy"
                                                        : "library";
-    ex->steps_.push_back({st.name, kind, st.graph_nodes});
+    ex->steps_.push_back({st.name, kind, st.graph_nodes, st.slot < 0 ? "" : st.when_ready ? "background_jit" : "fallback"});
   }
   OPFUSE_CUDA_CHECK(cudaStreamCreateWithFlags(&im.capture_stream, cudaStreamNonBlocking));
   return ex;
@@ -667,7 +724,22 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
                                                   [eng, a](cudaStream_t s) { return eng->Matmul(a, s); }, 1));
     return Status::Ok();
   };
+  // Background compiles: which guarded steps run is decided here, once per plan (the generation is
+  // read first, so a compile finishing meanwhile makes this plan stale rather than wrong).
+  plan->generation = swaps.generation();
+  std::vector<char> use_jit(static_cast<size_t>(swaps.size()), 0);
+  for (int i = 0; i < swaps.size(); ++i) use_jit[i] = swaps.ready(i) && !broken_slots.count(i);
   for (Step& st : steps) {
+    if (st.slot < 0 || !st.when_ready || !use_jit[st.slot]) continue;
+    auto l = LoadJit(st, /*aligned=*/true);
+    if (l.ok()) continue;
+    use_jit[st.slot] = 0;  // keep the fallback, loudly
+    broken_slots.emplace(st.slot, l.status().message());
+    std::fprintf(stderr, "opfuse: %s: the background-compiled kernel could not be loaded (the fallback keeps running): %s\n",
+                 st.name.c_str(), l.status().ToString().c_str());
+  }
+  for (Step& st : steps) {
+    if (st.slot >= 0 && st.when_ready != static_cast<bool>(use_jit[st.slot])) continue;
     switch (st.kind) {
       case StepKind::kAlias:
         break;
@@ -777,8 +849,11 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::GetP
   std::lock_guard<std::mutex> lock(mu);
   auto it = plans.find(key);
   if (it != plans.end()) {
-    it->second->last_used = ++clock;
-    return it->second;
+    if (it->second->generation == swaps.generation()) {
+      it->second->last_used = ++clock;
+      return it->second;
+    }
+    plans.erase(it);  // a background compile finished since: rebuilt below (a CudaGraph keeps its own)
   }
   for (size_t i = 0; i < in.size(); ++i)
     if (!in[i]) return InvalidArgument(fmt::format("run: input '{}' is a null pointer", values[input_values[i]].name));
@@ -922,6 +997,41 @@ StatusOr<std::map<std::string, HostTensor>> CudaExecutable::RunHost(const std::m
 
 int CudaExecutable::kernels_per_run() const { return impl_ ? impl_->last_kernels.load() : -1; }
 
+std::vector<std::string> CudaExecutable::fallbacks() const {
+  std::vector<std::string> out = fallbacks_;
+  if (!impl_) return out;
+  std::map<int, std::string> broken;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    broken = impl_->broken_slots;
+  }
+  for (const auto& b : impl_->background) {
+    const scheduler::KernelSlot& slot = impl_->swaps.slot(b.slot);
+    if (auto it = broken.find(b.slot); it != broken.end()) {
+      out.push_back(fmt::format("group {} {}: jit -> {}: the background-compiled kernel could not be loaded: {}", b.group,
+                                b.name, b.fallback, it->second));
+    } else if (slot.ready()) {
+      continue;  // swapped in
+    } else if (!slot.error().ok()) {
+      out.push_back(fmt::format("group {} {}: jit -> {}: background compile failed: {}", b.group, b.name, b.fallback,
+                                slot.error().message()));
+    } else {
+      out.push_back(fmt::format("group {} {}: jit -> {} (pending): {} is not in the kernel cache; compiling in the "
+                                "background, swapped in when ready",
+                                b.group, b.name, b.fallback, impl_->swaps.name(b.slot)));
+    }
+  }
+  return out;
+}
+
+uint64_t CudaExecutable::generation() const { return impl_ ? impl_->swaps.generation() : 0; }
+
+int CudaExecutable::pending_compiles() const { return impl_ ? impl_->swaps.pending_count() : 0; }
+
+void CudaExecutable::WaitForBackgroundCompiles() {
+  if (impl_) impl_->swaps.WaitIdle();
+}
+
 // ------------------------------------------------------------------ CUDA graphs
 
 StatusOr<std::unique_ptr<CudaGraph>> CudaExecutable::Capture(const std::vector<const void*>& inputs,
@@ -951,6 +1061,7 @@ StatusOr<std::unique_ptr<CudaGraph>> CudaExecutable::Capture(const std::vector<c
   OPFUSE_CUDA_CHECK(cudaGraphInstantiate(&cg->exec_, graph, 0));
   cg->pin_ = plan;
   cg->kernels_ = plan->kernels;
+  cg->generation_ = plan->generation;
   impl_->last_kernels = plan->kernels;
   return cg;
 }

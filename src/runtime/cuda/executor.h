@@ -21,6 +21,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -64,6 +65,15 @@ struct ExecutorOptions {
   // Matmuls of at most kernels::kGemvMaxRows rows (decode) run on the GEMV library kernel
   // (src/kernels/gemv.h) instead of cuBLASLt; off with this false or OPFUSE_DISABLE=gemv.
   bool gemv = true;
+  // Background compile (docs/runtime.md): a JIT kernel not in the kernel cache is not compiled in
+  // Create; its group runs its fallback (library for a pattern group with a library kernel, else
+  // op by op) while a worker thread compiles it, and plans built once it is ready use it. Off:
+  // every JIT kernel is compiled (or loaded from the cache) before Create returns.
+  bool background_compile = false;
+  // Called on the compile thread before each background compile starts, with the kernel's name
+  // (tests hold it there to observe the fallback deterministically). Must not call back into the
+  // executable.
+  std::function<void(const std::string& kernel)> before_background_compile;
 };
 
 // A device tensor passed to Run: contiguous row-major, shape bound.
@@ -78,6 +88,10 @@ struct StepInfo {
   std::string name;      // kernel-style name, e.g. "fz_add_rms_norm_bf16_h2048" or "lib:add"
   std::string kind;      // "jit" | "library" | "matmul" | "alias"
   std::vector<int> nodes;  // node ids of graph() it computes
+  // "" runs in every plan. With background_compile, a group whose JIT kernel compiles in the
+  // background has a "background_jit" step (runs once the kernel is ready) and "fallback" steps
+  // (run until then, and for good if the compile fails).
+  std::string guard;
 };
 
 class CudaGraph;
@@ -116,8 +130,17 @@ class CudaExecutable {
   // Device kernels the last Run (or Capture) launched (cuBLASLt matmul counts 1, aliases 0);
   // -1 before the first run. Counted from the plan actually used, never estimated.
   int kernels_per_run() const;
-  // Why a group did not get the variant it asked for ("group 2 fz_...: library → jit: no library kernel for generic groups").
-  const std::vector<std::string>& fallbacks() const { return fallbacks_; }
+  // Why a group did not get the variant it asked for ("group 2 fz_...: library → jit: no library kernel for generic groups"),
+  // as of now: with background_compile also the groups still compiling ("... (pending): ...") and
+  // those whose background compile failed ("...: background compile failed: <why>", also logged).
+  std::vector<std::string> fallbacks() const;
+  // Background compiles (ExecutorOptions::background_compile). generation() moves on each time one
+  // finishes (ok or failed); a plan built before is rebuilt on its next Run, so Run switches to the
+  // JIT kernel by itself. A CudaGraph keeps what it captured (CudaGraph::generation()): callers
+  // re-Capture when generation() differs from it. pending_compiles(): not finished yet.
+  uint64_t generation() const;
+  int pending_compiles() const;
+  void WaitForBackgroundCompiles();  // blocks until none is pending (tests, benchmarks)
   // Output shapes for `bindings`, in graph().outputs order.
   StatusOr<std::vector<std::vector<int64_t>>> OutputShapes(const Bindings& bindings) const;
   const DeviceInfo& device() const { return device_; }
@@ -141,6 +164,8 @@ class CudaGraph {
   ~CudaGraph();
   Status Launch(cudaStream_t stream) const;
   int kernels() const { return kernels_; }
+  // The executable's generation() the captured plan was built at (re-capture when it moved on).
+  uint64_t generation() const { return generation_; }
 
  private:
   friend class CudaExecutable;
@@ -149,6 +174,7 @@ class CudaGraph {
   cudaGraphExec_t exec_ = nullptr;
   std::shared_ptr<void> pin_;  // keeps the plan (its buffers) alive
   int kernels_ = 0;
+  uint64_t generation_ = 0;
 };
 
 }  // namespace opfuse::cuda
