@@ -22,7 +22,8 @@ LlamaConfig Tiny() { return *BuiltinConfig("tiny"); }
 std::map<std::string, int> PatternCounts(const Graph& g) {
   std::map<std::string, int> n;
   for (const auto& grp : g.groups)
-    if (grp.kind.rfind("pattern:", 0) == 0 && grp.decision.fuse) n[grp.kind.substr(8)]++;
+    if ((grp.kind.rfind("pattern:", 0) == 0 || grp.kind.rfind("matmul:", 0) == 0) && grp.decision.fuse)
+      n[grp.kind.substr(grp.kind.find(':') + 1)]++;
   return n;
 }
 
@@ -94,7 +95,9 @@ TEST(LlamaGraph, FusionFindsTheLlamaPatterns) {
   EXPECT_EQ(fused["rms_norm"], 1) << "first input norm";
   EXPECT_EQ(fused["add_rms_norm"], 2 * L);
   EXPECT_EQ(fused["rope"], 2 * L);
+  // bf16: fuse_matmul takes each swiglu with its gate/up matmuls, and q/k/v as siblings.
   EXPECT_EQ(fused["swiglu"], L);
+  EXPECT_EQ(fused["siblings"], L);
   EXPECT_TRUE(PatternCounts(Compiled(*g, Strategy::kNeverFuse)).empty());
 }
 
