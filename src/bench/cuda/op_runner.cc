@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <cctype>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -64,12 +65,14 @@ std::string DriverString(const cuda::DeviceInfo& d) {
   std::ifstream f("/proc/driver/nvidia/version");
   std::string line;
   if (f && std::getline(f, line)) {
-    // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu ..."
+    // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu ..." or, for the open
+    // modules, "... Open Kernel Module for x86_64  580.159.04 ...": the first word after "Kernel
+    // Module" that starts with a digit and has a dot.
     const auto k = line.find("Kernel Module");
     if (k != std::string::npos) {
       std::istringstream ss(line.substr(k + 13));
-      std::string ver;
-      if (ss >> ver) return ver + " (" + api + ")";
+      for (std::string w; ss >> w;)
+        if (std::isdigit(static_cast<unsigned char>(w[0])) && w.find('.') != std::string::npos) return w + " (" + api + ")";
     }
   }
   return api;
