@@ -1,9 +1,11 @@
 // Runs the `opfuse` binary under test (OPFUSE_CLI_PATH) the way a user's shell does: `args` is
 // shell text (quotes work), `env` an optional "VAR=value ..." prefix. stdout is captured through
 // a pipe, stderr through a file under the test temp dir (named by `tag`, so tests running at the
-// same time in different binaries do not share it). One copy for every CLI test.
+// same time in different binaries do not share it; the process id keeps concurrent tests of one
+// binary apart). One copy for every CLI test.
 #pragma once
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -30,7 +32,10 @@ inline std::string ReadTextFile(const std::string& path) {
 }
 
 inline CliResult RunOpfuseCli(const std::string& args, const std::string& tag, const std::string& env = "") {
-  const std::string err_path = ::testing::TempDir() + "opfuse_" + tag + "_stderr.txt";
+  // The process id in the name: ctest -j runs tests of one binary as separate processes at once, and
+  // two of them with the same tag (ProfileCli.*) must not share (and truncate) one stderr file.
+  const std::string err_path =
+      ::testing::TempDir() + "opfuse_" + tag + "_" + std::to_string(static_cast<long>(getpid())) + "_stderr.txt";
   const std::string cmd = env + " " + OPFUSE_CLI_PATH + " " + args + " 2>" + err_path;
   CliResult r;
   FILE* p = popen(cmd.c_str(), "r");
