@@ -32,11 +32,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-uint64_t FreshSeed() {
-  uint64_t s = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
-  std::printf("seed %llu\n", static_cast<unsigned long long>(s));
-  return s;
-}
+using testing_gpu::FreshSeed;
 
 void ExpectClose(const std::string& what, const HostTensor& out, const HostTensor& ref) {
   ASSERT_EQ(out.shape, ref.shape) << what;

@@ -6,6 +6,10 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstdio>
+#include <random>
+
 #include "runtime/cuda/device.h"
 
 // ASSERT on an opfuse::Status expression, printing the expression and the status.
@@ -36,6 +40,13 @@ class WithGpu : public Base {
   }
   cuda::DeviceInfo dev_;
 };
+
+// A fresh random seed (printed, so a failing run can be replayed).
+inline uint64_t FreshSeed() {
+  uint64_t s = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(s));
+  return s;
+}
 
 }  // namespace opfuse::testing_gpu
 #endif  // OPFUSE_WITH_CUDA
