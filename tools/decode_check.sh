@@ -48,9 +48,13 @@ e2e() {  # tag, env..., strategies
 }
 t=$SECONDS
 e2e new "${STRATS:-never,always,smart}"
-e2e base always OPFUSE_DISABLE=gemv,fuse_matmul,pdl
-e2e no_pdl always OPFUSE_DISABLE=pdl
-e2e gemv_only always OPFUSE_DISABLE=fuse_matmul,pdl
+# Ablations, always_fuse, same run: the session-4 decode step (no norm prologue, separate KV write +
+# combine kernels), each of those two alone, and the step before the GEMV (cuBLASLt, no PDL).
+e2e prev always OPFUSE_DISABLE=matmul_norm,matmul_rope OPFUSE_ATTENTION_SEPARATE=1
+e2e no_norm always OPFUSE_DISABLE=matmul_norm
+e2e no_rope always OPFUSE_DISABLE=matmul_rope
+e2e attn_separate always OPFUSE_ATTENTION_SEPARATE=1
+e2e base always OPFUSE_DISABLE=gemv,fuse_matmul,pdl,matmul_norm,matmul_rope OPFUSE_ATTENTION_SEPARATE=1
 if [ "${HF:-0}" = 1 ]; then
   t=$SECONDS
   timeout ${HF_TIMEOUT:-300} python3 tools/hf_e2e_bench.py --model "$M" --runs "$RUNS" --output "$OUT/hf_e2e.json" > "$OUT/hf_e2e.md" 2> "$OUT/hf_e2e_stderr.log"
@@ -64,10 +68,10 @@ SUMMARY+=("e2e took $((SECONDS - t)) s")
 
 if [ "${NCU:-1}" = 1 ]; then
   NCU_BIN=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-  for tag in new base; do
+  for tag in new prev; do
     envs=""
-    [ "$tag" = base ] && envs="OPFUSE_DISABLE=gemv,fuse_matmul,pdl"
-    K=$(python3 -c "import json; d=json.load(open('$OUT/e2e_$tag.json')); print(list(d['results']['always_fuse'].values())[0]['kernels_per_decode_step'])" 2>/dev/null)
+    [ "$tag" = prev ] && envs="OPFUSE_DISABLE=matmul_norm,matmul_rope OPFUSE_ATTENTION_SEPARATE=1"
+    K=$(python3 -c "import json; d=json.load(open('$OUT/e2e_$tag.json')); r=d['results']['always_fuse']; print(min(v['kernels_per_decode_step'] for v in r.values()))" 2>/dev/null)
     [ -n "$K" ] || { SUMMARY+=("ncu $tag: no kernel count from e2e_$tag.json"); continue; }
     t=$SECONDS
     env $envs timeout 300 "$NCU_BIN" --clock-control none --metrics gpu__time_duration.sum --csv \

@@ -17,6 +17,7 @@ import sys
 
 
 def short(name):
+    name = name.replace("<unnamed>::", "").replace("(anonymous namespace)::", "")
     name = re.sub(r"\(.*$", "", name)  # argument list
     name = re.sub(r"<.*>", "", name)   # template arguments
     name = name.replace("opfuse::kernels::", "").replace("(anonymous namespace)::", "")

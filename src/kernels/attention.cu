@@ -49,6 +49,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <climits>
 #include <limits>
 #include <string>
 
@@ -147,6 +148,16 @@ struct GeneralParams {
   const int* pos;
   int kt;            // keys per warp tile (<= 32)
   int chunk;         // keys per split (blockIdx.z)
+  // kv_attention decode with the cache write fused (knew != nullptr): the new rows k/v[B, T, Hkv, D]
+  // are read from here for keys j >= pos[b] (never from the cache rows this kernel writes), and the
+  // blocks with blockIdx.x == 0, split 0 write them into the caches k/v[b, pos[b] + t].
+  const void* knew;
+  const void* vnew;
+  // Arrival counters, one per (blockIdx.y, blockIdx.x), zero between runs (nullptr: the split
+  // partials are merged by AttnCombineKernel). With them the split count adapts to the length read
+  // on the device and the last block of a row tile to arrive merges the partials and resets its
+  // counter — no combine launch.
+  unsigned* sem;
   int vec;           // K/V rows 16-byte aligned: vector loads and cp.async
   int union_bytes;   // shared bytes of the V tiles / merge area (multiple of 16)
 };
@@ -196,10 +207,37 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(GeneralParams p) {
     lim[i] = li;
     block_lim = max(block_lim, li);
   }
-  const int kb = split * p.chunk;
+  // Splits: as planned (gridDim.z of p.chunk keys), or with arrival counters and a length read on
+  // the device, only as many as this sequence needs: chunks of at least one iteration of the 4 warps.
+  int nsplit = gridDim.z, chunk = p.chunk;
+  if (p.sem != nullptr && p.pos != nullptr) {
+    const int kpi = kWarps * KT;
+    const int want = (S + static_cast<int>(gridDim.z) - 1) / static_cast<int>(gridDim.z);
+    chunk = max(kpi, (want + kpi - 1) / kpi * kpi);
+    nsplit = max(1, (S + chunk - 1) / chunk);
+    if (split >= nsplit) return;  // nothing for this block; it does not count as an arrival
+  }
+  const int kb = split * chunk;
   // Past this sequence's length (kv_attention) the range is empty: the block writes an empty
   // partial (max -inf, sum 0), which the combine weighs 0.
-  const int ke = min(block_lim, min(S, kb + p.chunk));  // kb + chunk <= S + chunk fits in int
+  const int ke = min(block_lim, min(S, kb + chunk));  // kb + chunk <= S + chunk fits in int
+  // Fused cache write (p.knew): keys j >= pos_b come from the new rows (nbase + (j - pos_b) rows).
+  const int pos_b = p.knew != nullptr ? __ldg(p.pos + b) : 0;
+  const int new_from = p.knew != nullptr && pos_b >= 0 ? pos_b : INT_MAX;
+  const int64_t new_off = (static_cast<int64_t>(b) * p.T * p.Hkv + kvh) * D;
+  const T* knb = p.knew != nullptr ? static_cast<const T*>(p.knew) + new_off : kbase;
+  const T* vnb = p.knew != nullptr ? static_cast<const T*>(p.vnew) + new_off : vbase;
+  if (p.knew != nullptr && blockIdx.x == 0 && split == 0 && pos_b >= 0) {
+    T* kw = const_cast<T*>(kbase);
+    T* vw = const_cast<T*>(vbase);
+    for (int idx = tid; idx < p.T * D; idx += kThreads) {
+      const int t = idx / D, d = idx - t * D;
+      if (pos_b + t >= p.S) continue;  // past the cache: not written (the engine checks the length)
+      const int64_t dst = static_cast<int64_t>(pos_b + t) * kv_stride + d, src = static_cast<int64_t>(t) * kv_stride + d;
+      kw[dst] = knb[src];
+      vw[dst] = vnb[src];
+    }
+  }
   __syncthreads();
 
   float m[RB], l[RB], acc[RB][MAXC];
@@ -220,14 +258,18 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(GeneralParams p) {
       for (int idx = lane; idx < KT * vpr; idx += 32) {
         const int n = idx / vpr, c = idx - n * vpr;
         const bool ok = n < nvalid;
-        const T* src = ok ? vbase + static_cast<int64_t>(n0 + n) * kv_stride + c * VW : vbase;
+        const int j = n0 + n;
+        const T* src = !ok ? vbase
+                       : j >= new_from ? vnb + static_cast<int64_t>(j - new_from) * kv_stride + c * VW
+                                       : vbase + static_cast<int64_t>(j) * kv_stride + c * VW;
         CpAsync16(sV + n * D + c * VW, src, ok ? 16 : 0);
       }
       CpAsyncCommit();
     } else {
       for (int idx = lane; idx < nvalid * D; idx += 32) {
-        const int n = idx / D, d = idx - n * D;
-        sV[idx] = vbase[static_cast<int64_t>(n0 + n) * kv_stride + d];
+        const int n = idx / D, d = idx - n * D, j = n0 + n;
+        sV[idx] = j >= new_from ? vnb[static_cast<int64_t>(j - new_from) * kv_stride + d]
+                                : vbase[static_cast<int64_t>(j) * kv_stride + d];
       }
     }
     // 2. Lane j scores key n0 + j against every row.
@@ -237,7 +279,8 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(GeneralParams p) {
     const int key = n0 + lane;
     const bool kvalid = lane < nvalid;
     if (kvalid) {
-      const T* kr = kbase + static_cast<int64_t>(key) * kv_stride;
+      const T* kr = key >= new_from ? knb + static_cast<int64_t>(key - new_from) * kv_stride
+                                    : kbase + static_cast<int64_t>(key) * kv_stride;
       if (p.vec) {
         const uint4* kr4 = reinterpret_cast<const uint4*>(kr);
         for (int c0 = 0; c0 < vpr; c0 += 8) {  // up to 8 independent 16-byte loads in flight
@@ -372,7 +415,7 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(GeneralParams p) {
     }
     const int t = r / p.group, h = kvh * p.group + (r - t * p.group);
     const int64_t grow = q_off + static_cast<int64_t>(t) * p.Hq + h;
-    if (p.ws_acc == nullptr) {
+    if (p.ws_acc == nullptr || nsplit == 1) {
       o[grow * D + d] = FromF32<T>(L > 0.f ? A / L : 0.f);
     } else {
       const int64_t wrow = static_cast<int64_t>(split) * p.B * p.T * p.Hq + grow;
@@ -382,6 +425,41 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(GeneralParams p) {
         p.ws_ml[wrow * 2 + 1] = L;
       }
     }
+  }
+  if (p.sem == nullptr || p.ws_acc == nullptr || nsplit == 1) return;
+
+  // Last block to arrive for this row tile merges the nsplit partials (threadfence reduction, as in
+  // the CUDA samples): every block publishes its partial before counting itself.
+  __shared__ int s_last;
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    unsigned* c = p.sem + static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x;
+    const unsigned old = atomicAdd(c, 1u);
+    s_last = old == static_cast<unsigned>(nsplit - 1);
+    if (s_last) *c = 0u;  // every split has arrived: ready for the next run
+  }
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  const int64_t rows = static_cast<int64_t>(p.B) * p.T * p.Hq;
+  for (int idx = tid; idx < RB * D; idx += kThreads) {
+    const int i = idx / D, d = idx - i * D, r = r0 + i;
+    if (r >= R) continue;
+    const int t = r / p.group, h = kvh * p.group + (r - t * p.group);
+    const int64_t grow = q_off + static_cast<int64_t>(t) * p.Hq + h;
+    float M = -INFINITY;
+    for (int s2 = 0; s2 < nsplit; ++s2) M = fmaxf(M, __ldcg(p.ws_ml + (s2 * rows + grow) * 2));
+    float L = 0.f, A = 0.f;
+    if (M != -INFINITY) {
+      for (int s2 = 0; s2 < nsplit; ++s2) {
+        const int64_t wrow = s2 * rows + grow;
+        const float sc = exp2f(__ldcg(p.ws_ml + wrow * 2) - M);  // an empty split: -inf, weight 0
+        L = fmaf(sc, __ldcg(p.ws_ml + wrow * 2 + 1), L);
+        A = fmaf(sc, __ldcg(p.ws_acc + wrow * D + d), A);
+      }
+    }
+    o[grow * D + d] = FromF32<T>(L > 0.f ? A / L : 0.f);
   }
 }
 
@@ -732,6 +810,10 @@ struct Ptrs {
   const void* v = nullptr;
   void* o = nullptr;        // nullptr: not known (workspace sizing)
   const int* pos = nullptr;  // kv_attention only
+  // kv_attention on the general kernel: the new k/v rows, written into the caches by the attention
+  // kernel itself (GeneralParams::knew); nullptr: a KvCacheWriteKernel runs first.
+  const void* knew = nullptr;
+  const void* vnew = nullptr;
 };
 
 Status CheckDims(const std::vector<TensorRef>& in, const std::vector<TensorRef>* out, Dims* d) {
@@ -768,10 +850,14 @@ Status CheckDims(const std::vector<TensorRef>& in, const std::vector<TensorRef>*
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-bool EnvGeneral() {
-  const char* e = std::getenv("OPFUSE_ATTENTION_GENERAL");
+bool EnvFlag(const char* name) {
+  const char* e = std::getenv(name);
   return e && *e && std::string(e) != "0";
 }
+bool EnvGeneral() { return EnvFlag("OPFUSE_ATTENTION_GENERAL"); }
+// OPFUSE_ATTENTION_SEPARATE=1: kv_attention decode as before the fused path (a cache-write kernel,
+// the general kernel, a combine kernel), for A/B timing on a device.
+bool EnvSeparate() { return EnvFlag("OPFUSE_ATTENTION_SEPARATE"); }
 
 // Why the tensor-core kernel does not apply ("" when it does).
 std::string MmaRefusal(const Dims& d, const Ptrs& ptr) {
@@ -836,7 +922,8 @@ GeneralPlan PlanGeneral(const Dims& d, bool vec, const cuda::DeviceInfo& dev, si
 }
 
 bool GeneralVec(const Dims& d, const Ptrs& ptr) {
-  return (d.D * DTypeSize(d.dtype)) % 16 == 0 && Aligned16(ptr.k) && Aligned16(ptr.v);
+  return (d.D * DTypeSize(d.dtype)) % 16 == 0 && Aligned16(ptr.k) && Aligned16(ptr.v) && Aligned16(ptr.knew) &&
+         Aligned16(ptr.vnew);
 }
 
 // Whether the default choice (kAuto) takes the tensor-core kernel.
@@ -949,6 +1036,15 @@ size_t AttentionWorkspaceBytesFor(const std::vector<TensorRef>& in, const cuda::
   return PlanGeneral(d, GeneralVec(d, PtrsOf(in, nullptr)), dev, std::numeric_limits<size_t>::max(), max_splits).ws_bytes;
 }
 
+size_t AttentionCounterCount(const Node& n, const std::vector<TensorRef>& in, const cuda::DeviceInfo& dev) {
+  Dims d;
+  const bool kv = n.op == OpKind::kKvAttention;
+  if (!(kv ? CheckKvDims(in, nullptr, &d) : CheckDims(in, nullptr, &d)).ok() || d.D > 256 || !IsFloat(d.dtype)) return 0;
+  const Ptrs ptr = kv ? KvPtrsOf(in, nullptr) : PtrsOf(in, nullptr);
+  const GeneralPlan g = PlanGeneral(d, GeneralVec(d, ptr), dev, std::numeric_limits<size_t>::max(), 0);
+  return g.splits > 1 ? static_cast<size_t>(g.row_tiles * d.Hkv * d.B) : 0;
+}
+
 size_t AttentionWorkspaceBytes(const Node& n, const std::vector<TensorRef>& in, const cuda::DeviceInfo& dev) {
   if (n.op == OpKind::kKvAttention) return KvAttentionWorkspaceBytesFor(in, dev, AttentionPath::kAuto);
   return AttentionWorkspaceBytesFor(in, dev, AttentionPath::kAuto);
@@ -1026,6 +1122,11 @@ Status PlanAttentionCore(const Dims& d, const Ptrs& ptr, bool causal, double sca
   p.chunk = g.chunk;
   p.vec = g.vec ? 1 : 0;
   p.union_bytes = static_cast<int>(g.union_bytes);
+  p.knew = ptr.knew;
+  p.vnew = ptr.vnew;
+  const int64_t tiles = g.row_tiles * d.Hkv * d.B;
+  if (g.splits > 1 && opts.counters != nullptr && opts.counter_count >= static_cast<size_t>(tiles) && !EnvSeparate())
+    p.sem = opts.counters;
   const size_t acc_bytes = static_cast<size_t>(g.splits) * d.B * d.T * d.Hq * d.D * sizeof(float);
   if (g.splits > 1) {
     p.ws_acc = static_cast<float*>(opts.workspace);
@@ -1034,10 +1135,12 @@ Status PlanAttentionCore(const Dims& d, const Ptrs& ptr, bool causal, double sca
   const dim3 grid(static_cast<unsigned>(g.row_tiles), static_cast<unsigned>(d.Hkv * d.B), static_cast<unsigned>(g.splits));
   std::string name = fmt::format("{}_general_{}_rb{}_c{}", prefix, DTypeName(d.dtype), g.rb, g.maxc);
   if (g.splits > 1) name += fmt::format("_split{}", g.splits);
+  if (p.sem) name += "_lastblock";
+  if (p.knew) name += "_cachewrite";
   launches.push_back(cuda::KernelLaunch::Make(std::move(name), PickGeneral(d.dtype, g.rb, g.maxc), grid,
                                               dim3(kThreads), g.smem_bytes, p)
                          .Pdl());
-  if (g.splits > 1) {
+  if (g.splits > 1 && p.sem == nullptr) {
     CombineParams c{p.ws_acc, p.ws_ml, ptr.o, static_cast<int>(d.B * d.T * d.Hq), static_cast<int>(d.D), g.splits};
     launches.push_back(cuda::KernelLaunch::Make(fmt::format("{}_combine_{}", prefix, DTypeName(d.dtype)),
                                                 PickCombine(d.dtype), dim3(static_cast<unsigned>(d.B * d.T * d.Hq)),
@@ -1056,6 +1159,10 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanAttention(const Node& n, const std
   if (in.size() > 3) {  // optional scratch from the executor (AttentionWorkspaceBytes)
     opts.workspace = in[3].data;
     opts.workspace_bytes = static_cast<size_t>(in[3].numel()) * DTypeSize(in[3].dtype);
+  }
+  if (in.size() > 4) {  // optional arrival counters (AttentionCounterCount), zero between runs
+    opts.counters = static_cast<unsigned*>(in[4].data);
+    opts.counter_count = static_cast<size_t>(in[4].numel());
   }
   return PlanAttentionWith(n, in, out, dev, opts);
 }
@@ -1080,6 +1187,16 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanKvAttentionWith(const Node& n, con
   if (Status s = CheckKvDims(in, &out, &d); !s.ok()) return s;
   std::vector<cuda::KernelLaunch> launches;
   if (d.B == 0 || d.T == 0) return launches;
+  const double scale = AttrFloat(n.attrs, "scale", d.D > 0 ? 1.0 / std::sqrt(static_cast<double>(d.D)) : 1.0);
+  Ptrs ptr = KvPtrsOf(in, &out);
+  // Decode (the general kernel): the attention kernel writes the new rows itself — one launch.
+  const bool mma = opts.path == AttentionPath::kTensorCore || (opts.path == AttentionPath::kAuto && AutoUsesMma(d, ptr));
+  if (!mma && !EnvSeparate()) {
+    ptr.knew = in[1].data;
+    ptr.vnew = in[2].data;
+    OPFUSE_RETURN_IF_ERROR(PlanAttentionCore(d, ptr, true, scale, dev, opts, "kv_attention", launches));
+    return launches;
+  }
   // 1. The cache write: 16-byte units when every row and pointer allows, else elements.
   const int64_t esize = DTypeSize(d.dtype), row_bytes = d.Hkv * d.D * esize;
   const bool vec = row_bytes % 16 == 0 && Aligned16(in[1].data) && Aligned16(in[2].data) && Aligned16(in[3].data) &&
@@ -1099,8 +1216,7 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanKvAttentionWith(const Node& n, con
   }
   // 2. Attention over the caches, causal at absolute positions: the existing kernels with
   //    S_b = pos[b] + T read on the device (query t sees keys j <= pos[b] + t).
-  const double scale = AttrFloat(n.attrs, "scale", d.D > 0 ? 1.0 / std::sqrt(static_cast<double>(d.D)) : 1.0);
-  OPFUSE_RETURN_IF_ERROR(PlanAttentionCore(d, KvPtrsOf(in, &out), true, scale, dev, opts, "kv_attention", launches));
+  OPFUSE_RETURN_IF_ERROR(PlanAttentionCore(d, ptr, true, scale, dev, opts, "kv_attention", launches));
   return launches;
 }
 
@@ -1111,6 +1227,10 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanKvAttention(const Node& n, const s
   if (in.size() > 6) {  // optional split-K scratch from the executor (AttentionWorkspaceBytes)
     opts.workspace = in[6].data;
     opts.workspace_bytes = static_cast<size_t>(in[6].numel()) * DTypeSize(in[6].dtype);
+  }
+  if (in.size() > 7) {  // optional arrival counters (AttentionCounterCount), zero between runs
+    opts.counters = static_cast<unsigned*>(in[7].data);
+    opts.counter_count = static_cast<size_t>(in[7].numel());
   }
   return PlanKvAttentionWith(n, in, out, dev, opts);
 }

@@ -44,6 +44,11 @@ struct AttentionPlanOptions {
   size_t workspace_bytes = 0;
   // 0: splits chosen from the shape and the SM count; otherwise at most this many (1: no split).
   int max_splits = 0;
+  // Zeroed u32 arrival counters (at least AttentionCounterCount of them) that stay reserved for the
+  // plan's lifetime: the last split block merges the partials (no combine kernel) and leaves its
+  // counter at zero again. nullptr: the combine kernel runs.
+  unsigned* counters = nullptr;
+  size_t counter_count = 0;
 };
 
 // Launches computing attention node `n` (see PlanAttention in library.h) with explicit options.

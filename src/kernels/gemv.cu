@@ -49,6 +49,18 @@ struct GemvParams {
   const T* bias[kGemvMaxSegments];
   T* out[kGemvMaxSegments];
   int ldo[kGemvMaxSegments];
+  // Norm prologue (NORM instances): a is the norm's input x; s = x (+ res, rounded to T), rstd =
+  // rsqrt(mean(s^2) + eps) per row; the block stages s * nw as f32 in shared memory and the dot
+  // products are scaled by rstd. With res, block 0 writes s to sum_out.
+  const T* res;
+  const T* nw;
+  T* sum_out;
+  float eps;
+  // RoPE epilogue (ROPE instances), per segment: half[s] > 0 makes a warp compute output columns c
+  // and c + half of one head (head_dim 2 * half) and write the rotated pair; cos/sin[s] are [m, 2 * half].
+  int half[kGemvMaxSegments];
+  const T* cos[kGemvMaxSegments];
+  const T* sin[kGemvMaxSegments];
 };
 
 // A weight pack, streamed past L1 (read once).
@@ -91,18 +103,116 @@ __device__ __forceinline__ float WarpSum(float v) {
 
 __device__ __forceinline__ float Silu(float x) { return __fdividef(x, 1.0f + fused::Exp2(-fused::kLog2e * x)); }
 
-template <class T, int MR, bool SWIGLU, int U>
+// 8 weights against 8 f32 activations (the norm prologue's staged row).
+template <class T>
+__device__ __forceinline__ float Dot8F(const uint4& w, const float4& a0, const float4& a1, float acc) {
+  const float2 w0 = Unpack2<T>(w.x), w1 = Unpack2<T>(w.y), w2 = Unpack2<T>(w.z), w3 = Unpack2<T>(w.w);
+  acc = fmaf(w0.x, a0.x, acc);
+  acc = fmaf(w0.y, a0.y, acc);
+  acc = fmaf(w1.x, a0.z, acc);
+  acc = fmaf(w1.y, a0.w, acc);
+  acc = fmaf(w2.x, a1.x, acc);
+  acc = fmaf(w2.y, a1.y, acc);
+  acc = fmaf(w3.x, a1.z, acc);
+  acc = fmaf(w3.y, a1.w, acc);
+  return acc;
+}
+
+template <class T>
+__device__ __forceinline__ uint32_t Pack2(float a, float b) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    uint32_t u;
+    memcpy(&u, &h, 4);
+    return u;
+  } else {
+    __half2 h = __floats2half2_rn(a, b);
+    uint32_t u;
+    memcpy(&u, &h, 4);
+    return u;
+  }
+}
+
+// The norm prologue: rows 0..m-1 of s = x (+ res, rounded to T) times the norm weight, as f32 into
+// sa[r * k + e]; returns rstd of row r in rstd[r] (every thread). Block 0 writes s to sum_out.
+template <class T, int MR>
+__device__ __forceinline__ void NormPrologue(const GemvParams<T>& p, float* sa, float (&rstd)[MR]) {
+  __shared__ float red[MR][4];
+  const int kv = p.kv, tid = static_cast<int>(threadIdx.x);
+  const uint4* x4 = reinterpret_cast<const uint4*>(p.a);
+  const uint4* r4 = reinterpret_cast<const uint4*>(p.res);
+  const uint4* w4 = reinterpret_cast<const uint4*>(p.nw);
+  uint4* s4 = reinterpret_cast<uint4*>(p.sum_out);
+  float ss[MR];
+#pragma unroll
+  for (int r = 0; r < MR; ++r) ss[r] = 0.0f;
+  for (int i = tid; i < kv; i += 128) {
+    float wf[8];
+    if (w4) {
+      const uint4 wv = __ldg(w4 + i);
+      const float2 a = Unpack2<T>(wv.x), b = Unpack2<T>(wv.y), c = Unpack2<T>(wv.z), d = Unpack2<T>(wv.w);
+      wf[0] = a.x; wf[1] = a.y; wf[2] = b.x; wf[3] = b.y; wf[4] = c.x; wf[5] = c.y; wf[6] = d.x; wf[7] = d.y;
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) wf[e] = 1.0f;
+    }
+#pragma unroll
+    for (int r = 0; r < MR; ++r) {
+      if (r >= p.m) break;
+      uint4 xv = x4[static_cast<size_t>(r) * kv + i];
+      if (r4) {  // s = x + res, rounded to T: the normalised value is the stored sum (norm.cu's rule)
+        const uint4 rv = r4[static_cast<size_t>(r) * kv + i];
+        const uint32_t xa[4] = {xv.x, xv.y, xv.z, xv.w}, ra[4] = {rv.x, rv.y, rv.z, rv.w};
+        uint32_t o[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float2 u = Unpack2<T>(xa[j]), v = Unpack2<T>(ra[j]);
+          o[j] = Pack2<T>(u.x + v.x, u.y + v.y);
+        }
+        xv = make_uint4(o[0], o[1], o[2], o[3]);
+        if (blockIdx.x == 0) s4[static_cast<size_t>(r) * kv + i] = xv;
+      }
+      const float2 a = Unpack2<T>(xv.x), b = Unpack2<T>(xv.y), c = Unpack2<T>(xv.z), d = Unpack2<T>(xv.w);
+      const float f[8] = {a.x, a.y, b.x, b.y, c.x, c.y, d.x, d.y};
+      float4* dst = reinterpret_cast<float4*>(sa + static_cast<size_t>(r) * kv * 8 + static_cast<size_t>(i) * 8);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) ss[r] = fmaf(f[e], f[e], ss[r]);
+      dst[0] = make_float4(f[0] * wf[0], f[1] * wf[1], f[2] * wf[2], f[3] * wf[3]);
+      dst[1] = make_float4(f[4] * wf[4], f[5] * wf[5], f[6] * wf[6], f[7] * wf[7]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < MR; ++r) {
+    const float v = WarpSum(ss[r]);
+    if ((tid & 31) == 0) red[r][tid >> 5] = v;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int r = 0; r < MR; ++r)
+    rstd[r] = rsqrtf((red[r][0] + red[r][1] + red[r][2] + red[r][3]) / static_cast<float>(kv * 8) + p.eps);
+}
+
+template <class T, int MR, bool SWIGLU, int U, bool NORM, bool ROPE>
 __global__ void __launch_bounds__(128) GemvKernel(GemvParams<T> p) {
+  static_assert(!(SWIGLU && ROPE), "one dual-row epilogue per kernel");
   const int warp = static_cast<int>((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
   const int lane = static_cast<int>(threadIdx.x & 31);
-  if (warp >= p.cols) return;
+  // NORM: every warp takes part in the prologue's barrier, so a warp past the columns stays.
+  if (!NORM && warp >= p.cols) return;
+  const bool active = warp < p.cols;
   int s = 0;
   if constexpr (!SWIGLU)
     while (s + 1 < p.nseg && warp >= p.start[s + 1]) ++s;
-  const int col = warp - p.start[s];
+  // A RoPE segment: warp j of it takes columns c = head * 2h + j % h and c + h (h = half).
+  const int hf = ROPE ? p.half[s] : 0;
+  const bool dual = SWIGLU || (ROPE && hf > 0);  // two weight rows against the same activations
+  int col = warp - p.start[s];
+  if (ROPE && hf > 0) col = (col / hf) * (2 * hf) + col % hf;
   const int kv = p.kv;
   const uint4* w0 = reinterpret_cast<const uint4*>(p.w[s]) + static_cast<size_t>(col) * kv;
-  const uint4* w1 = SWIGLU ? reinterpret_cast<const uint4*>(p.w[1]) + static_cast<size_t>(col) * kv : nullptr;
+  const uint4* w1 = SWIGLU   ? reinterpret_cast<const uint4*>(p.w[1]) + static_cast<size_t>(col) * kv
+                    : dual   ? reinterpret_cast<const uint4*>(p.w[s]) + static_cast<size_t>(col + hf) * kv
+                             : nullptr;
   const uint4* a = reinterpret_cast<const uint4*>(p.a);
 
   float acc0[MR], acc1[MR];
@@ -114,9 +224,9 @@ __global__ void __launch_bounds__(128) GemvKernel(GemvParams<T> p) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int i = i0 + 32 * u;
-      if (i < kv) {
+      if (active && i < kv) {
         wa[u] = LoadStream(w0 + i);
-        if constexpr (SWIGLU) wb[u] = LoadStream(w1 + i);
+        if (dual) wb[u] = LoadStream(w1 + i);
       }
     }
   };
@@ -126,6 +236,12 @@ __global__ void __launch_bounds__(128) GemvKernel(GemvParams<T> p) {
   PdlAllowNext();
   load(lane, wa, wb);
   PdlWait();
+  extern __shared__ float4 smem_a4[];
+  float rstd[MR];
+  if constexpr (NORM) {
+    NormPrologue<T, MR>(p, reinterpret_cast<float*>(smem_a4), rstd);
+    if (!active) return;  // after the barrier
+  }
   for (int i0 = lane; i0 < kv; i0 += 32 * U) {
     uint4 na[U], nb[U];
     const bool more = i0 + 32 * U < kv;
@@ -137,9 +253,16 @@ __global__ void __launch_bounds__(128) GemvKernel(GemvParams<T> p) {
 #pragma unroll
         for (int r = 0; r < MR; ++r) {
           if (r < p.m) {
-            const uint4 av = __ldg(a + static_cast<size_t>(r) * kv + i);
-            acc0[r] = Dot8<T>(wa[u], av, acc0[r]);
-            if constexpr (SWIGLU) acc1[r] = Dot8<T>(wb[u], av, acc1[r]);
+            if constexpr (NORM) {
+              const float4* sa = smem_a4 + (static_cast<size_t>(r) * kv + i) * 2;
+              const float4 a0 = sa[0], a1 = sa[1];
+              acc0[r] = Dot8F<T>(wa[u], a0, a1, acc0[r]);
+              if (dual) acc1[r] = Dot8F<T>(wb[u], a0, a1, acc1[r]);
+            } else {
+              const uint4 av = __ldg(a + static_cast<size_t>(r) * kv + i);
+              acc0[r] = Dot8<T>(wa[u], av, acc0[r]);
+              if (dual) acc1[r] = Dot8<T>(wb[u], av, acc1[r]);
+            }
           }
         }
       }
@@ -148,33 +271,62 @@ __global__ void __launch_bounds__(128) GemvKernel(GemvParams<T> p) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         wa[u] = na[u];
-        if constexpr (SWIGLU) wb[u] = nb[u];
+        if (dual) wb[u] = nb[u];
       }
     }
   }
 
   const float b0 = p.bias[s] ? ToF(p.bias[s][col]) : 0.0f;
-  const float b1 = SWIGLU && p.bias[1] ? ToF(p.bias[1][col]) : 0.0f;
+  float b1 = 0.0f;
+  if constexpr (SWIGLU) b1 = p.bias[1] ? ToF(p.bias[1][col]) : 0.0f;
+  if (ROPE && dual) b1 = p.bias[s] ? ToF(p.bias[s][col + hf]) : 0.0f;
 #pragma unroll
   for (int r = 0; r < MR; ++r) {
     if (r >= p.m) break;
-    const float g = WarpSum(acc0[r]) + b0;
-    float o = g;
-    if constexpr (SWIGLU) o = Silu(g) * (WarpSum(acc1[r]) + b1);
-    if (lane == r) p.out[s][static_cast<size_t>(r) * p.ldo[s] + col] = FromF<T>(o);
+    const float sc = NORM ? rstd[r] : 1.0f;
+    const float g = WarpSum(acc0[r]) * sc + b0;
+    T* o_row = p.out[s] + static_cast<size_t>(r) * p.ldo[s];
+    if constexpr (SWIGLU) {
+      const float o = Silu(g) * (WarpSum(acc1[r]) * sc + b1);
+      if (lane == r) o_row[col] = FromF<T>(o);
+    } else if (ROPE && dual) {
+      // rope(x) = x * cos + rotate_half(x) * sin, rotate_half = cat(-x2, x1): the pair (c, c + h).
+      const float g1 = WarpSum(acc1[r]) * sc + b1;
+      if (lane == r) {
+        const int i = col % (2 * hf);
+        const T* cr = p.cos[s] + static_cast<size_t>(r) * 2 * hf;
+        const T* sr = p.sin[s] + static_cast<size_t>(r) * 2 * hf;
+        o_row[col] = FromF<T>(g * ToF(cr[i]) - g1 * ToF(sr[i]));
+        o_row[col + hf] = FromF<T>(g1 * ToF(cr[i + hf]) + g * ToF(sr[i + hf]));
+      }
+    } else {
+      if (lane == r) o_row[col] = FromF<T>(g);
+    }
   }
+}
+
+const char* NormTag(GemvNormKind k) {
+  return k == GemvNormKind::kRms ? "rms_norm_" : k == GemvNormKind::kAddRms ? "add_rms_norm_" : "";
 }
 
 template <class T, int MR>
 StatusOr<cuda::KernelLaunch> Launch(const GemvArgs& args, const GemvParams<T>& p, const char* dt) {
   const int threads = 128, warps_per_block = threads / 32;
   const dim3 grid(static_cast<unsigned>((p.cols + warps_per_block - 1) / warps_per_block));
-  const std::string name =
-      fmt::format("gemv:{}{}_m{}_n{}_k{}", args.epilogue == GemvEpilogue::kSwiglu ? "swiglu_" : "", dt, args.m, p.cols,
-                  args.k);
-  if (args.epilogue == GemvEpilogue::kSwiglu)
-    return cuda::KernelLaunch::Make(name, &GemvKernel<T, MR, true, 4>, grid, dim3(threads), 0, p).Pdl();
-  return cuda::KernelLaunch::Make(name, &GemvKernel<T, MR, false, 8>, grid, dim3(threads), 0, p).Pdl();
+  const bool norm = args.norm.kind != GemvNormKind::kNone;
+  bool rope = false;
+  for (const auto& seg : args.segments) rope |= seg.rope_half > 0;
+  const std::string name = fmt::format("gemv:{}{}{}{}_m{}_n{}_k{}", NormTag(args.norm.kind),
+                                       args.epilogue == GemvEpilogue::kSwiglu ? "swiglu_" : "", rope ? "rope_" : "", dt,
+                                       args.m, p.cols, args.k);
+  const size_t smem = norm ? NormSmemBytes(args.m, args.k) : 0;
+  const bool swiglu = args.epilogue == GemvEpilogue::kSwiglu;
+  auto make = [&](auto kernel) {
+    return cuda::KernelLaunch::Make(name, kernel, grid, dim3(threads), smem, p).Pdl();
+  };
+  if (swiglu) return norm ? make(&GemvKernel<T, MR, true, 4, true, false>) : make(&GemvKernel<T, MR, true, 4, false, false>);
+  if (rope) return norm ? make(&GemvKernel<T, MR, false, 4, true, true>) : make(&GemvKernel<T, MR, false, 4, false, true>);
+  return norm ? make(&GemvKernel<T, MR, false, 8, true, false>) : make(&GemvKernel<T, MR, false, 8, false, false>);
 }
 
 template <class T>
@@ -193,10 +345,20 @@ StatusOr<cuda::KernelLaunch> PlanTyped(const GemvArgs& args, const char* dt) {
     p.bias[s] = static_cast<const T*>(seg.bias);
     p.out[s] = static_cast<T*>(swiglu ? args.segments[0].out : seg.out);
     p.ldo[s] = static_cast<int>(seg.n);
-    if (!swiglu || s == 0) cols += static_cast<int>(seg.n);
+    p.half[s] = static_cast<int>(seg.rope_half);
+    p.cos[s] = static_cast<const T*>(seg.cos);
+    p.sin[s] = static_cast<const T*>(seg.sin);
+    if (!swiglu || s == 0) cols += static_cast<int>(seg.rope_half > 0 ? seg.n / 2 : seg.n);
   }
   p.start[p.nseg] = cols;
   p.cols = cols;
+  if (args.norm.kind != GemvNormKind::kNone) {
+    p.a = static_cast<const T*>(args.norm.x);
+    p.res = static_cast<const T*>(args.norm.res);
+    p.nw = static_cast<const T*>(args.norm.weight);
+    p.sum_out = static_cast<T*>(args.norm.sum_out);
+    p.eps = static_cast<float>(args.norm.eps);
+  }
   if (args.m <= 1) return Launch<T, 1>(args, p, dt);
   if (args.m <= 2) return Launch<T, 2>(args, p, dt);
   static_assert(kGemvMaxRows <= 4, "GemvKernel instances cover MR 1, 2, 4");
@@ -224,9 +386,27 @@ Status GemvSupported(const GemvArgs& a) {
   for (const auto& s : a.segments) {
     if (s.n < 1) return Unimplemented(fmt::format("gemv: a weight with n = {}", s.n));
     if (!Aligned16(s.w)) return Unimplemented("gemv: a weight not 16-byte aligned");
+    if (s.rope_half > 0) {
+      if (a.epilogue == GemvEpilogue::kSwiglu) return Unimplemented("gemv: rope and swiglu epilogues in one launch");
+      if (s.n % (2 * s.rope_half) != 0)
+        return Unimplemented(fmt::format("gemv: rope head_dim {} does not divide n = {}", 2 * s.rope_half, s.n));
+      if (!s.cos || !s.sin) return Unimplemented("gemv: rope without cos/sin");
+    }
     cols += s.n;
   }
   if (cols > (int64_t{1} << 26)) return Unimplemented(fmt::format("gemv: {} output columns", cols));
+  const GemvNorm& nm = a.norm;
+  if (nm.kind != GemvNormKind::kNone) {
+    if (NormSmemBytes(a.m, a.k) > kGemvNormMaxSmem)
+      return Unimplemented(fmt::format("gemv: a norm prologue of {} rows x {} needs {} bytes of shared memory (max {})", a.m,
+                                       a.k, NormSmemBytes(a.m, a.k), kGemvNormMaxSmem));
+    if (!Aligned16(nm.x) || (nm.weight && !Aligned16(nm.weight)))
+      return Unimplemented("gemv: norm input or weight not 16-byte aligned");
+    if (nm.kind == GemvNormKind::kAddRms && (!nm.res || !nm.sum_out || !Aligned16(nm.res) || !Aligned16(nm.sum_out)))
+      return Unimplemented("gemv: add_rms_norm prologue without 16-byte aligned residual and sum output");
+    if (nm.kind == GemvNormKind::kAddRms && (nm.sum_out == nm.x || nm.sum_out == nm.res))
+      return Unimplemented("gemv: add_rms_norm prologue writing its sum in place (every block reads the inputs)");
+  }
   return Status::Ok();
 }
 

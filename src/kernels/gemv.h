@@ -35,7 +35,29 @@ struct GemvSegment {
   const void* bias = nullptr;
   void* out = nullptr;
   int64_t n = 0;
+  // RoPE epilogue (fuse_matmul's "_rope" groups): rope_half > 0 rotates each head of 2 * rope_half
+  // output columns, rope(x) = x * cos + rotate_half(x) * sin, with cos/sin [m, 2 * rope_half] in
+  // the GEMV's dtype (row r of the output uses row r of cos/sin); the output is the rope's.
+  int64_t rope_half = 0;
+  const void* cos = nullptr;
+  const void* sin = nullptr;
 };
+
+// Norm prologue (fuse_matmul's "norm" groups): the activations are rms_norm(x) or add_rms_norm(x,
+// res) of the norm's input instead of a stored tensor; the block stages the row(s) in shared memory
+// as f32 and scales the dot products by rstd. kAddRms writes x + res (rounded) to sum_out, which
+// must not alias x or res.
+enum class GemvNormKind { kNone, kRms, kAddRms };
+struct GemvNorm {
+  GemvNormKind kind = GemvNormKind::kNone;
+  const void* x = nullptr;       // [m, k]
+  const void* res = nullptr;     // kAddRms: [m, k]
+  const void* weight = nullptr;  // [k] or nullptr (no weight)
+  void* sum_out = nullptr;       // kAddRms: [m, k]
+  double eps = 1e-6;
+};
+inline constexpr size_t kGemvNormMaxSmem = 48 * 1024;
+inline size_t NormSmemBytes(int64_t m, int64_t k) { return static_cast<size_t>(m * k) * sizeof(float); }
 
 struct GemvArgs {
   DType dtype = DType::kBF16;  // of A, W, bias and the outputs (bf16 or f16)
@@ -43,6 +65,7 @@ struct GemvArgs {
   const void* a = nullptr;     // [m, k] row-major
   std::vector<GemvSegment> segments;
   GemvEpilogue epilogue = GemvEpilogue::kNone;
+  GemvNorm norm;               // kind != kNone: `a` is ignored, the activations are the norm's output
 };
 
 // Ok when PlanGemv covers `args`; otherwise Unimplemented with the reason (dtype, m > 8, k not a

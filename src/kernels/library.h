@@ -81,6 +81,10 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanRope(const Node& n, const std::vec
 StatusOr<std::vector<cuda::KernelLaunch>> PlanAttention(const Node& n, const std::vector<TensorRef>& in,
                                                         const std::vector<TensorRef>& out, const cuda::DeviceInfo& dev);
 size_t AttentionWorkspaceBytes(const Node& n, const std::vector<TensorRef>& in, const cuda::DeviceInfo& dev);
+// How many u32 arrival counters the split-K plan of attention/kv_attention can use (0: none). Given
+// as the next TensorRef after the scratch, zeroed once and kept for the plan's lifetime (the kernels
+// leave them at zero), they replace the combine kernel by a merge in the last block to finish.
+size_t AttentionCounterCount(const Node& n, const std::vector<TensorRef>& in, const cuda::DeviceInfo& dev);
 // kv_attention (src/kernels/attention.h): in = q, k, v, k_cache, v_cache, pos [, scratch]; writes
 // the caches in place, reads pos on the device. AttentionWorkspaceBytes also sizes its scratch.
 StatusOr<std::vector<cuda::KernelLaunch>> PlanKvAttention(const Node& n, const std::vector<TensorRef>& in,

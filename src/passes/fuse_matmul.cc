@@ -11,6 +11,13 @@
 //      CPU reference keeps them in f32, as inside any fused group).
 //   2. "matmul:siblings" — two to four matmuls that read the same x with such weights (the q, k, v
 //      projections): one GEMV launch over the concatenated columns.
+//   3. Norm prologue — "matmul:norm_swiglu", "matmul:norm_siblings", "matmul:norm" (one matmul, e.g.
+//      the LM head): the group's x is the first output of a fused rms_norm / add_rms_norm group used
+//      by nothing but these matmuls; the norm joins the group and each GEMV block normalises the
+//      row itself (add_rms_norm's sum, used later by the residual, is still written).
+//   4. RoPE epilogue — "..._rope": a sibling's output only reshaped to [..., H, D] and rotated by a
+//      fused rope group (q and k before attention) joins the group: the GEMV rotates each head's
+//      column pairs in its epilogue. OPFUSE_DISABLE=matmul_norm / matmul_rope turn 3 / 4 off.
 // The rewrites apply to bf16/f16 matmuls (the GEMV's types). When the bound row count is above
 // kDecodeGemvMaxRows (opfuse/config.h; prefill) the executor runs the group's matmuls through cuBLASLt one by
 // one (and the swiglu kernel after them): the group then only names what the decode step does.
@@ -130,6 +137,126 @@ Status FuseMatmul(Graph& g, const PassContext& ctx) {
         nodes.size(), Names(g, nodes), g.values[key.first].name, cols, kDecodeGemvMaxRows);
     added.push_back({nodes, "matmul:siblings", FusionDecision::Yes(reason), "", ""});
   }
+
+  // 3. Norm prologue: the activations of a matmul group (or of one free weight matmul, e.g. the LM
+  //    head) made by a fused rms_norm / add_rms_norm group and used by nothing else — the GEMV
+  //    computes the norm per block instead of reading a stored row.
+  const bool norm_on = !ctx.config.IsDisabled("matmul_norm");
+  auto absorb_norm = [&](FusionGroup& grp, const std::vector<int>& matmuls) -> bool {
+    if (!norm_on) return false;
+    const int x = g.nodes[matmuls[0]].inputs[0];
+    const int pn = g.values[x].producer;
+    if (pn < 0) return false;
+    const Node& norm = g.nodes[pn];
+    if (norm.op != OpKind::kRmsNorm && norm.op != OpKind::kAddRmsNorm) return false;
+    auto it = group_of.find(pn);
+    if (it == group_of.end() || drop[it->second]) return false;
+    const FusionGroup& ng = g.groups[it->second];
+    if (!ng.decision.fuse || ng.nodes.size() != 1 || norm.outputs[0] != x) return false;
+    const std::string what = fmt::format("{} '{}'", OpName(norm.op), g.values[x].name);
+    if (g.IsGraphOutput(x) || users[x].size() != matmuls.size()) {
+      ctx.Note(kPass, what, FusionDecision::No("norm prologue not fused: its output is used outside the matmuls"));
+      return false;
+    }
+    drop[it->second] = 1;
+    grp.nodes.push_back(pn);
+    std::sort(grp.nodes.begin(), grp.nodes.end());
+    grp.kind = grp.kind == "matmul:swiglu" ? "matmul:norm_swiglu" : grp.kind == "matmul:siblings" ? "matmul:norm_siblings" : "matmul:norm";
+    grp.decision = FusionDecision::Yes(
+        grp.decision.reason + fmt::format("; prologue: {} computed per GEMV block (x staged in shared memory as f32) when "
+                                          "rows <= {}, the norm kernel above",
+                                          what, kDecodeGemvMaxRows));
+    grp.name.clear();
+    return true;
+  };
+  for (size_t gi = 0; gi < g.groups.size(); ++gi) {
+    FusionGroup& grp = g.groups[gi];
+    if (drop[gi] || grp.kind != "matmul:swiglu") continue;
+    std::vector<int> mm;
+    for (int n : grp.nodes)
+      if (g.nodes[n].op == OpKind::kMatmul) mm.push_back(n);
+    absorb_norm(grp, mm);
+  }
+  for (auto& a : added) absorb_norm(a, std::vector<int>(a.nodes.begin(), a.nodes.end()));
+  for (size_t gi = 0; gi < g.groups.size(); ++gi) {
+    const FusionGroup& grp = g.groups[gi];
+    if (drop[gi] || grp.kind != "single" || grp.nodes.size() != 1) continue;
+    const int n = grp.nodes[0];
+    if (taken.count(n) || !free_matmul(n)) continue;
+    const std::string reason = fmt::format("matmul {} reads [{}, {}] weights", g.values[g.nodes[n].outputs[0]].name,
+                                           g.values[g.nodes[n].inputs[1]].type.shape[0].ToString(),
+                                           g.values[g.nodes[n].inputs[1]].type.shape[1].ToString());
+    FusionGroup mg{{n}, "matmul:single", FusionDecision::Yes(reason), "", ""};
+    if (absorb_norm(mg, {n})) {
+      drop[gi] = 1;
+      taken.insert(n);
+      added.push_back(std::move(mg));
+    }
+  }
+
+  // 4. RoPE epilogue: a sibling matmul whose output is only reshaped to [..., H, D] and rotated by a
+  //    fused rope group (the q and k projections) — the GEMV computes each head's column pairs
+  //    (c, c + D/2) in one warp and writes the rotated values; the reshape stays a view.
+  const bool rope_on = !ctx.config.IsDisabled("matmul_rope");
+  auto single_group_of = [&](int n) -> int {
+    auto it = group_of.find(n);
+    if (it == group_of.end() || drop[it->second] || g.groups[it->second].nodes.size() != 1) return -1;
+    return it->second;
+  };
+  auto absorb_rope = [&](FusionGroup& grp) {
+    if (!rope_on) return;
+    std::vector<int> ropes;
+    for (int m : std::vector<int>(grp.nodes)) {
+      const Node& mm = g.nodes[m];
+      if (mm.op != OpKind::kMatmul) continue;
+      const int out = mm.outputs[0];
+      if (users[out].size() != 1 || g.IsGraphOutput(out)) continue;
+      const int rn = users[out][0];
+      if (g.nodes[rn].op != OpKind::kReshape || g.IsGraphOutput(g.nodes[rn].outputs[0])) continue;
+      const int rv = g.nodes[rn].outputs[0];
+      if (users[rv].size() != 1) continue;
+      const int pn = users[rv][0];
+      const Node& rope = g.nodes[pn];
+      const int rg = single_group_of(rn), pg = single_group_of(pn);
+      if (rope.op != OpKind::kRope || rope.inputs[0] != rv || rg < 0 || pg < 0) continue;
+      if (g.groups[pg].kind != "pattern:rope" || !g.groups[pg].decision.fuse) continue;
+      // [..., H, D] with H * D = n; cos/sin [..., 1, D] over the same leading dims, same dtype.
+      const Shape& xs = g.values[rv].type.shape;
+      const int64_t n = g.values[mm.inputs[1]].type.shape[0].value;
+      const size_t rank = xs.size();
+      if (rank < 3 || !xs[rank - 1].is_static() || !xs[rank - 2].is_static() || xs[rank - 1].value % 2 != 0 ||
+          xs[rank - 1].value * xs[rank - 2].value != n)
+        continue;
+      bool tables_ok = true;
+      for (int t : {rope.inputs[1], rope.inputs[2]}) {
+        const TensorType& tt = g.values[t].type;
+        tables_ok &= tt.dtype == g.values[rv].type.dtype && tt.shape.size() == rank && tt.shape[rank - 2] == Dim(1) &&
+                     tt.shape[rank - 1] == xs[rank - 1];
+        for (size_t d = 0; d + 2 < rank && tables_ok; ++d) tables_ok &= tt.shape[d] == xs[d];
+      }
+      if (!tables_ok) {
+        ctx.Note(kPass, fmt::format("rope '{}'", g.values[rope.outputs[0]].name),
+                 FusionDecision::No("rope epilogue not fused: cos/sin are not [..., 1, head_dim] tables over the rows"));
+        continue;
+      }
+      drop[rg] = drop[pg] = 1;
+      grp.nodes.push_back(rn);
+      grp.nodes.push_back(pn);
+      ropes.push_back(pn);
+    }
+    if (ropes.empty()) return;
+    std::sort(grp.nodes.begin(), grp.nodes.end());
+    grp.kind += "_rope";
+    std::string names;
+    for (int r : ropes) names += (names.empty() ? "" : ", ") + g.values[g.nodes[r].outputs[0]].name;
+    grp.decision = FusionDecision::Yes(grp.decision.reason +
+                                       fmt::format("; epilogue: rope ({}) — a warp computes each head's columns c and "
+                                                   "c + head_dim/2 and writes them rotated",
+                                                   names));
+    grp.name.clear();
+  };
+  for (auto& a : added)
+    if (a.kind == "matmul:siblings" || a.kind == "matmul:norm_siblings") absorb_rope(a);
 
   std::vector<FusionGroup> kept;
   for (size_t gi = 0; gi < g.groups.size(); ++gi)

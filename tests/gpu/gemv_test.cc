@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <random>
 #include <string>
 
@@ -153,6 +154,111 @@ TEST_F(GemvTest, SiblingsAndSwigluGroups) {
   EXPECT_EQ(RunAndCompare("f16 m=max", f16, {{"M", kernels::kGemvMaxRows}}), 2);
 }
 
+// Norm prologues: rms_norm -> q/k (+bias), add_rms_norm -> gate/up + swiglu (its sum an output too),
+// rms_norm -> a single head matmul. One GEMV launch per group at decode.
+constexpr const char* kNormed = R"(graph normed
+input x: bf16[M, 512]
+input r: bf16[M, 512]
+param n1: bf16[512]
+param n2: bf16[512]
+param n3: bf16[512]
+param wq: bf16[512, 512]
+param wk: bf16[64, 512]
+param bq: bf16[512]
+param bk: bf16[64]
+param wg: bf16[1408, 512]
+param wu: bf16[1408, 512]
+param head: bf16[1000, 512]
+eps = constant() {value=1e-05}
+sq = mul(x, x)
+ms = mean(sq)
+mse = add(ms, eps)
+inv = rsqrt(mse)
+xn = mul(x, inv)
+h = mul(xn, n1)
+q = matmul(h, wq, bq) {transpose_b=1}
+k = matmul(h, wk, bk) {transpose_b=1}
+s1 = add(x, r)
+sq2 = mul(s1, s1)
+ms2 = mean(sq2)
+mse2 = add(ms2, eps)
+inv2 = rsqrt(mse2)
+xn2 = mul(s1, inv2)
+h2 = mul(xn2, n2)
+g = matmul(h2, wg) {transpose_b=1}
+u = matmul(h2, wu) {transpose_b=1}
+sg = silu(g)
+act = mul(sg, u)
+sq3 = mul(r, r)
+ms3 = mean(sq3)
+mse3 = add(ms3, eps)
+inv3 = rsqrt(mse3)
+xn3 = mul(r, inv3)
+h3 = mul(xn3, n3)
+logits = matmul(h3, head) {transpose_b=1}
+output q, k, act, logits, s1
+)";
+
+TEST_F(GemvTest, NormPrologueGroups) {
+  auto g = ParseGraph(kNormed);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto ex = cuda::CudaExecutable::Create(*g, {});
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  std::map<std::string, int> kinds;
+  for (const auto& grp : (*ex)->graph().groups) kinds[grp.kind] += grp.decision.fuse;
+  EXPECT_EQ(kinds["matmul:norm_siblings"], 1);
+  EXPECT_EQ(kinds["matmul:norm_swiglu"], 1);
+  EXPECT_EQ(kinds["matmul:norm"], 1);
+  for (int64_t m = 1; m <= kernels::kGemvMaxRows; ++m)
+    EXPECT_EQ(RunAndCompare(fmt::format("normed m={}", m), kNormed, {{"M", m}}), 3) << m;
+  // Above the GEMV's rows: member by member (norm kernel + cuBLASLt per matmul + swiglu): 3 + 4 + 2.
+  EXPECT_EQ(RunAndCompare("normed m=max+1", kNormed, {{"M", kernels::kGemvMaxRows + 1}}), 9);
+  std::string f16 = kNormed;
+  for (size_t p = f16.find("bf16"); p != std::string::npos; p = f16.find("bf16", p)) f16.replace(p, 4, "f16");
+  EXPECT_EQ(RunAndCompare("normed f16 m=1", f16, {{"M", 1}}), 3);
+}
+
+// q/k/v with RoPE epilogues on q and k (with biases, as in Qwen2: the pair's second column has its own)
+// after an rms_norm prologue: the decode attention block's front, one GEMV launch.
+constexpr const char* kQkvRope = R"(graph qkv
+input x: bf16[M, 512]
+input cos: bf16[M, 1, 1, 64]
+input sin: bf16[M, 1, 1, 64]
+param n1: bf16[512]
+param wq: bf16[512, 512]
+param wk: bf16[128, 512]
+param wv: bf16[128, 512]
+param bq: bf16[512]
+param bk: bf16[128]
+param bv: bf16[128]
+h = rms_norm(x, n1) {eps=1e-05}
+q = matmul(h, wq, bq) {transpose_b=1}
+k = matmul(h, wk, bk) {transpose_b=1}
+v = matmul(h, wv, bv) {transpose_b=1}
+q4 = reshape(q) {shape=[M, 1, 8, 64]}
+k4 = reshape(k) {shape=[M, 1, 2, 64]}
+qr = rope(q4, cos, sin)
+kr = rope(k4, cos, sin)
+output qr, kr, v
+)";
+
+TEST_F(GemvTest, RopeEpilogueGroup) {
+  auto g = ParseGraph(kQkvRope);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto ex = cuda::CudaExecutable::Create(*g, {});
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  int rope_groups = 0;
+  for (const auto& grp : (*ex)->graph().groups) rope_groups += grp.kind == "matmul:norm_siblings_rope" && grp.decision.fuse;
+  EXPECT_EQ(rope_groups, 1);
+  for (int64_t m = 1; m <= kernels::kGemvMaxRows; ++m)
+    EXPECT_EQ(RunAndCompare(fmt::format("qkv rope m={}", m), kQkvRope, {{"M", m}}), 1) << m;
+  // Above the GEMV's rows: the norm kernel, 3 cuBLASLt matmuls, 2 rope kernels.
+  EXPECT_EQ(RunAndCompare("qkv rope m=max+1", kQkvRope, {{"M", kernels::kGemvMaxRows + 1}}), 6);
+  std::string f16 = kQkvRope;
+  for (size_t p = f16.find("bf16"); p != std::string::npos; p = f16.find("bf16", p)) f16.replace(p, 4, "f16");
+  EXPECT_EQ(RunAndCompare("qkv rope f16 m=1", f16, {{"M", 1}}), 1);
+}
+
 TEST(GemvPlanning, SupportedRules) {  // host only: no launch
   kernels::GemvArgs a;
   alignas(16) static char buf[64];
@@ -187,6 +293,34 @@ TEST(GemvPlanning, SupportedRules) {  // host only: no launch
   x = a;
   x.segments.assign(5, a.segments[0]);
   bad(x, "weights in one launch");
+  // Norm prologue: shared-memory bound, aligned inputs, an add_rms_norm sum that is not in place.
+  x = a;
+  x.norm.kind = kernels::GemvNormKind::kRms;
+  x.norm.x = buf;
+  EXPECT_TRUE(kernels::GemvSupported(x).ok());
+  x.k = 8192;
+  x.m = 2;
+  bad(x, "shared memory");
+  x = a;
+  x.norm.kind = kernels::GemvNormKind::kRms;
+  x.norm.x = buf + 2;
+  bad(x, "norm input or weight not 16-byte aligned");
+  x.norm.kind = kernels::GemvNormKind::kAddRms;
+  x.norm.x = buf;
+  bad(x, "residual and sum output");
+  x.norm.res = buf + 16;
+  x.norm.sum_out = buf + 16;
+  bad(x, "in place");
+  x.norm.sum_out = buf + 32;
+  EXPECT_TRUE(kernels::GemvSupported(x).ok());
+  // RoPE epilogue: head_dim dividing n, tables present, not with swiglu.
+  x = a;
+  x.segments[0].rope_half = 2;
+  bad(x, "without cos/sin");
+  x.segments[0].cos = x.segments[0].sin = buf;
+  EXPECT_TRUE(kernels::GemvSupported(x).ok());
+  x.segments[0].rope_half = 3;
+  bad(x, "does not divide");
 }
 
 #endif

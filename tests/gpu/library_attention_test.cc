@@ -244,6 +244,7 @@ struct Variant {
   AttentionPath path;
   bool workspace;
   bool unaligned;  // q/k/v/y one element past a 16-byte boundary
+  bool counters = false;  // arrival counters: the last split block merges (no combine kernel); run twice
 };
 
 TEST_P(LibraryAttentionTest, MatchesCpuReference) {
@@ -269,13 +270,14 @@ TEST_P(LibraryAttentionTest, MatchesCpuReference) {
   std::vector<Variant> variants = {{"auto", AttentionPath::kAuto, true, false},
                                    {"auto_no_workspace", AttentionPath::kAuto, false, false},
                                    {"general", AttentionPath::kGeneral, true, false},
-                                   {"general_unaligned", AttentionPath::kGeneral, true, true}};
+                                   {"general_unaligned", AttentionPath::kGeneral, true, true},
+                                   {"general_lastblock", AttentionPath::kGeneral, true, false, true}};
   if (TensorCoreApplies(c)) variants.push_back({"tensor_core", AttentionPath::kTensorCore, false, false});
 
   for (const Variant& var : variants) {
     SCOPED_TRACE(var.name);
     const size_t shift = var.unaligned ? esize : 0;
-    DevBuf din[3], dout, dws;
+    DevBuf din[3], dout, dws, dsem;
     std::vector<TensorRef> in;
     for (int i = 0; i < 3; ++i) {
       ASSERT_OK(din[i].Alloc(hin[i]->data.size() + 16));
@@ -300,6 +302,15 @@ TEST_P(LibraryAttentionTest, MatchesCpuReference) {
         ASSERT_OK(cuda::CudaStatus(cudaMemset(dws.p, 0xFF, bytes), "poison workspace"));
         po.workspace = dws.p;
         po.workspace_bytes = bytes;
+        if (var.counters) {
+          Node kn = node;
+          const size_t count = kernels::AttentionCounterCount(kn, in, dev_);
+          ASSERT_GT(count, 0u) << "a split plan needs arrival counters";
+          ASSERT_OK(dsem.Alloc(count * sizeof(unsigned)));
+          ASSERT_OK(cuda::CudaStatus(cudaMemset(dsem.p, 0, count * sizeof(unsigned)), "zero counters"));
+          po.counters = static_cast<unsigned*>(dsem.p);
+          po.counter_count = count;
+        }
       }
     }
     auto launches = kernels::PlanAttentionWith(node, in, outs, dev_, po);
@@ -320,8 +331,22 @@ TEST_P(LibraryAttentionTest, MatchesCpuReference) {
     if (!var.workspace) {
       EXPECT_EQ(names.find("_split"), std::string::npos) << names;
     }
+    if (po.counters) {
+      EXPECT_EQ(launches->size(), 1u) << "the last block merges: no combine kernel: " << names;
+      EXPECT_NE(names.find("_lastblock"), std::string::npos) << names;
+      // A first run, then the output poisoned again: the second run must find its counters at zero.
+      for (const auto& l : *launches) ASSERT_OK(l.Launch(nullptr));
+      ASSERT_OK(cuda::CudaStatus(cudaMemset(dout.p, 0xFF, out.data.size() + 16), "poison"));
+    }
     for (const auto& l : *launches) ASSERT_OK(l.Launch(nullptr));
     ASSERT_OK(cuda::CudaStatus(cudaDeviceSynchronize(), "kernel run"));
+    if (po.counters) {
+      std::vector<unsigned> sem(po.counter_count);
+      ASSERT_OK(cuda::CudaStatus(cudaMemcpy(sem.data(), po.counters, sem.size() * sizeof(unsigned), cudaMemcpyDeviceToHost),
+                                 "download counters"));
+      EXPECT_EQ(std::count(sem.begin(), sem.end(), 0u), static_cast<std::ptrdiff_t>(sem.size()))
+          << "arrival counters not reset";
+    }
     ASSERT_OK(cuda::CudaStatus(cudaMemcpy(out.data.data(), op, out.data.size(), cudaMemcpyDeviceToHost), "download"));
     for (int i = 0; i < 3; ++i) {
       std::vector<uint8_t> back(hin[i]->data.size());

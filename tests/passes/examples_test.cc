@@ -87,13 +87,42 @@ TEST(Examples, LlamaDecoderLayer) {
     for (const auto* g : r.Kind(kind)) n += g->decision.fuse;
     return n;
   };
-  EXPECT_EQ(fused("pattern:rms_norm"), 1) << r.Dump();
-  EXPECT_EQ(fused("pattern:rope"), 2) << r.Dump();
-  EXPECT_EQ(fused("pattern:add_rms_norm"), 1) << r.Dump();
-  // fuse_matmul (bf16): the swiglu takes its gate/up matmuls as an epilogue group, q/k/v are siblings.
+  // fuse_matmul (bf16): the swiglu takes its gate/up matmuls as an epilogue group, q/k/v are siblings
+  // that take the two ropes as epilogues, and each group takes the norm that makes its activations
+  // as a prologue.
+  EXPECT_EQ(fused("pattern:rope"), 0) << r.Dump();
+  EXPECT_EQ(fused("pattern:rms_norm"), 0) << r.Dump();
+  EXPECT_EQ(fused("pattern:add_rms_norm"), 0) << r.Dump();
   EXPECT_EQ(fused("pattern:swiglu"), 0) << r.Dump();
-  EXPECT_EQ(fused("matmul:swiglu"), 1) << r.Dump();
-  EXPECT_EQ(fused("matmul:siblings"), 1) << r.Dump();
+  EXPECT_EQ(fused("matmul:norm_swiglu"), 1) << r.Dump();
+  EXPECT_EQ(fused("matmul:norm_siblings_rope"), 1) << r.Dump();
+  {
+    const auto sib = r.Kind("matmul:norm_siblings_rope");
+    ASSERT_EQ(sib.size(), 1u);
+    EXPECT_EQ(r.Ops(*sib[0]), "rms_norm,matmul,matmul,matmul,reshape,rope,reshape,rope") << sib[0]->decision.reason;
+    EXPECT_NE(sib[0]->decision.reason.find("epilogue: rope"), std::string::npos) << sib[0]->decision.reason;
+  }
+  for (const char* kind : {"matmul:norm_swiglu", "matmul:norm_siblings_rope"}) {
+    const auto groups = r.Kind(kind);
+    ASSERT_EQ(groups.size(), 1u) << kind;
+    int norms = 0;
+    for (int n : groups[0]->nodes)
+      norms += r.g.nodes[n].op == OpKind::kRmsNorm || r.g.nodes[n].op == OpKind::kAddRmsNorm;
+    EXPECT_EQ(norms, 1) << kind << ": " << groups[0]->decision.reason;
+    EXPECT_NE(groups[0]->decision.reason.find("prologue"), std::string::npos) << groups[0]->decision.reason;
+  }
+  {  // OPFUSE_DISABLE=matmul_norm: the norms stay their own groups
+    PipelineRun off = RunText(Example("llama_decoder_layer.ofg"), Disabled({"matmul_norm"}));
+    EXPECT_EQ(off.Kind("pattern:rms_norm").size(), 1u) << off.Dump();
+    EXPECT_EQ(off.Kind("pattern:add_rms_norm").size(), 1u) << off.Dump();
+    EXPECT_EQ(off.Kind("matmul:swiglu").size(), 1u) << off.Dump();
+    EXPECT_EQ(off.Kind("matmul:siblings_rope").size(), 1u) << off.Dump();
+  }
+  {  // OPFUSE_DISABLE=matmul_rope: the ropes stay their own groups
+    PipelineRun off = RunText(Example("llama_decoder_layer.ofg"), Disabled({"matmul_rope"}));
+    EXPECT_EQ(off.Kind("pattern:rope").size(), 2u) << off.Dump();
+    EXPECT_EQ(off.Kind("matmul:norm_siblings").size(), 1u) << off.Dump();
+  }
   for (const auto& grp : r.g.groups)
     if (!grp.decision.fuse) EXPECT_FALSE(grp.decision.reason.empty());
   int single_matmuls = 0;

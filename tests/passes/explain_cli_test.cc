@@ -20,7 +20,7 @@ TEST(ExplainCli, JsonForTheExamples) {
     const char* kind;
   };
   for (const Want& w : {Want{"swiglu.ofg", "pattern:swiglu"}, Want{"add_rms_norm.ofg", "pattern:add_rms_norm"},
-                        Want{"llama_decoder_layer.ofg", "matmul:swiglu"}}) {
+                        Want{"llama_decoder_layer.ofg", "matmul:norm_swiglu"}}) {
     Cli c = RunCli("explain --json " + ExamplePath(w.file));
     ASSERT_EQ(c.code, 0) << c.err;
     auto j = nlohmann::json::parse(c.out);  // exactly one document

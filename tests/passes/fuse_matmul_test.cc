@@ -97,8 +97,77 @@ output a, b, c
   EXPECT_TRUE(r.Kind("matmul:siblings").empty()) << r.Dump();  // c's weight is computed: not a GEMV weight
 }
 
+// A decoder-ish block: rms_norm -> q/k/v, add_rms_norm -> gate/up + swiglu, a final rms_norm -> head.
+constexpr const char* kNormed = R"(graph normed
+input x: bf16[T, 256]
+input r: bf16[T, 256]
+param n1: bf16[256]
+param n2: bf16[256]
+param n3: bf16[256]
+param wq: bf16[256, 256]
+param wk: bf16[32, 256]
+param wg: bf16[704, 256]
+param wu: bf16[704, 256]
+param head: bf16[512, 256]
+eps = constant() {value=1e-05}
+sq = mul(x, x)
+ms = mean(sq)
+mse = add(ms, eps)
+inv = rsqrt(mse)
+xn = mul(x, inv)
+h = mul(xn, n1)
+q = matmul(h, wq) {transpose_b=1}
+k = matmul(h, wk) {transpose_b=1}
+s1 = add(x, r)
+sq2 = mul(s1, s1)
+ms2 = mean(sq2)
+mse2 = add(ms2, eps)
+inv2 = rsqrt(mse2)
+xn2 = mul(s1, inv2)
+h2 = mul(xn2, n2)
+g = matmul(h2, wg) {transpose_b=1}
+u = matmul(h2, wu) {transpose_b=1}
+sg = silu(g)
+act = mul(sg, u)
+sq3 = mul(r, r)
+ms3 = mean(sq3)
+mse3 = add(ms3, eps)
+inv3 = rsqrt(mse3)
+xn3 = mul(r, inv3)
+h3 = mul(xn3, n3)
+logits = matmul(h3, head) {transpose_b=1}
+output q, k, act, logits, s1
+)";
+
+TEST(FuseMatmul, NormPrologueJoinsTheGroups) {
+  PipelineRun r = RunText(kNormed);
+  auto sib = r.Kind("matmul:norm_siblings");
+  auto swi = r.Kind("matmul:norm_swiglu");
+  ASSERT_EQ(sib.size(), 1u) << r.Dump();
+  ASSERT_EQ(swi.size(), 1u) << r.Dump();
+  EXPECT_EQ(r.Ops(*sib[0]), "rms_norm,matmul,matmul");
+  EXPECT_EQ(r.Ops(*swi[0]), "add_rms_norm,matmul,matmul,swiglu");
+  EXPECT_NE(swi[0]->decision.reason.find("prologue: add_rms_norm"), std::string::npos) << swi[0]->decision.reason;
+  // The LM head is one matmul: it takes its norm as "matmul:norm".
+  auto head = r.Kind("matmul:norm");
+  ASSERT_EQ(head.size(), 1u) << r.Dump();
+  EXPECT_EQ(r.Ops(*head[0]), "rms_norm,matmul");
+  EXPECT_TRUE(r.Kind("pattern:rms_norm").empty()) << r.Dump();
+  EXPECT_TRUE(r.Kind("pattern:add_rms_norm").empty()) << r.Dump();
+  // A norm output used outside the matmuls stays its own group, with a note.
+  PipelineRun out = RunText(Replace(kNormed, "output q, k, act, logits, s1\n", "output q, k, act, logits, s1, h\n"));
+  EXPECT_TRUE(out.Kind("matmul:norm_siblings").empty()) << out.Dump();
+  EXPECT_EQ(out.Kind("matmul:siblings").size(), 1u) << out.Dump();
+  EXPECT_TRUE(out.HasNote("norm prologue not fused: its output is used outside the matmuls")) << out.Notes();
+  // The kill switch.
+  PipelineRun off = RunText(kNormed, Disabled({"matmul_norm"}));
+  EXPECT_TRUE(off.Kind("matmul:norm_siblings").empty() && off.Kind("matmul:norm").empty()) << off.Dump();
+  EXPECT_EQ(off.Kind("matmul:siblings").size(), 1u) << off.Dump();
+}
+
 TEST(FuseMatmul, FusedGroupsComputeTheSameOnTheCpu) {
-  PipelineRun r = RunText(kMlp);
+  for (const char* text : {kMlp, kNormed}) {
+  PipelineRun r = RunText(text);
   for (int64_t t : {1, 3, 12}) {
     const Bindings b{{"T", t}};
     auto inputs = RandomInputs(r.original, b, 11 + t);
@@ -118,6 +187,7 @@ TEST(FuseMatmul, FusedGroupsComputeTheSameOnTheCpu) {
       ASSERT_GT(den, 0) << name;
       EXPECT_LT(std::sqrt(num / den), 1e-2) << name << " T=" << t;  // bf16: gate/up rounding only
     }
+  }
   }
 }
 

@@ -136,6 +136,9 @@ struct CudaExecutable::Impl {
     std::vector<std::vector<int64_t>> shapes;  // bound shape per exec value
     std::vector<int64_t> offsets;               // arena offset per exec value (-1: not in the arena)
     std::map<size_t, std::pair<int64_t, int64_t>> scratch;  // step -> (offset, bytes): attention split-K scratch
+    // step -> (offset, count): attention arrival counters (u32), live for the whole run and zeroed
+    // once when the arena is made (the kernels leave them at zero).
+    std::map<size_t, std::pair<int64_t, int64_t>> counters;
     DeviceBuffer buffer;
   };
   struct Plan {
@@ -502,11 +505,19 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
           st.kind = StepKind::kGemvGroup;
           st.name = "gemv:" + grp.name;
           st.graph_nodes = grp.nodes;
-          st.swiglu = grp.kind == "matmul:swiglu";
           std::set<int> seen_in;
-          for (int n : grp.nodes) st.members.push_back(g.nodes[n]);
-          // matmuls first (graph order), then the swiglu
-          std::stable_partition(st.members.begin(), st.members.end(), [](const Node& m) { return m.op == OpKind::kMatmul; });
+          std::vector<int> views;  // reshapes between a matmul and its rope epilogue: alias steps after the group's
+          for (int n : grp.nodes) {
+            if (g.nodes[n].op == OpKind::kReshape) views.push_back(n);
+            else st.members.push_back(g.nodes[n]);
+          }
+          // the norm prologue first, then the matmuls (graph order), then the swiglu / ropes
+          auto rank = [](const Node& m) {
+            return m.op == OpKind::kMatmul ? 1 : m.op == OpKind::kSwiglu || m.op == OpKind::kRope ? 2 : 0;
+          };
+          std::stable_sort(st.members.begin(), st.members.end(),
+                           [&](const Node& a, const Node& b) { return rank(a) < rank(b); });
+          st.swiglu = st.members.back().op == OpKind::kSwiglu;
           for (const Node& m : st.members) {
             for (int v : m.inputs)
               if (seen_in.insert(v).second && std::find(st.node.outputs.begin(), st.node.outputs.end(), v) == st.node.outputs.end())
@@ -515,6 +526,7 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
           }
           st.node.op = OpKind::kMatmul;
           im.steps.push_back(std::move(st));
+          for (int n : views) OPFUSE_RETURN_IF_ERROR(add_node_steps(g.nodes[n], {n}));
           grp.variant = "library";
           break;
         }
@@ -657,6 +669,11 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Arena>> CudaExecutable::Impl::Get
       if (bytes > 0) {
         const int64_t rounded = static_cast<int64_t>((bytes + 255) / 256 * 256);
         arena->scratch[s] = {place(rounded, static_cast<int>(s), static_cast<int>(s)), static_cast<int64_t>(bytes)};
+        const size_t count = kernels::AttentionCounterCount(st.node, ins, dev);
+        if (count > 0) {
+          const int64_t cbytes = static_cast<int64_t>((count * sizeof(unsigned) + 255) / 256 * 256);
+          arena->counters[s] = {place(cbytes, 0, static_cast<int>(steps.size())), static_cast<int64_t>(count)};
+        }
       }
     }
     for (int v : steps[s].node.outputs) {
@@ -667,6 +684,10 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Arena>> CudaExecutable::Impl::Get
   }
   if (total > 0) {
     OPFUSE_ASSIGN_OR_RETURN(arena->buffer, DeviceBuffer::Make(CachingAllocator::ForDevice(dev.ordinal), static_cast<size_t>(total)));
+    for (const auto& [s, c] : arena->counters)
+      OPFUSE_CUDA_CHECK(cudaMemset(static_cast<char*>(arena->buffer.get()) + c.first, 0, static_cast<size_t>(c.second) * sizeof(unsigned)));
+    // The memsets ran on the legacy stream; the runs may use any stream: done before the first run.
+    if (!arena->counters.empty()) OPFUSE_CUDA_CHECK(cudaDeviceSynchronize());
   }
   arenas.emplace(key, arena);
   return arena;
@@ -762,8 +783,9 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
         OPFUSE_RETURN_IF_ERROR(plan_matmul(st.node));
         break;
       case StepKind::kGemvGroup: {
-        // One GEMV launch over every member matmul (+ the swiglu epilogue) when it applies.
-        const Node& first = st.members.front();
+        // One GEMV launch over every member matmul (+ the norm prologue, + the swiglu epilogue) when it applies.
+        const Node* norm = st.members.front().op == OpKind::kMatmul ? nullptr : &st.members.front();
+        const Node& first = st.members[norm ? 1 : 0];
         const auto& as = arena->shapes[first.inputs[0]];
         kernels::GemvArgs ga;
         ga.dtype = values[first.inputs[0]].type.dtype;
@@ -771,13 +793,41 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
         ga.m = ga.k ? Numel(as) / ga.k : 0;
         ga.a = resolve(first.inputs[0]);
         ga.epilogue = st.swiglu ? kernels::GemvEpilogue::kSwiglu : kernels::GemvEpilogue::kNone;
+        if (norm) {
+          const bool add = norm->op == OpKind::kAddRmsNorm;
+          ga.norm.kind = add ? kernels::GemvNormKind::kAddRms : kernels::GemvNormKind::kRms;
+          ga.norm.x = resolve(norm->inputs[0]);
+          ga.norm.eps = AttrFloat(norm->attrs, "eps", 1e-6);
+          if (add) {
+            ga.norm.res = resolve(norm->inputs[1]);
+            ga.norm.weight = resolve(norm->inputs[2]);
+            ga.norm.sum_out = resolve(norm->outputs[1]);
+          } else if (norm->inputs.size() > 1) {
+            ga.norm.weight = resolve(norm->inputs[1]);
+          }
+        }
+        Status ok = Status::Ok();
         for (const Node& m : st.members) {
           if (m.op != OpKind::kMatmul) continue;
-          ga.segments.push_back({resolve(m.inputs[1]), m.inputs.size() > 2 ? resolve(m.inputs[2]) : nullptr,
-                                 resolve(m.outputs[0]), arena->shapes[m.inputs[1]][0]});
+          kernels::GemvSegment seg{resolve(m.inputs[1]), m.inputs.size() > 2 ? resolve(m.inputs[2]) : nullptr,
+                                   resolve(m.outputs[0]), arena->shapes[m.inputs[1]][0]};
+          for (const Node& r : st.members) {  // its rope epilogue: the rope reads a view of this output
+            if (r.op != OpKind::kRope || alias_root[r.inputs[0]] != alias_root[m.outputs[0]]) continue;
+            const auto& xs = arena->shapes[r.inputs[0]];
+            const int64_t hd = xs.empty() ? 0 : xs.back();
+            for (int t : {r.inputs[1], r.inputs[2]}) {  // cos/sin rows must be the GEMV rows: [m, head_dim] elements
+              if (Numel(arena->shapes[t]) != ga.m * hd || values[t].type.dtype != ga.dtype)
+                ok = Unimplemented("gemv: rope tables are not one [head_dim] row per GEMV row");
+            }
+            seg.out = resolve(r.outputs[0]);
+            seg.rope_half = hd / 2;
+            seg.cos = resolve(r.inputs[1]);
+            seg.sin = resolve(r.inputs[2]);
+          }
+          ga.segments.push_back(seg);
         }
         if (st.swiglu) ga.segments[0].out = resolve(st.members.back().outputs[0]);
-        Status ok = use_gemv ? kernels::GemvSupported(ga) : Unimplemented("gemv disabled");
+        if (ok.ok()) ok = use_gemv ? kernels::GemvSupported(ga) : Unimplemented("gemv disabled");
         if (ok.ok() && ga.m > 0) {
           OPFUSE_ASSIGN_OR_RETURN(KernelLaunch l, kernels::PlanGemv(ga, dev));
           plan->launches.push_back(std::move(l));
@@ -804,8 +854,11 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
         for (int v : st.node.inputs) ins.push_back(ref(v));
         for (int v : st.node.outputs) outs.push_back(ref(v));
         const size_t si = static_cast<size_t>(&st - steps.data());
-        if (auto sc = arena->scratch.find(si); sc != arena->scratch.end())  // attention split-K scratch
+        if (auto sc = arena->scratch.find(si); sc != arena->scratch.end()) {  // attention split-K scratch
           ins.push_back({static_cast<char*>(arena->buffer.get()) + sc->second.first, DType::kF32, {sc->second.second / 4}});
+          if (auto c = arena->counters.find(si); c != arena->counters.end())  // and its arrival counters
+            ins.push_back({static_cast<char*>(arena->buffer.get()) + c->second.first, DType::kI32, {c->second.second}});
+        }
         auto l = kernels::PlanLibraryNode(st.node, ins, outs, dev);
         if (!l.ok()) return Status(l.status().code(), fmt::format("{}: {}", st.name, l.status().message()));
         for (auto& x : *l) plan->launches.push_back(std::move(x));
