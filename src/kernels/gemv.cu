@@ -24,6 +24,7 @@
 //    previous kernel's tail; later chunks are loaded one chunk ahead of their use.
 // Measured numbers: docs/BENCHMARKS.md ("GEMV").
 #include <algorithm>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -192,13 +193,18 @@ __device__ __forceinline__ void NormPrologue(const GemvParams<T>& p, float* sa, 
     rstd[r] = rsqrtf((red[r][0] + red[r][1] + red[r][2] + red[r][3]) / static_cast<float>(kv * 8) + p.eps);
 }
 
-template <class T, int MR, bool SWIGLU, int U, bool NORM, bool ROPE>
+template <class T, int MR, bool SWIGLU, int U, bool NORM, bool ROPE, int KS>
 __global__ void __launch_bounds__(128) GemvKernel(GemvParams<T> p) {
   static_assert(!(SWIGLU && ROPE), "one dual-row epilogue per kernel");
-  const int warp = static_cast<int>((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+  static_assert(KS == 1 || (!SWIGLU && !ROPE && !NORM), "the K split is for plain columns");
+  // KS warps share a column (each a 1/KS slice of k; long-k weights such as the MLP down
+  // projection): a block holds 4 / KS columns and merges the slices through shared memory.
+  const int wib = static_cast<int>(threadIdx.x >> 5);
+  const int warp = static_cast<int>(blockIdx.x) * (4 / KS) + wib / KS;  // the column (pair) index
+  const int part = wib % KS;
   const int lane = static_cast<int>(threadIdx.x & 31);
-  // NORM: every warp takes part in the prologue's barrier, so a warp past the columns stays.
-  if (!NORM && warp >= p.cols) return;
+  // NORM / KS > 1: every warp takes part in a barrier, so a warp past the columns stays.
+  if (!NORM && KS == 1 && warp >= p.cols) return;
   const bool active = warp < p.cols;
   int s = 0;
   if constexpr (!SWIGLU)
@@ -207,8 +213,12 @@ __global__ void __launch_bounds__(128) GemvKernel(GemvParams<T> p) {
   const int hf = ROPE ? p.half[s] : 0;
   const bool dual = SWIGLU || (ROPE && hf > 0);  // two weight rows against the same activations
   int col = warp - p.start[s];
-  if (ROPE && hf > 0) col = (col / hf) * (2 * hf) + col % hf;
+  if constexpr (ROPE) {
+    if (hf > 0) col = (col / hf) * (2 * hf) + col % hf;
+  }
   const int kv = p.kv;
+  const int kvp = (kv + KS - 1) / KS;
+  const int kbeg = part * kvp, kend = min(kv, kbeg + kvp);  // this warp's packs [kbeg, kend)
   const uint4* w0 = reinterpret_cast<const uint4*>(p.w[s]) + static_cast<size_t>(col) * kv;
   const uint4* w1 = SWIGLU   ? reinterpret_cast<const uint4*>(p.w[1]) + static_cast<size_t>(col) * kv
                     : dual   ? reinterpret_cast<const uint4*>(p.w[s]) + static_cast<size_t>(col + hf) * kv
@@ -224,7 +234,7 @@ __global__ void __launch_bounds__(128) GemvKernel(GemvParams<T> p) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int i = i0 + 32 * u;
-      if (active && i < kv) {
+      if (active && i < kend) {
         wa[u] = LoadStream(w0 + i);
         if (dual) wb[u] = LoadStream(w1 + i);
       }
@@ -234,7 +244,7 @@ __global__ void __launch_bounds__(128) GemvKernel(GemvParams<T> p) {
   // the previous kernel's tail (pdl.cuh). Each later chunk is loaded before the current one is used.
   uint4 wa[U], wb[U];
   PdlAllowNext();
-  load(lane, wa, wb);
+  load(kbeg + lane, wa, wb);
   PdlWait();
   extern __shared__ float4 smem_a4[];
   float rstd[MR];
@@ -242,14 +252,14 @@ __global__ void __launch_bounds__(128) GemvKernel(GemvParams<T> p) {
     NormPrologue<T, MR>(p, reinterpret_cast<float*>(smem_a4), rstd);
     if (!active) return;  // after the barrier
   }
-  for (int i0 = lane; i0 < kv; i0 += 32 * U) {
+  for (int i0 = kbeg + lane; i0 < kend; i0 += 32 * U) {
     uint4 na[U], nb[U];
-    const bool more = i0 + 32 * U < kv;
+    const bool more = i0 + 32 * U < kend;
     if (more) load(i0 + 32 * U, na, nb);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int i = i0 + 32 * u;
-      if (i < kv) {
+      if (i < kend) {
 #pragma unroll
         for (int r = 0; r < MR; ++r) {
           if (r < p.m) {
@@ -280,20 +290,43 @@ __global__ void __launch_bounds__(128) GemvKernel(GemvParams<T> p) {
   float b1 = 0.0f;
   if constexpr (SWIGLU) b1 = p.bias[1] ? ToF(p.bias[1][col]) : 0.0f;
   if (ROPE && dual) b1 = p.bias[s] ? ToF(p.bias[s][col + hf]) : 0.0f;
+  // Full dot products: the warp's lanes, then (KS > 1) the column's k slices.
+  float d0[MR], d1[MR];
+#pragma unroll
+  for (int r = 0; r < MR; ++r) {
+    d0[r] = WarpSum(acc0[r]);
+    d1[r] = dual ? WarpSum(acc1[r]) : 0.0f;
+  }
+  if constexpr (KS > 1) {
+    __shared__ float red[4][MR];
+    if (lane == 0) {
+#pragma unroll
+      for (int r = 0; r < MR; ++r) red[wib][r] = d0[r];
+    }
+    __syncthreads();
+    if (part != 0 || !active) return;
+#pragma unroll
+    for (int r = 0; r < MR; ++r) {
+      float t = 0.0f;
+#pragma unroll
+      for (int j = 0; j < KS; ++j) t += red[wib + j][r];
+      d0[r] = t;
+    }
+  }
 #pragma unroll
   for (int r = 0; r < MR; ++r) {
     if (r >= p.m) break;
     const float sc = NORM ? rstd[r] : 1.0f;
-    const float g = WarpSum(acc0[r]) * sc + b0;
+    const float g = d0[r] * sc + b0;
     T* o_row = p.out[s] + static_cast<size_t>(r) * p.ldo[s];
     if constexpr (SWIGLU) {
-      const float o = Silu(g) * (WarpSum(acc1[r]) * sc + b1);
+      const float o = Silu(g) * (d1[r] * sc + b1);
       if (lane == r) o_row[col] = FromF<T>(o);
     } else if (ROPE && dual) {
       // rope(x) = x * cos + rotate_half(x) * sin, rotate_half = cat(-x2, x1): the pair (c, c + h).
-      const float g1 = WarpSum(acc1[r]) * sc + b1;
+      const float g1 = d1[r] * sc + b1;
       if (lane == r) {
-        const int i = col % (2 * hf);
+        const int i = col % (2 * max(hf, 1));
         const T* cr = p.cos[s] + static_cast<size_t>(r) * 2 * hf;
         const T* sr = p.sin[s] + static_cast<size_t>(r) * 2 * hf;
         o_row[col] = FromF<T>(g * ToF(cr[i]) - g1 * ToF(sr[i]));
@@ -305,6 +338,17 @@ __global__ void __launch_bounds__(128) GemvKernel(GemvParams<T> p) {
   }
 }
 
+// Warps per column of a plain GEMV: long k (> 2048, e.g. the MLP down projection) is split over
+// kGemvLongKSplit warps; OPFUSE_GEMV_KSPLIT=1|2|4 overrides it (device A/B runs).
+int KSplitFor(int64_t k) {
+  const char* e = std::getenv("OPFUSE_GEMV_KSPLIT");  // read per plan (plans are made once per shape)
+  const int v = e ? std::atoi(e) : 0;
+  const int env = v == 1 || v == 2 || v == 4 ? v : 0;
+  const char* s = std::getenv("OPFUSE_GEMV_KSPLIT_SHORT");  // the override for k <= 2048 too
+  if (k <= 2048) return s && *s == '1' && env ? env : 1;
+  return env ? env : kGemvLongKSplit;
+}
+
 const char* NormTag(GemvNormKind k) {
   return k == GemvNormKind::kRms ? "rms_norm_" : k == GemvNormKind::kAddRms ? "add_rms_norm_" : "";
 }
@@ -312,7 +356,6 @@ const char* NormTag(GemvNormKind k) {
 template <class T, int MR>
 StatusOr<cuda::KernelLaunch> Launch(const GemvArgs& args, const GemvParams<T>& p, const char* dt) {
   const int threads = 128, warps_per_block = threads / 32;
-  const dim3 grid(static_cast<unsigned>((p.cols + warps_per_block - 1) / warps_per_block));
   const bool norm = args.norm.kind != GemvNormKind::kNone;
   bool rope = false;
   for (const auto& seg : args.segments) rope |= seg.rope_half > 0;
@@ -321,12 +364,18 @@ StatusOr<cuda::KernelLaunch> Launch(const GemvArgs& args, const GemvParams<T>& p
                                        args.m, p.cols, args.k);
   const size_t smem = norm ? NormSmemBytes(args.m, args.k) : 0;
   const bool swiglu = args.epilogue == GemvEpilogue::kSwiglu;
-  auto make = [&](auto kernel) {
-    return cuda::KernelLaunch::Make(name, kernel, grid, dim3(threads), smem, p).Pdl();
+  auto make = [&](auto kernel, int ks = 1) {
+    const dim3 g(static_cast<unsigned>((p.cols + warps_per_block / ks - 1) / (warps_per_block / ks)));
+    return cuda::KernelLaunch::Make(ks > 1 ? fmt::format("{}_ks{}", name, ks) : name, kernel, g, dim3(threads), smem, p).Pdl();
   };
-  if (swiglu) return norm ? make(&GemvKernel<T, MR, true, 4, true, false>) : make(&GemvKernel<T, MR, true, 4, false, false>);
-  if (rope) return norm ? make(&GemvKernel<T, MR, false, 4, true, true>) : make(&GemvKernel<T, MR, false, 4, false, true>);
-  return norm ? make(&GemvKernel<T, MR, false, 8, true, false>) : make(&GemvKernel<T, MR, false, 8, false, false>);
+  if (swiglu) return norm ? make(&GemvKernel<T, MR, true, 4, true, false, 1>) : make(&GemvKernel<T, MR, true, 4, false, false, 1>);
+  if (rope) return norm ? make(&GemvKernel<T, MR, false, 4, true, true, 1>) : make(&GemvKernel<T, MR, false, 4, false, true, 1>);
+  if (norm) return make(&GemvKernel<T, MR, false, 8, true, false, 1>);
+  switch (KSplitFor(args.k)) {
+    case 4: return make(&GemvKernel<T, MR, false, 8, false, false, 4>, 4);
+    case 2: return make(&GemvKernel<T, MR, false, 8, false, false, 2>, 2);
+    default: return make(&GemvKernel<T, MR, false, 8, false, false, 1>);
+  }
 }
 
 template <class T>

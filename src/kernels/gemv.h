@@ -24,6 +24,7 @@ namespace opfuse::kernels {
 
 inline constexpr int64_t kGemvMaxRows = kDecodeGemvMaxRows;  // M above this: cuBLASLt (opfuse/config.h)
 inline constexpr int kGemvMaxSegments = 4;
+inline constexpr int kGemvLongKSplit = 4;  // warps per column when k > 2048 (gemv.cu, KSplitFor)
 
 enum class GemvEpilogue { kNone, kSwiglu };
 

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <map>
 #include <random>
@@ -99,6 +100,20 @@ TEST_F(GemvTest, SingleMatmulMatchesReference) {
     const int kernels = RunAndCompare(what, MatmulGraph(c.dt, c.n, c.k, c.bias), {{"M", c.m}});
     EXPECT_EQ(kernels, 1) << what;
   }
+}
+
+// Long k split over 2 or 4 warps per column (OPFUSE_GEMV_KSPLIT): column counts that leave idle
+// warps in the last block, k not a multiple of the split's slices, bias.
+TEST_F(GemvTest, LongKSplitOverWarps) {
+  for (const char* ks : {"1", "2", "4"}) {
+    ASSERT_EQ(setenv("OPFUSE_GEMV_KSPLIT", ks, 1), 0);
+    for (int64_t m = 1; m <= kernels::kGemvMaxRows; ++m) {
+      EXPECT_EQ(RunAndCompare(fmt::format("ks={} m={} n=2048 k=5632", ks, m), MatmulGraph("bf16", 2048, 5632, false), {{"M", m}}), 1);
+      EXPECT_EQ(RunAndCompare(fmt::format("ks={} m={} n=37 k=2056 +bias", ks, m), MatmulGraph("bf16", 37, 2056, true), {{"M", m}}), 1);
+      EXPECT_EQ(RunAndCompare(fmt::format("ks={} m={} f16 n=3 k=4104", ks, m), MatmulGraph("f16", 3, 4104, false), {{"M", m}}), 1);
+    }
+  }
+  unsetenv("OPFUSE_GEMV_KSPLIT");
 }
 
 TEST_F(GemvTest, CublasLtAboveRowLimitAndWhenDisabled) {
