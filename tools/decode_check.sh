@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Decode-step check on the device machine (issue 6's decode target): GPU tests of the GEMV and the
-# executor, opfuse bench e2e with and without the decode GEMV + fuse_matmul, and the per-kernel
-# device time of one decode step under ncu (--clock-control none: clocks left alone).
+# executor, opfuse bench e2e of the default build beside ablations in the same call (prev = the
+# session-4 step: no norm prologue / RoPE epilogue, separate KV write + combine; no_norm, no_rope,
+# attn_separate; base = cuBLASLt per matmul, no PDL), and the per-kernel device time of one decode
+# step under ncu (--clock-control none: clocks left alone), default vs prev.
 #   here:   bash tools/build_carry.sh
 #   device: bash tools/decode_check.sh          (carry: build/carry.tar.xz)
 # Env: TEST_FILTER (gtest filter), MEMCHECK_FILTER ("" skips memcheck), NCU=0 skips ncu, E2E_CASES,

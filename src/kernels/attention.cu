@@ -38,6 +38,13 @@
 //    blocks whose key range starts past S_b skip the loop and write an empty partial (max -inf,
 //    sum 0) that the combine weighs 0. Why not a separate kernel: the decode (general + split-K)
 //    and prefill (mma) kernels are the tuned ones; only where the length comes from changes.
+//  * Decode in one kernel (general path, the default): the general kernel takes the new k/v rows
+//    (GeneralParams::knew) — keys j >= pos[b] are read from them, never from cache rows written in
+//    the same launch — and block (0, split 0) of each (sequence, kv head) writes them into the cache,
+//    so KvCacheWriteKernel does not run. With arrival counters (GeneralParams::sem, from the executor)
+//    the split count follows the device-side length and the last block of a row tile to arrive
+//    merges the partials (threadfence + atomicAdd, counter reset by that block): no combine kernel.
+//    OPFUSE_ATTENTION_SEPARATE=1 restores write + attention + combine.
 // Index arithmetic into tensors is 64-bit; per-dimension sizes are checked to fit in int.
 #include "kernels/pdl.cuh"
 #include <cuda_bf16.h>

@@ -22,7 +22,14 @@
 //  * Launched with PDL (pdl.cuh): the first chunk of weight loads is issued before the wait for the
 //    previous kernel (weights are never written by the graph), so the stream starts during the
 //    previous kernel's tail; later chunks are loaded one chunk ahead of their use.
-// Measured numbers: docs/BENCHMARKS.md ("GEMV").
+//  * Norm prologue (NORM): the block computes rms_norm / add_rms_norm of its input rows itself —
+//    s = x (+ res, rounded to T) times the norm weight staged as f32 in shared memory, the dot
+//    products scaled by rsqrt(mean(s^2) + eps) at the end; block 0 writes add_rms_norm's sum.
+//  * RoPE epilogue (ROPE): in a rope segment a warp dots rows c and c + D/2 of one head (the SwiGLU
+//    pair machinery) and writes the rotated pair from row r of the cos/sin tables.
+//  * Long k (KS = 4 for k > 2048): 4 warps share a column, each a quarter of k, merged in shared
+//    memory — the MLP down projection's 11 KiB rows otherwise take 3 dependent load rounds per warp.
+// Measured numbers: docs/BENCHMARKS.md (Llama engine, sessions 4 and 5).
 #include <algorithm>
 #include <cstdlib>
 
