@@ -138,6 +138,25 @@ __device__ __forceinline__ void CpAsyncWait() {
 
 // ------------------------------------------------------------------ general (CUDA-core) kernel
 
+// n online-softmax partials merged: max m (log2 units), sum l, unnormalised accumulator a. A partial
+// that saw no key has m = -inf and weighs 0; so does a merge of only such partials (Value() 0).
+struct Merged {
+  float m, l, a;
+  __device__ float Value() const { return l > 0.f ? a / l : 0.f; }
+};
+template <class M, class L, class A>
+__device__ __forceinline__ Merged MergePartials(int n, M m_of, L l_of, A a_of) {
+  Merged r{-INFINITY, 0.f, 0.f};
+  for (int i = 0; i < n; ++i) r.m = fmaxf(r.m, m_of(i));
+  if (r.m == -INFINITY) return r;
+  for (int i = 0; i < n; ++i) {
+    const float sc = exp2f(m_of(i) - r.m);
+    r.l = fmaf(sc, l_of(i), r.l);
+    r.a = fmaf(sc, a_of(i), r.a);
+  }
+  return r;
+}
+
 struct GeneralParams {
   const void* q;
   const void* k;
@@ -192,15 +211,15 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(GeneralParams p) {
   const T* kbase = static_cast<const T*>(p.k) + kv_off;
   const T* vbase = static_cast<const T*>(p.v) + kv_off;
 
+  // Block row r -> token r / group, head kvh * group + r % group -> global query row (b, token, head).
+  auto global_row = [&](int r) {
+    const int t = r / p.group, h = kvh * p.group + (r - t * p.group);
+    return q_off + static_cast<int64_t>(t) * p.Hq + h;
+  };
   // This block's query rows, pre-scaled, into shared memory; rows past R are zeros.
   for (int idx = tid; idx < RB * D; idx += kThreads) {
     const int i = idx / D, d = idx - i * D, r = r0 + i;
-    float x = 0.f;
-    if (r < R) {
-      const int t = r / p.group, h = kvh * p.group + (r - t * p.group);
-      x = ToF32(q[(static_cast<int64_t>(t) * p.Hq + h) * D + d]) * p.scale_log2;
-    }
-    sQ[idx] = x;
+    sQ[idx] = r < R ? ToF32(q[(global_row(r) - q_off) * D + d]) * p.scale_log2 : 0.f;
   }
   // Keys visible to each row: j < lim[i]. Rows past R see nothing.
   const int off = S - p.T;
@@ -407,29 +426,19 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(GeneralParams p) {
   for (int idx = tid; idx < RB * D; idx += kThreads) {
     const int i = idx / D, d = idx - i * D, r = r0 + i;
     if (r >= R) continue;
-    float M = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, sMerge[(w * RB + i) * (D + 2)]);
-    float L = 0.f, A = 0.f;
-    if (M != -INFINITY) {
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float* e = sMerge + (w * RB + i) * (D + 2);
-        const float sc = exp2f(e[0] - M);  // a warp that saw nothing has e[0] = -inf: weight 0
-        L = fmaf(sc, e[1], L);
-        A = fmaf(sc, e[2 + d], A);
-      }
-    }
-    const int t = r / p.group, h = kvh * p.group + (r - t * p.group);
-    const int64_t grow = q_off + static_cast<int64_t>(t) * p.Hq + h;
+    const float* e = sMerge + i * (D + 2);  // warp w's partial at e + w * RB * (D + 2)
+    const Merged mg = MergePartials(
+        kWarps, [&](int w) { return e[w * RB * (D + 2)]; }, [&](int w) { return e[w * RB * (D + 2) + 1]; },
+        [&](int w) { return e[w * RB * (D + 2) + 2 + d]; });
+    const int64_t grow = global_row(r);
     if (p.ws_acc == nullptr || nsplit == 1) {
-      o[grow * D + d] = FromF32<T>(L > 0.f ? A / L : 0.f);
+      o[grow * D + d] = FromF32<T>(mg.Value());
     } else {
       const int64_t wrow = static_cast<int64_t>(split) * p.B * p.T * p.Hq + grow;
-      p.ws_acc[wrow * D + d] = A;
+      p.ws_acc[wrow * D + d] = mg.a;
       if (d == 0) {
-        p.ws_ml[wrow * 2] = M;
-        p.ws_ml[wrow * 2 + 1] = L;
+        p.ws_ml[wrow * 2] = mg.m;
+        p.ws_ml[wrow * 2 + 1] = mg.l;
       }
     }
   }
@@ -453,20 +462,13 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(GeneralParams p) {
   for (int idx = tid; idx < RB * D; idx += kThreads) {
     const int i = idx / D, d = idx - i * D, r = r0 + i;
     if (r >= R) continue;
-    const int t = r / p.group, h = kvh * p.group + (r - t * p.group);
-    const int64_t grow = q_off + static_cast<int64_t>(t) * p.Hq + h;
-    float M = -INFINITY;
-    for (int s2 = 0; s2 < nsplit; ++s2) M = fmaxf(M, __ldcg(p.ws_ml + (s2 * rows + grow) * 2));
-    float L = 0.f, A = 0.f;
-    if (M != -INFINITY) {
-      for (int s2 = 0; s2 < nsplit; ++s2) {
-        const int64_t wrow = s2 * rows + grow;
-        const float sc = exp2f(__ldcg(p.ws_ml + wrow * 2) - M);  // an empty split: -inf, weight 0
-        L = fmaf(sc, __ldcg(p.ws_ml + wrow * 2 + 1), L);
-        A = fmaf(sc, __ldcg(p.ws_acc + wrow * D + d), A);
-      }
-    }
-    o[grow * D + d] = FromF32<T>(L > 0.f ? A / L : 0.f);
+    const int64_t grow = global_row(r);
+    // The other blocks' partials: through L2 (__ldcg), never a stale L1 line.
+    const Merged mg = MergePartials(
+        nsplit, [&](int s2) { return __ldcg(p.ws_ml + (s2 * rows + grow) * 2); },
+        [&](int s2) { return __ldcg(p.ws_ml + (s2 * rows + grow) * 2 + 1); },
+        [&](int s2) { return __ldcg(p.ws_acc + (s2 * rows + grow) * D + d); });
+    o[grow * D + d] = FromF32<T>(mg.Value());
   }
 }
 

@@ -141,6 +141,12 @@ __device__ __forceinline__ uint32_t Pack2(float a, float b) {
   }
 }
 
+template <class T>
+__device__ __forceinline__ void Unpack8(const uint4& v, float (&f)[8]) {
+  const float2 a = Unpack2<T>(v.x), b = Unpack2<T>(v.y), c = Unpack2<T>(v.z), d = Unpack2<T>(v.w);
+  f[0] = a.x, f[1] = a.y, f[2] = b.x, f[3] = b.y, f[4] = c.x, f[5] = c.y, f[6] = d.x, f[7] = d.y;
+}
+
 // The norm prologue: rows 0..m-1 of s = x (+ res, rounded to T) times the norm weight, as f32 into
 // sa[r * k + e]; returns rstd of row r in rstd[r] (every thread). Block 0 writes s to sum_out.
 template <class T, int MR>
@@ -157,9 +163,7 @@ __device__ __forceinline__ void NormPrologue(const GemvParams<T>& p, float* sa, 
   for (int i = tid; i < kv; i += 128) {
     float wf[8];
     if (w4) {
-      const uint4 wv = __ldg(w4 + i);
-      const float2 a = Unpack2<T>(wv.x), b = Unpack2<T>(wv.y), c = Unpack2<T>(wv.z), d = Unpack2<T>(wv.w);
-      wf[0] = a.x; wf[1] = a.y; wf[2] = b.x; wf[3] = b.y; wf[4] = c.x; wf[5] = c.y; wf[6] = d.x; wf[7] = d.y;
+      Unpack8<T>(__ldg(w4 + i), wf);
     } else {
 #pragma unroll
       for (int e = 0; e < 8; ++e) wf[e] = 1.0f;
@@ -180,8 +184,8 @@ __device__ __forceinline__ void NormPrologue(const GemvParams<T>& p, float* sa, 
         xv = make_uint4(o[0], o[1], o[2], o[3]);
         if (blockIdx.x == 0) s4[static_cast<size_t>(r) * kv + i] = xv;
       }
-      const float2 a = Unpack2<T>(xv.x), b = Unpack2<T>(xv.y), c = Unpack2<T>(xv.z), d = Unpack2<T>(xv.w);
-      const float f[8] = {a.x, a.y, b.x, b.y, c.x, c.y, d.x, d.y};
+      float f[8];
+      Unpack8<T>(xv, f);
       float4* dst = reinterpret_cast<float4*>(sa + static_cast<size_t>(r) * kv * 8 + static_cast<size_t>(i) * 8);
 #pragma unroll
       for (int e = 0; e < 8; ++e) ss[r] = fmaf(f[e], f[e], ss[r]);

@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "../jit_cases.h"
+#include "../matmul_graphs.h"
 #include "opfuse/graph.h"
 #include "runtime/cpu/cpu_executor.h"
 #include "runtime/host_tensor.h"
@@ -171,48 +172,7 @@ TEST_F(GemvTest, SiblingsAndSwigluGroups) {
 
 // Norm prologues: rms_norm -> q/k (+bias), add_rms_norm -> gate/up + swiglu (its sum an output too),
 // rms_norm -> a single head matmul. One GEMV launch per group at decode.
-constexpr const char* kNormed = R"(graph normed
-input x: bf16[M, 512]
-input r: bf16[M, 512]
-param n1: bf16[512]
-param n2: bf16[512]
-param n3: bf16[512]
-param wq: bf16[512, 512]
-param wk: bf16[64, 512]
-param bq: bf16[512]
-param bk: bf16[64]
-param wg: bf16[1408, 512]
-param wu: bf16[1408, 512]
-param head: bf16[1000, 512]
-eps = constant() {value=1e-05}
-sq = mul(x, x)
-ms = mean(sq)
-mse = add(ms, eps)
-inv = rsqrt(mse)
-xn = mul(x, inv)
-h = mul(xn, n1)
-q = matmul(h, wq, bq) {transpose_b=1}
-k = matmul(h, wk, bk) {transpose_b=1}
-s1 = add(x, r)
-sq2 = mul(s1, s1)
-ms2 = mean(sq2)
-mse2 = add(ms2, eps)
-inv2 = rsqrt(mse2)
-xn2 = mul(s1, inv2)
-h2 = mul(xn2, n2)
-g = matmul(h2, wg) {transpose_b=1}
-u = matmul(h2, wu) {transpose_b=1}
-sg = silu(g)
-act = mul(sg, u)
-sq3 = mul(r, r)
-ms3 = mean(sq3)
-mse3 = add(ms3, eps)
-inv3 = rsqrt(mse3)
-xn3 = mul(r, inv3)
-h3 = mul(xn3, n3)
-logits = matmul(h3, head) {transpose_b=1}
-output q, k, act, logits, s1
-)";
+const std::string kNormed = testing_graphs::NormedBlock("bf16", 512, 1000, true);
 
 TEST_F(GemvTest, NormPrologueGroups) {
   auto g = ParseGraph(kNormed);
@@ -228,9 +188,7 @@ TEST_F(GemvTest, NormPrologueGroups) {
     EXPECT_EQ(RunAndCompare(fmt::format("normed m={}", m), kNormed, {{"M", m}}), 3) << m;
   // Above the GEMV's rows: member by member (norm kernel + cuBLASLt per matmul + swiglu): 3 + 4 + 2.
   EXPECT_EQ(RunAndCompare("normed m=max+1", kNormed, {{"M", kernels::kGemvMaxRows + 1}}), 9);
-  std::string f16 = kNormed;
-  for (size_t p = f16.find("bf16"); p != std::string::npos; p = f16.find("bf16", p)) f16.replace(p, 4, "f16");
-  EXPECT_EQ(RunAndCompare("normed f16 m=1", f16, {{"M", 1}}), 3);
+  EXPECT_EQ(RunAndCompare("normed f16 m=1", testing_graphs::NormedBlock("f16", 512, 1000, true), {{"M", 1}}), 3);
 }
 
 // q/k/v with RoPE epilogues on q and k (with biases, as in Qwen2: the pair's second column has its own)

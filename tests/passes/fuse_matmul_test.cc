@@ -3,6 +3,7 @@
 // groups compute the same on the CPU reference with f32 kept inside the group.
 #include <cmath>
 
+#include "../matmul_graphs.h"
 #include "pass_test_util.h"
 #include "runtime/cpu/cpu_executor.h"
 
@@ -97,47 +98,8 @@ output a, b, c
   EXPECT_TRUE(r.Kind("matmul:siblings").empty()) << r.Dump();  // c's weight is computed: not a GEMV weight
 }
 
-// A decoder-ish block: rms_norm -> q/k/v, add_rms_norm -> gate/up + swiglu, a final rms_norm -> head.
-constexpr const char* kNormed = R"(graph normed
-input x: bf16[T, 256]
-input r: bf16[T, 256]
-param n1: bf16[256]
-param n2: bf16[256]
-param n3: bf16[256]
-param wq: bf16[256, 256]
-param wk: bf16[32, 256]
-param wg: bf16[704, 256]
-param wu: bf16[704, 256]
-param head: bf16[512, 256]
-eps = constant() {value=1e-05}
-sq = mul(x, x)
-ms = mean(sq)
-mse = add(ms, eps)
-inv = rsqrt(mse)
-xn = mul(x, inv)
-h = mul(xn, n1)
-q = matmul(h, wq) {transpose_b=1}
-k = matmul(h, wk) {transpose_b=1}
-s1 = add(x, r)
-sq2 = mul(s1, s1)
-ms2 = mean(sq2)
-mse2 = add(ms2, eps)
-inv2 = rsqrt(mse2)
-xn2 = mul(s1, inv2)
-h2 = mul(xn2, n2)
-g = matmul(h2, wg) {transpose_b=1}
-u = matmul(h2, wu) {transpose_b=1}
-sg = silu(g)
-act = mul(sg, u)
-sq3 = mul(r, r)
-ms3 = mean(sq3)
-mse3 = add(ms3, eps)
-inv3 = rsqrt(mse3)
-xn3 = mul(r, inv3)
-h3 = mul(xn3, n3)
-logits = matmul(h3, head) {transpose_b=1}
-output q, k, act, logits, s1
-)";
+// A decoder-ish block: rms_norm -> q/k, add_rms_norm -> gate/up + swiglu, a final rms_norm -> head.
+const std::string kNormed = testing_graphs::NormedBlock("bf16", 256, 512, false);
 
 TEST(FuseMatmul, NormPrologueJoinsTheGroups) {
   PipelineRun r = RunText(kNormed);
@@ -166,7 +128,7 @@ TEST(FuseMatmul, NormPrologueJoinsTheGroups) {
 }
 
 TEST(FuseMatmul, FusedGroupsComputeTheSameOnTheCpu) {
-  for (const char* text : {kMlp, kNormed}) {
+  for (const std::string& text : {std::string(kMlp), kNormed}) {
   PipelineRun r = RunText(text);
   for (int64_t t : {1, 3, 12}) {
     const Bindings b{{"T", t}};
