@@ -64,6 +64,12 @@ StatusOr<std::vector<bool>> GroupInternalValues(const Graph& g) {
   for (size_t gi = 0; gi < g.groups.size(); ++gi) {
     const FusionGroup& grp = g.groups[gi];
     if (!grp.decision.fuse) continue;
+    // fuse_matmul's groups ("matmul:*") round at member boundaries: above the GEMV row limit the CUDA
+    // executor runs them member by member (norm kernel, cuBLASLt, swiglu/rope kernel) with each
+    // member's output stored in its own dtype. The one-launch GEMV form keeps those values in f32,
+    // which is within one rounding of this reference; the reverse (an f32 reference against the
+    // member-by-member form) compounds a rounding per member and broke the layer tests' bound.
+    if (grp.kind.rfind("matmul:", 0) == 0) continue;
     std::set<int> members;
     for (int n : grp.nodes) {
       if (n < 0 || n >= static_cast<int>(g.nodes.size()))
