@@ -6,7 +6,8 @@
 # step under ncu (--clock-control none: clocks left alone), default vs prev.
 #   here:   bash tools/build_carry.sh
 #   device: bash tools/decode_check.sh          (carry: build/carry.tar.xz)
-# Env: TEST_FILTER (gtest filter), MEMCHECK_FILTER ("" skips memcheck), NCU=0 skips ncu, E2E_CASES,
+# Env: TEST_FILTER (gtest filter), MEMCHECK_FILTER ("" skips memcheck), NCU=0 skips ncu, TRACE=1 adds the
+# in-place kernel times of the replayed decode graph (CUPTI tracer, carry build/cupti_trace too), E2E_CASES,
 # E2E_RUNS, STRATS, HF=1 adds tools/hf_e2e_bench.py (transformers eager / static-cache compiled).
 # Everything lands under $OUT/work, packed into $OUT/decode_check.tgz (the device tool returns at most
 # 8 files); summary.txt stays beside it and is printed last.
@@ -56,6 +57,8 @@ e2e prev always OPFUSE_DISABLE=matmul_norm,matmul_rope OPFUSE_ATTENTION_SEPARATE
 e2e no_norm always OPFUSE_DISABLE=matmul_norm
 e2e no_rope always OPFUSE_DISABLE=matmul_rope
 e2e attn_separate always OPFUSE_ATTENTION_SEPARATE=1
+e2e no_early always OPFUSE_ATTENTION_EARLY=0
+e2e attn_decode always OPFUSE_ATTENTION_DECODE=1
 e2e base always OPFUSE_DISABLE=gemv,fuse_matmul,pdl,matmul_norm,matmul_rope OPFUSE_ATTENTION_SEPARATE=1
 if [ "${HF:-0}" = 1 ]; then
   t=$SECONDS
@@ -83,6 +86,25 @@ if [ "${NCU:-1}" = 1 ]; then
     SUMMARY+=("ncu $tag: $(tail -1 "$OUT/ncu_$tag.md") ($((SECONDS - t)) s)")
     head -14 "$OUT/ncu_$tag.md"
   done
+fi
+
+if [ "${TRACE:-0}" = 1 ]; then
+  # In-place kernel times of the replayed decode graph: the CUPTI tracer (dev/cupti_trace; nsys is
+  # not on the device machine) over `opfuse generate`, summarised by tools/kernel_trace_summary.py.
+  K=$(python3 -c "import json; d=json.load(open('$OUT/e2e_new.json')); r=d['results']['always_fuse']; print(min(v['kernels_per_decode_step'] for v in r.values()))" 2>/dev/null)
+  LIB=$PWD/build/cupti_trace/libopfuse_cupti_trace.so
+  if [ ! -f "$LIB" ]; then
+    SUMMARY+=("trace: $LIB missing (build it with dev/cupti_trace/build.sh and carry build/cupti_trace)")
+  elif [ -z "$K" ]; then
+    SUMMARY+=("trace: no kernel count from e2e_new.json")
+  else
+    t=$SECONDS
+    CUDA_INJECTION64_PATH=$LIB OPFUSE_CUPTI_TRACE_OUT=$OUT/trace.csv timeout 300 "$B/opfuse" generate --model "$M" --backend cuda \
+      --strategy always --ids "$(seq -s, 1 128)" --max-new-tokens 24 > "$OUT/trace_generate.log" 2>&1
+    python3 tools/kernel_trace_summary.py "$OUT/trace.csv" --per-step "$K" --first 12 --json "$OUT/trace.json" > "$OUT/trace.md" 2>&1
+    SUMMARY+=("trace: $(grep -E 'steps of' "$OUT/trace.md") ($((SECONDS - t)) s)")
+    cat "$OUT/trace.md"
+  fi
 fi
 
 { echo "== summary ($DEV)"; for s in "${SUMMARY[@]}"; do echo "$s"; done; } > "$FINAL_OUT/summary.txt"

@@ -184,13 +184,21 @@ struct GeneralParams {
   // on the device and the last block of a row tile to arrive merges the partials and resets its
   // counter — no combine launch.
   unsigned* sem;
+  int min_chunk;     // with sem: keys per split at least (a multiple of the 4 warps' tile)
+  // Decode kernel: pos and the cache rows below pos[b] may be read before the PDL wait (nothing in
+  // this launch's graph writes them; AttentionPlanOptions::early_reads).
+  int early;
   int vec;           // K/V rows 16-byte aligned: vector loads and cp.async
   int union_bytes;   // shared bytes of the V tiles / merge area (multiple of 16)
 };
 
 template <typename T, int RB, int MAXC>
 __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(GeneralParams p) {
-  PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
+  // pdl.cuh: wait for the earlier kernels before any memory access — except, with p.early (kv
+  // decode, AttentionPlanOptions::early_reads), pos and the cache rows below it: the block finds its
+  // key range and prefetches those rows into L2 first, overlapping the q/k/v projection's tail.
+  PdlAllowNext();
+  if (!p.early) PdlWait();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int D = p.D, KT = p.kt;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -216,11 +224,6 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(GeneralParams p) {
     const int t = r / p.group, h = kvh * p.group + (r - t * p.group);
     return q_off + static_cast<int64_t>(t) * p.Hq + h;
   };
-  // This block's query rows, pre-scaled, into shared memory; rows past R are zeros.
-  for (int idx = tid; idx < RB * D; idx += kThreads) {
-    const int i = idx / D, d = idx - i * D, r = r0 + i;
-    sQ[idx] = r < R ? ToF32(q[(global_row(r) - q_off) * D + d]) * p.scale_log2 : 0.f;
-  }
   // Keys visible to each row: j < lim[i]. Rows past R see nothing.
   const int off = S - p.T;
   int lim[RB];
@@ -239,7 +242,7 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(GeneralParams p) {
   if (p.sem != nullptr && p.pos != nullptr) {
     const int kpi = kWarps * KT;
     const int want = (S + static_cast<int>(gridDim.z) - 1) / static_cast<int>(gridDim.z);
-    chunk = max(kpi, (want + kpi - 1) / kpi * kpi);
+    chunk = max(max(kpi, p.min_chunk), (want + kpi - 1) / kpi * kpi);
     nsplit = max(1, (S + chunk - 1) / chunk);
     if (split >= nsplit) return;  // nothing for this block; it does not count as an arrival
   }
@@ -250,6 +253,23 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(GeneralParams p) {
   // Fused cache write (p.knew): keys j >= pos_b come from the new rows (nbase + (j - pos_b) rows).
   const int pos_b = p.knew != nullptr ? __ldg(p.pos + b) : 0;
   const int new_from = p.knew != nullptr && pos_b >= 0 ? pos_b : INT_MAX;
+  if (p.early) {  // the cache rows [kb, min(ke, new_from)) of K and V into L2, then wait
+    const int pe = min(ke, new_from);
+    const int lines = (D * static_cast<int>(sizeof(T)) + 127) / 128;
+    for (int idx = tid; idx < (pe - kb) * lines; idx += kThreads) {
+      const int j = kb + idx / lines, l = idx - (idx / lines) * lines;
+      const char* kr = reinterpret_cast<const char*>(kbase + static_cast<int64_t>(j) * kv_stride) + l * 128;
+      const char* vr = reinterpret_cast<const char*>(vbase + static_cast<int64_t>(j) * kv_stride) + l * 128;
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(kr));
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(vr));
+    }
+    PdlWait();
+  }
+  // This block's query rows, pre-scaled, into shared memory; rows past R are zeros.
+  for (int idx = tid; idx < RB * D; idx += kThreads) {
+    const int i = idx / D, d = idx - i * D, r = r0 + i;
+    sQ[idx] = r < R ? ToF32(q[(global_row(r) - q_off) * D + d]) * p.scale_log2 : 0.f;
+  }
   const int64_t new_off = (static_cast<int64_t>(b) * p.T * p.Hkv + kvh) * D;
   const T* knb = p.knew != nullptr ? static_cast<const T*>(p.knew) + new_off : kbase;
   const T* vnb = p.knew != nullptr ? static_cast<const T*>(p.vnew) + new_off : vbase;
@@ -469,6 +489,298 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(GeneralParams p) {
         [&](int s2) { return __ldcg(p.ws_ml + (s2 * rows + grow) * 2 + 1); },
         [&](int s2) { return __ldcg(p.ws_acc + (s2 * rows + grow) * D + d); });
     o[grow * D + d] = FromF32<T>(mg.Value());
+  }
+}
+
+// ------------------------------------------------------------------ decode kernel (kv_attention, T*group <= 8)
+
+// Keys per sub-chunk of the decode kernel (one softmax update), and at most this many key splits.
+constexpr int kDecKC = 32;
+constexpr int kDecMaxSplits = 64;
+
+// One-token decode over a KV cache, built for latency (the general kernel spends ~11 µs of a warp's
+// dependent instructions on a 32-key tile at TinyLlama sizes, with one block of 4 warps per SM and
+// 8 blocks in all). Here a block takes every query row of one kv head (RB >= T * group) and a
+// chunk of at least kDecKC keys, so the keys spread over many blocks (splits) and each warp's chain
+// is short:
+//  * scores: LPK = D / 16 lanes per key (16 head-dim elements each, two 16-byte loads issued for
+//    the whole sub-chunk before the first use), q from shared memory (f32, pre-scaled into log2
+//    units), the partial dots reduced over the LPK lanes by xor shuffles;
+//  * softmax: one warp per row over the sub-chunk's 32 keys (one per lane), the running max / sum
+//    in shared memory, the rescale factor handed to the PV threads;
+//  * PV: a thread owns 8 head-dim elements of one row for every KP-th key of the sub-chunk (V
+//    staged in shared memory by cp.async, issued with the K loads), reduced over KP lanes at the end;
+//  * splits: the split count follows the device-side length (chunk = max(32, S_b / gridDim.z)); the
+//    last block of a (sequence, kv head) to arrive merges the partials (arrival counter in p.sem,
+//    reset by that block): the (max, sum) pairs of all splits are staged in shared memory first, so
+//    the accumulator loads of the merge are independent and in flight together;
+//  * the new k/v rows are read from p.knew/p.vnew for keys >= pos[b] and written into the caches by
+//    split 0 (as in the general kernel), so one launch does the whole decode attention.
+template <typename T, int D, int RB>
+__global__ void __launch_bounds__(kThreads) AttnDecodeKernel(GeneralParams p) {
+  static_assert(sizeof(T) == 2, "f16/bf16 only");
+  constexpr int VW = 8;              // elements per 16 bytes
+  constexpr int LPK = D / 16;        // score phase: lanes per key
+  constexpr int KPP = kThreads / LPK;  // keys per pass
+  constexpr int PASSES = (kDecKC + KPP - 1) / KPP;
+  constexpr int NDG = D / VW;        // PV: 8-element groups per row
+  constexpr int KP = kThreads / (RB * NDG);  // PV: threads sharing (row, group), adjacent lanes
+  static_assert(KP >= 1 && RB * NDG * KP == kThreads && KP <= 32, "decode kernel thread layout");
+  __shared__ __align__(16) float sQ[RB * D];
+  __shared__ __align__(16) T sV[kDecKC * D];
+  __shared__ float sS[RB][kDecKC];
+  __shared__ float sM[RB], sL[RB], sA[RB];
+  __shared__ float sW[kDecMaxSplits * RB];
+  __shared__ int s_last;
+
+  // With p.early the block computes its key range and issues the loads of the cache rows below pos
+  // before the PDL wait, so they overlap the q/k/v projection's tail; q and the new rows come after.
+  PdlAllowNext();
+  if (!p.early) PdlWait();
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int b = blockIdx.y / p.Hkv, kvh = blockIdx.y - b * p.Hkv, split = blockIdx.z;
+  const int R = p.T * p.group;
+  const int pos_b = __ldg(p.pos + b);
+  const int S = min(p.S, max(0, pos_b + p.T));
+  const int nz = static_cast<int>(gridDim.z);
+  const int want = (S + nz - 1) / nz;
+  const int chunk = max(kDecKC, (want + kDecKC - 1) / kDecKC * kDecKC);
+  const int nsplit = max(1, (S + chunk - 1) / chunk);
+  if (split >= nsplit) return;  // not an arrival
+
+  const int64_t q_off = static_cast<int64_t>(b) * p.T * p.Hq;
+  const int64_t kv_stride = static_cast<int64_t>(p.Hkv) * D;
+  const int64_t kv_off = static_cast<int64_t>(b) * p.S * kv_stride + static_cast<int64_t>(kvh) * D;
+  const T* kbase = static_cast<const T*>(p.k) + kv_off;
+  const T* vbase = static_cast<const T*>(p.v) + kv_off;
+  const int64_t new_off = (static_cast<int64_t>(b) * p.T * p.Hkv + kvh) * D;
+  const T* knb = static_cast<const T*>(p.knew) + new_off;
+  const T* vnb = static_cast<const T*>(p.vnew) + new_off;
+  const int new_from = pos_b >= 0 ? pos_b : INT_MAX;
+  auto global_row = [&](int r) {
+    const int t = r / p.group, h = kvh * p.group + (r - t * p.group);
+    return q_off + static_cast<int64_t>(t) * p.Hq + h;
+  };
+
+  if (tid < RB) {
+    sM[tid] = -INFINITY;
+    sL[tid] = 0.f;
+  }
+  // Keys visible to row i: j < lim(i) (causal at absolute positions: token t sees j <= pos_b + t).
+  auto lim = [&](int i) { return i < R ? min(S, i / p.group + S - p.T + 1) : 0; };
+  int block_lim = 0;
+  for (int i = 0; i < min(R, RB); ++i) block_lim = max(block_lim, lim(i));
+  const int kb = split * chunk, ke = min(block_lim, min(S, kb + chunk));
+  // PV thread layout: (row pr, group pg, key lane pk).
+  const int pk = tid % KP, pg = (tid / KP) % NDG, pr = tid / (KP * NDG);
+  float acc[VW];
+#pragma unroll
+  for (int e = 0; e < VW; ++e) acc[e] = 0.f;
+  // Loads of the sub-chunk at c0: V rows -> sV by cp.async (zero-filled past nk), K slices -> kv4.
+  // phase 0: only the cache rows (j < new_from, before the PDL wait); 1: the others; 2: all.
+  uint4 kv4[PASSES][2];
+  const int sl = tid % LPK;  // this lane's 16 head-dim elements (score phase)
+  auto issue = [&](int c0, int phase) {
+    const int nk = min(kDecKC, ke - c0);
+    auto mine = [&](bool cache_row) { return phase == 2 || (phase == 0) == cache_row; };
+    for (int idx = tid; idx < kDecKC * NDG; idx += kThreads) {
+      const int n = idx / NDG, c = idx - n * NDG, j = c0 + n;
+      const bool ok = n < nk;
+      if (!mine(ok && j < new_from)) continue;
+      const T* src = !ok ? vbase : (j >= new_from ? vnb + static_cast<int64_t>(j - new_from) * kv_stride
+                                                   : vbase + static_cast<int64_t>(j) * kv_stride) + c * VW;
+      CpAsync16(sV + n * D + c * VW, src, ok ? 16 : 0);
+    }
+#pragma unroll
+    for (int ps = 0; ps < PASSES; ++ps) {
+      const int n = ps * KPP + tid / LPK, j = c0 + n;
+      const bool ok = n < nk;
+      if (!mine(ok && j < new_from)) continue;
+      if (ok) {
+        const T* kr = (j >= new_from ? knb + static_cast<int64_t>(j - new_from) * kv_stride
+                                     : kbase + static_cast<int64_t>(j) * kv_stride) + sl * 16;
+        kv4[ps][0] = __ldg(reinterpret_cast<const uint4*>(kr));
+        kv4[ps][1] = __ldg(reinterpret_cast<const uint4*>(kr) + 1);
+      } else {
+        kv4[ps][0] = kv4[ps][1] = make_uint4(0, 0, 0, 0);
+      }
+    }
+  };
+  if (p.early) {
+    if (kb < ke) issue(kb, 0);
+    PdlWait();
+  }
+  // Query rows (pre-scaled) into shared memory, 16-byte loads; rows past R are zeros.
+  for (int idx = tid; idx < RB * NDG; idx += kThreads) {
+    const int i = idx / NDG, c = idx - i * NDG;
+    float f[VW];
+    if (i < R) {
+      const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) + global_row(i) * D + c * VW);
+      Unpack(u, f, static_cast<const T*>(nullptr));
+    } else {
+#pragma unroll
+      for (int e = 0; e < VW; ++e) f[e] = 0.f;
+    }
+#pragma unroll
+    for (int e = 0; e < VW; ++e) sQ[i * D + c * VW + e] = f[e] * p.scale_log2;
+  }
+  // The new rows into the caches (split 0): keys >= pos_b are read from knew/vnew, never from here.
+  if (split == 0 && pos_b >= 0) {
+    for (int idx = tid; idx < p.T * NDG; idx += kThreads) {
+      const int t = idx / NDG, c = idx - t * NDG;
+      if (pos_b + t >= p.S) continue;  // past the cache: not written (the engine checks the length)
+      const int64_t dst = static_cast<int64_t>(pos_b + t) * kv_stride + c * VW, src = static_cast<int64_t>(t) * kv_stride + c * VW;
+      *reinterpret_cast<uint4*>(const_cast<T*>(kbase) + dst) = *reinterpret_cast<const uint4*>(knb + src);
+      *reinterpret_cast<uint4*>(const_cast<T*>(vbase) + dst) = *reinterpret_cast<const uint4*>(vnb + src);
+    }
+  }
+  __syncthreads();
+
+  for (int c0 = kb; c0 < ke; c0 += kDecKC) {
+    const int nk = min(kDecKC, ke - c0);
+    issue(c0, p.early && c0 == kb ? 1 : 2);
+    CpAsyncCommit();
+#pragma unroll
+    for (int ps = 0; ps < PASSES; ++ps) {
+      const int n = ps * KPP + tid / LPK, j = c0 + n;
+      float kf[16];
+      Unpack(kv4[ps][0], kf, static_cast<const T*>(nullptr));
+      Unpack(kv4[ps][1], kf + 8, static_cast<const T*>(nullptr));
+#pragma unroll
+      for (int i = 0; i < RB; ++i) {
+        const float4* q4 = reinterpret_cast<const float4*>(sQ + i * D + sl * 16);
+        float sc = 0.f;
+#pragma unroll
+        for (int e4 = 0; e4 < 4; ++e4) {
+          const float4 qv = q4[e4];
+          sc = fmaf(qv.x, kf[4 * e4], sc);
+          sc = fmaf(qv.y, kf[4 * e4 + 1], sc);
+          sc = fmaf(qv.z, kf[4 * e4 + 2], sc);
+          sc = fmaf(qv.w, kf[4 * e4 + 3], sc);
+        }
+#pragma unroll
+        for (int o = LPK / 2; o > 0; o >>= 1) sc += __shfl_xor_sync(0xffffffffu, sc, o);
+        if (sl == 0 && n < kDecKC) sS[i][n] = (n < nk && j < lim(i)) ? sc : -INFINITY;
+      }
+    }
+    __syncthreads();
+    // Online softmax over the sub-chunk, one warp per row (lane = key).
+    for (int i = warp; i < RB; i += kWarps) {
+      const float x = sS[i][lane];
+      const float mx = WarpMax(x);
+      const float m_old = sM[i];
+      const float m_new = fmaxf(m_old, mx);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;
+      const float pv = exp2f(x - m_use);
+      const float sum = WarpSum(pv);
+      sS[i][lane] = pv;
+      __syncwarp();
+      if (lane == 0) {
+        const float alpha = exp2f(m_old - m_use);
+        sA[i] = alpha;
+        sL[i] = sL[i] * alpha + sum;
+        sM[i] = m_new;
+      }
+    }
+    CpAsyncWait<0>();
+    __syncthreads();
+    // acc = acc * alpha + p V over this thread's keys.
+    const float alpha = sA[pr];
+#pragma unroll
+    for (int e = 0; e < VW; ++e) acc[e] *= alpha;
+#pragma unroll 4
+    for (int n = pk; n < nk; n += KP) {
+      const float pn = sS[pr][n];
+      float vf[VW];
+      Unpack(*reinterpret_cast<const uint4*>(sV + n * D + pg * VW), vf, static_cast<const T*>(nullptr));
+#pragma unroll
+      for (int e = 0; e < VW; ++e) acc[e] = fmaf(pn, vf[e], acc[e]);
+    }
+    __syncthreads();  // sV / sS are rewritten by the next sub-chunk
+  }
+  // Reduce over the KP key lanes.
+#pragma unroll
+  for (int e = 0; e < VW; ++e) {
+#pragma unroll
+    for (int o = KP / 2; o > 0; o >>= 1) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
+  }
+  T* o = static_cast<T*>(p.o);
+  const bool owner = pk == 0 && pr < R;
+  if (nsplit == 1) {
+    if (owner) {
+      const float l = sL[pr], inv = l > 0.f ? 1.f / l : 0.f;
+      T out[VW];
+#pragma unroll
+      for (int e = 0; e < VW; ++e) out[e] = FromF32<T>(acc[e] * inv);
+      *reinterpret_cast<uint4*>(o + global_row(pr) * D + pg * VW) = *reinterpret_cast<const uint4*>(out);
+    }
+    return;
+  }
+  const int64_t rows = static_cast<int64_t>(p.B) * p.T * p.Hq;
+  if (owner) {
+    const int64_t wrow = static_cast<int64_t>(split) * rows + global_row(pr);
+    float4* dst = reinterpret_cast<float4*>(p.ws_acc + wrow * D + pg * VW);
+    dst[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    dst[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+    if (pg == 0) {
+      p.ws_ml[wrow * 2] = sM[pr];
+      p.ws_ml[wrow * 2 + 1] = sL[pr];
+    }
+  }
+  // The last block of this (sequence, kv head) to arrive merges the nsplit partials.
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    unsigned* c = p.sem + blockIdx.y;
+    const unsigned old = atomicAdd(c, 1u);
+    s_last = old == static_cast<unsigned>(nsplit - 1);
+    if (s_last) *c = 0u;
+  }
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  // (max, sum) of every split and row -> weights exp2(m_s - M) in sW; totals in sM / sL.
+  for (int idx = tid; idx < nsplit * RB; idx += kThreads) {
+    const int s2 = idx / RB, i = idx - s2 * RB;
+    sW[idx] = i < R ? __ldcg(p.ws_ml + (s2 * rows + global_row(i)) * 2) : -INFINITY;
+  }
+  __syncthreads();
+  if (tid < RB) {
+    float mm = -INFINITY;
+    for (int s2 = 0; s2 < nsplit; ++s2) mm = fmaxf(mm, sW[s2 * RB + tid]);
+    sM[tid] = mm;
+  }
+  __syncthreads();
+  for (int idx = tid; idx < nsplit * RB; idx += kThreads) {
+    const int s2 = idx / RB, i = idx - s2 * RB;
+    const float w = sM[i] == -INFINITY ? 0.f : exp2f(sW[idx] - sM[i]);
+    sW[idx] = w;
+  }
+  __syncthreads();
+  if (tid < RB) {
+    float l = 0.f;
+    if (tid < R)
+      for (int s2 = 0; s2 < nsplit; ++s2) l = fmaf(sW[s2 * RB + tid], __ldcg(p.ws_ml + (s2 * rows + global_row(tid)) * 2 + 1), l);
+    sL[tid] = l;
+  }
+  __syncthreads();
+  // Each thread: 4 consecutive outputs (float4) of one row; the nsplit loads are independent.
+  for (int idx = tid; idx < R * (D / 4); idx += kThreads) {
+    const int i = idx / (D / 4), d4 = idx - i * (D / 4);
+    const int64_t grow = global_row(i);
+    float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 8
+    for (int s2 = 0; s2 < nsplit; ++s2) {
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(p.ws_acc + (s2 * rows + grow) * D) + d4);
+      const float w = sW[s2 * RB + i];
+      a.x = fmaf(w, v.x, a.x);
+      a.y = fmaf(w, v.y, a.y);
+      a.z = fmaf(w, v.z, a.z);
+      a.w = fmaf(w, v.w, a.w);
+    }
+    const float l = sL[i], inv = l > 0.f ? 1.f / l : 0.f;
+    T out[4] = {FromF32<T>(a.x * inv), FromF32<T>(a.y * inv), FromF32<T>(a.z * inv), FromF32<T>(a.w * inv)};
+    *reinterpret_cast<uint2*>(o + grow * D + d4 * 4) = *reinterpret_cast<const uint2*>(out);
   }
 }
 
@@ -863,10 +1175,43 @@ bool EnvFlag(const char* name) {
   const char* e = std::getenv(name);
   return e && *e && std::string(e) != "0";
 }
+// name=0 in the environment (a kill switch for A/B timing).
+bool EnvFlagOff(const char* name) {
+  const char* e = std::getenv(name);
+  return e && std::string(e) == "0";
+}
 bool EnvGeneral() { return EnvFlag("OPFUSE_ATTENTION_GENERAL"); }
 // OPFUSE_ATTENTION_SEPARATE=1: kv_attention decode as before the fused path (a cache-write kernel,
 // the general kernel, a combine kernel), for A/B timing on a device.
 bool EnvSeparate() { return EnvFlag("OPFUSE_ATTENTION_SEPARATE"); }
+
+// Keys per split at least, with arrival counters (a multiple of keys_per_iter): OPFUSE_ATTENTION_MIN_CHUNK
+// overrides the default for A/B timing.
+int MinSplitChunk(int keys_per_iter) {
+  int keys = keys_per_iter;
+  if (const char* e = std::getenv("OPFUSE_ATTENTION_MIN_CHUNK"); e && *e) keys = std::max(1, std::atoi(e));
+  return (keys + keys_per_iter - 1) / keys_per_iter * keys_per_iter;
+}
+
+// The decode kernel (AttnDecodeKernel) for these shapes: its rows per block RB, or 0 when it does not
+// apply (kv_attention only; f16/bf16, head_dim 64/128, T * group <= 8). Opt-in for now,
+// OPFUSE_ATTENTION_DECODE=1 (H200, TinyLlama decode: -25 µs/token at 130 keys, +32 µs at 1100 keys
+// against the general kernel; docs/BENCHMARKS.md "Session 6"); off under OPFUSE_ATTENTION_SEPARATE=1.
+int DecodeRows(const Dims& d) {
+  if (d.dtype != DType::kF16 && d.dtype != DType::kBF16) return 0;
+  if (d.D != 64 && d.D != 128) return 0;
+  const int64_t r = d.T * d.group;
+  if (r < 1 || r > 8 || d.T > kAttentionDecodeMaxT || EnvSeparate()) return 0;
+  if (!EnvFlag("OPFUSE_ATTENTION_DECODE")) return 0;
+  return r <= 1 ? 1 : r <= 2 ? 2 : r <= 4 ? 4 : 8;
+}
+// Its key splits for the capacity S (the kernel uses as many as the device-side length needs).
+// OPFUSE_ATTENTION_DECODE_SPLITS caps them (A/B timing).
+int DecodeSplits(const Dims& d) {
+  int cap = kDecMaxSplits;
+  if (const char* e = std::getenv("OPFUSE_ATTENTION_DECODE_SPLITS"); e && *e) cap = std::clamp(std::atoi(e), 1, kDecMaxSplits);
+  return static_cast<int>(std::clamp<int64_t>((d.S + kDecKC - 1) / kDecKC, 1, cap));
+}
 
 // Why the tensor-core kernel does not apply ("" when it does).
 std::string MmaRefusal(const Dims& d, const Ptrs& ptr) {
@@ -974,6 +1319,26 @@ GeneralFn PickGeneral(DType t, int rb, int maxc) {
     default: return PickGeneralRb<float>(rb, maxc);
   }
 }
+template <typename T>
+GeneralFn PickDecodeT(int d, int rb) {
+  if (d == 64) {
+    switch (rb) {
+      case 1: return AttnDecodeKernel<T, 64, 1>;
+      case 2: return AttnDecodeKernel<T, 64, 2>;
+      case 4: return AttnDecodeKernel<T, 64, 4>;
+      default: return AttnDecodeKernel<T, 64, 8>;
+    }
+  }
+  switch (rb) {
+    case 1: return AttnDecodeKernel<T, 128, 1>;
+    case 2: return AttnDecodeKernel<T, 128, 2>;
+    case 4: return AttnDecodeKernel<T, 128, 4>;
+    default: return AttnDecodeKernel<T, 128, 8>;
+  }
+}
+GeneralFn PickDecode(DType t, int d, int rb) {
+  return t == DType::kBF16 ? PickDecodeT<__nv_bfloat16>(d, rb) : PickDecodeT<__half>(d, rb);
+}
 using CombineFn = void (*)(CombineParams);
 CombineFn PickCombine(DType t) {
   switch (t) {
@@ -1051,7 +1416,9 @@ size_t AttentionCounterCount(const Node& n, const std::vector<TensorRef>& in, co
   if (!(kv ? CheckKvDims(in, nullptr, &d) : CheckDims(in, nullptr, &d)).ok() || d.D > 256 || !IsFloat(d.dtype)) return 0;
   const Ptrs ptr = kv ? KvPtrsOf(in, nullptr) : PtrsOf(in, nullptr);
   const GeneralPlan g = PlanGeneral(d, GeneralVec(d, ptr), dev, std::numeric_limits<size_t>::max(), 0);
-  return g.splits > 1 ? static_cast<size_t>(g.row_tiles * d.Hkv * d.B) : 0;
+  const size_t general = g.splits > 1 ? static_cast<size_t>(g.row_tiles * d.Hkv * d.B) : 0;
+  const size_t decode = kv && DecodeRows(d) > 0 && DecodeSplits(d) > 1 ? static_cast<size_t>(d.Hkv * d.B) : 0;
+  return std::max(general, decode);
 }
 
 size_t AttentionWorkspaceBytes(const Node& n, const std::vector<TensorRef>& in, const cuda::DeviceInfo& dev) {
@@ -1105,6 +1472,49 @@ Status PlanAttentionCore(const Dims& d, const Ptrs& ptr, bool causal, double sca
   }
 
   if (d.Hkv * d.B > 65535) return Unimplemented(fmt::format("{}: {} kv heads x {} sequences > 65535", op, d.Hkv, d.B));
+  // One-token decode over the caches with the cache write fused: the decode kernel where it applies.
+  // Only on the default path: AttentionPath::kGeneral keeps the general kernel (tests, A/B).
+  if (const int rb = opts.path == AttentionPath::kAuto && ptr.knew != nullptr && ptr.pos != nullptr ? DecodeRows(d) : 0;
+      rb > 0) {
+    const int splits = opts.max_splits > 0 ? std::min(opts.max_splits, DecodeSplits(d)) : DecodeSplits(d);
+    const size_t ws = splits > 1 ? SplitBytesPerSplit(d) * splits : 0;
+    const bool aligned = Aligned16(ptr.q) && Aligned16(ptr.k) && Aligned16(ptr.v) && Aligned16(ptr.o) &&
+                         Aligned16(ptr.knew) && Aligned16(ptr.vnew);
+    const bool scratch = splits == 1 || (opts.counters != nullptr && opts.counter_count >= static_cast<size_t>(d.B * d.Hkv) &&
+                                         opts.workspace != nullptr && opts.workspace_bytes >= ws && Aligned16(opts.workspace));
+    if (aligned && scratch) {
+      GeneralParams p{};
+      p.q = ptr.q;
+      p.k = ptr.k;
+      p.v = ptr.v;
+      p.o = ptr.o;
+      p.B = static_cast<int>(d.B);
+      p.pos = ptr.pos;
+      p.T = static_cast<int>(d.T);
+      p.S = static_cast<int>(d.S);
+      p.Hq = static_cast<int>(d.Hq);
+      p.Hkv = static_cast<int>(d.Hkv);
+      p.D = static_cast<int>(d.D);
+      p.group = static_cast<int>(d.group);
+      p.causal = 1;
+      p.scale_log2 = scale_log2;
+      p.knew = ptr.knew;
+      p.vnew = ptr.vnew;
+      p.early = opts.early_reads && !EnvFlagOff("OPFUSE_ATTENTION_EARLY") ? 1 : 0;
+      if (splits > 1) {
+        p.sem = opts.counters;
+        p.ws_acc = static_cast<float*>(opts.workspace);
+        p.ws_ml = reinterpret_cast<float*>(static_cast<char*>(opts.workspace) +
+                                           static_cast<size_t>(splits) * d.B * d.T * d.Hq * d.D * sizeof(float));
+      }
+      const dim3 grid(1, static_cast<unsigned>(d.Hkv * d.B), static_cast<unsigned>(splits));
+      launches.push_back(cuda::KernelLaunch::Make(fmt::format("{}_decode_{}_d{}_rb{}_split{}", prefix, DTypeName(d.dtype),
+                                                              d.D, rb, splits),
+                                                  PickDecode(d.dtype, static_cast<int>(d.D), rb), grid, dim3(kThreads), 0, p)
+                             .Pdl());
+      return Status::Ok();
+    }
+  }
   const GeneralPlan g = PlanGeneral(d, GeneralVec(d, ptr), dev, opts.workspace ? opts.workspace_bytes : 0,
                                     opts.max_splits);
   if (g.smem_bytes > static_cast<size_t>(std::max<int64_t>(dev.max_shared_mem_per_block, 48 * 1024)))
@@ -1133,9 +1543,11 @@ Status PlanAttentionCore(const Dims& d, const Ptrs& ptr, bool causal, double sca
   p.union_bytes = static_cast<int>(g.union_bytes);
   p.knew = ptr.knew;
   p.vnew = ptr.vnew;
+  p.early = opts.early_reads && ptr.pos != nullptr && ptr.knew != nullptr && !EnvFlagOff("OPFUSE_ATTENTION_EARLY") ? 1 : 0;
   const int64_t tiles = g.row_tiles * d.Hkv * d.B;
   if (g.splits > 1 && opts.counters != nullptr && opts.counter_count >= static_cast<size_t>(tiles) && !EnvSeparate())
     p.sem = opts.counters;
+  p.min_chunk = MinSplitChunk(static_cast<int>(kWarps) * g.kt);
   const size_t acc_bytes = static_cast<size_t>(g.splits) * d.B * d.T * d.Hq * d.D * sizeof(float);
   if (g.splits > 1) {
     p.ws_acc = static_cast<float*>(opts.workspace);
@@ -1185,7 +1597,11 @@ size_t KvAttentionWorkspaceBytesFor(const std::vector<TensorRef>& in, const cuda
   if (path == AttentionPath::kTensorCore) return 0;
   const Ptrs ptr = KvPtrsOf(in, nullptr);
   if (path == AttentionPath::kAuto && AutoUsesMma(d, ptr)) return 0;
-  return PlanGeneral(d, GeneralVec(d, ptr), dev, std::numeric_limits<size_t>::max(), max_splits).ws_bytes;
+  const size_t general = PlanGeneral(d, GeneralVec(d, ptr), dev, std::numeric_limits<size_t>::max(), max_splits).ws_bytes;
+  // The decode kernel (PlanAttentionCore takes it when the pointers allow) splits more finely.
+  const int dsplits = max_splits > 0 ? std::min(max_splits, DecodeSplits(d)) : DecodeSplits(d);
+  const size_t decode = path == AttentionPath::kAuto && DecodeRows(d) > 0 && dsplits > 1 ? SplitBytesPerSplit(d) * dsplits : 0;
+  return std::max(general, decode);
 }
 
 StatusOr<std::vector<cuda::KernelLaunch>> PlanKvAttentionWith(const Node& n, const std::vector<TensorRef>& in,
@@ -1241,6 +1657,7 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanKvAttention(const Node& n, const s
     opts.counters = static_cast<unsigned*>(in[7].data);
     opts.counter_count = static_cast<size_t>(in[7].numel());
   }
+  opts.early_reads = AttrInt(n.attrs, kEarlyReadsAttr, 0) != 0;  // set by the CUDA executor
   return PlanKvAttentionWith(n, in, out, dev, opts);
 }
 

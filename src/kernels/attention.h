@@ -49,7 +49,13 @@ struct AttentionPlanOptions {
   // counter at zero again. nullptr: the combine kernel runs.
   unsigned* counters = nullptr;
   size_t counter_count = 0;
+  // kv_attention's decode kernel may read pos and the cache rows below pos[b] before its PDL wait
+  // (overlapping the previous kernel): only when no earlier kernel of the same run writes them —
+  // pos is an input of the run and no other step touches the caches. PlanKvAttention takes it from
+  // the node attribute kEarlyReadsAttr, which the CUDA executor sets when that holds.
+  bool early_reads = false;
 };
+inline constexpr const char* kEarlyReadsAttr = "_early_reads";
 
 // Launches computing attention node `n` (see PlanAttention in library.h) with explicit options.
 StatusOr<std::vector<cuda::KernelLaunch>> PlanAttentionWith(const Node& n, const std::vector<TensorRef>& in,

@@ -1,7 +1,9 @@
 // kv_attention on the GPU (src/kernels/attention.cu, through CudaExecutable so that the executor's
 // split-K scratch and the in-place cache writes are exercised) against the CPU reference:
 //   - f32/bf16/f16, D 64 and 128, B 1/2/8, T 1/4/17/128, S up to 4096, pos various incl. at the
-//     cache end, GQA 8:1 and 1:1. Outputs are poisoned (NaN) before each run and cache rows past
+//     cache end, GQA 8:1 and 1:1; every case once with the default kernels and once with the opt-in
+//     decode kernel (OPFUSE_ATTENTION_DECODE=1: AttnDecodeKernel for f16/bf16 with T * group <= 8);
+//     the executor sets early reads (pos and old cache rows read before the PDL wait) on these graphs. Outputs are poisoned (NaN) before each run and cache rows past
 //     pos[b] + T are poisoned too: a kernel reading a row it must not see gives NaN; the caches
 //     after the run must equal the expected update bit for bit (poison included);
 //   - capture/replay: the decode step captured once as a CUDA graph, replayed with new pos values
@@ -15,7 +17,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <limits>
 #include <random>
 
@@ -103,6 +107,21 @@ int64_t BytesDiffer(const HostTensor& a, const HostTensor& b) {
   return n;
 }
 
+// Sets an environment variable for a scope (the planners read it at plan time), restoring it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
 class KvAttentionGpu : public WithGpu<> {};
 
 TEST_F(KvAttentionGpu, MatchesCpuReference) {
@@ -118,8 +137,16 @@ TEST_F(KvAttentionGpu, MatchesCpuReference) {
   }
   cases.push_back({DType::kBF16, 1, 128, 32, 4, 64, 128, {0}});    // prefill filling the cache exactly
   cases.push_back({DType::kF16, 8, 4, 32, 4, 64, 2048, {2044, 0, 1, 1000, 1500, 63, 64, 65}});
+  // The decode kernel (T * group <= 8): lengths around its 32-key sub-chunks and split edges.
+  cases.push_back({DType::kBF16, 1, 1, 32, 4, 128, 333, {40}});
+  cases.push_back({DType::kBF16, 4, 1, 32, 4, 64, 2048, {0, 31, 32, 130}});
+  cases.push_back({DType::kF16, 3, 2, 8, 2, 64, 257, {255, 0, 100}});  // T = 2, group 4: 8 rows, one at the end
+  cases.push_back({DType::kBF16, 2, 1, 4, 4, 64, 96, {95, 63}});          // MHA, one row per block
+  // Every case with the default kernels, then with the opt-in decode kernel (OPFUSE_ATTENTION_DECODE=1).
+  for (const char* decode : {"0", "1"})
   for (const auto& c : cases) {
-    SCOPED_TRACE(Name(c));
+    ScopedEnv env("OPFUSE_ATTENTION_DECODE", decode);
+    SCOPED_TRACE(Name(c) + " OPFUSE_ATTENTION_DECODE=" + decode);
     Graph g = KvGraph(c);
     auto ex = cuda::CudaExecutable::Create(g);
     ASSERT_TRUE(ex.ok()) << ex.status().ToString();
@@ -149,7 +176,7 @@ TEST_F(KvAttentionGpu, MatchesCpuReference) {
     EXPECT_LE(rel, Bound(c.dt)) << "relative error " << rel;
     EXPECT_EQ(BytesDiffer(kc_out, state["k_cache"]), 0) << "k_cache differs from the expected update";
     EXPECT_EQ(BytesDiffer(vc_out, state["v_cache"]), 0) << "v_cache differs from the expected update";
-    std::printf("[ kv rel   ] %-70s %.3e (%s)\n", Name(c).c_str(), rel,
+    std::printf("[ kv rel   ] %-70s decode=%s %.3e (%s)\n", Name(c).c_str(), decode, rel,
                 (*ex)->steps().empty() ? "" : (*ex)->steps()[0].name.c_str());
   }
 }
@@ -157,9 +184,11 @@ TEST_F(KvAttentionGpu, MatchesCpuReference) {
 // The decode step captured once; each replay reads new pos values from the same device buffer.
 TEST_F(KvAttentionGpu, CapturedGraphReplaysWithNewPositions) {
   std::mt19937_64 rng(std::random_device{}());
+  for (const char* decode : {"0", "1"})
   for (DType dt : {DType::kBF16, DType::kF32}) {
+    ScopedEnv env("OPFUSE_ATTENTION_DECODE", decode);
     KvShape c{dt, 2, 1, 32, 4, 64, 700, {0, 0}};
-    SCOPED_TRACE(Name(c));
+    SCOPED_TRACE(Name(c) + " OPFUSE_ATTENTION_DECODE=" + decode);
     Graph g = KvGraph(c);
     auto ex = cuda::CudaExecutable::Create(g);
     ASSERT_TRUE(ex.ok()) << ex.status().ToString();

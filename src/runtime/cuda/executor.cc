@@ -22,6 +22,7 @@
 #include "codegen/kernel_ir.h"
 #include "jit/cuda_launcher.h"
 #include "jit/jit_compiler.h"
+#include "kernels/attention.h"
 #include "kernels/gemv.h"
 #include "kernels/library.h"
 #include "ops/op_def.h"
@@ -585,6 +586,19 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
   }
   for (const Step& st : im.steps)
     if (st.kind == StepKind::kAlias) im.alias_root[st.node.outputs[0]] = im.alias_root[st.node.inputs[0]];
+  // kv_attention may read pos and the cache rows below it before its PDL wait when no step of this
+  // executable writes them: pos is not computed here and no other step takes either cache.
+  for (Step& st : im.steps) {
+    if (st.kind != StepKind::kLibrary || st.node.op != OpKind::kKvAttention || st.node.inputs.size() < 6) continue;
+    const int kc = im.alias_root[st.node.inputs[3]], vc = im.alias_root[st.node.inputs[4]];
+    bool stable = !produced[im.alias_root[st.node.inputs[5]]] && !produced[kc] && !produced[vc];
+    for (const Step& o : im.steps) {
+      if (&o == &st) continue;
+      for (int v : o.node.inputs) stable = stable && im.alias_root[v] != kc && im.alias_root[v] != vc;
+      for (int v : o.node.outputs) stable = stable && im.alias_root[v] != kc && im.alias_root[v] != vc;
+    }
+    if (stable) st.node.attrs[kernels::kEarlyReadsAttr] = int64_t{1};
+  }
 
   std::set<std::string> syms;
   for (const auto& v : im.values)
