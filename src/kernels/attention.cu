@@ -45,6 +45,11 @@
 //    the split count follows the device-side length and the last block of a row tile to arrive
 //    merges the partials (threadfence + atomicAdd, counter reset by that block): no combine kernel.
 //    OPFUSE_ATTENTION_SEPARATE=1 restores write + attention + combine.
+//  * Early reads (GeneralParams::early, from AttentionPlanOptions::early_reads, which the executor
+//    sets when nothing in the run writes pos or the caches): pos is read and the block's cache rows
+//    below pos are prefetched into L2 before the PDL wait, overlapping the q/k/v projection.
+//  * AttnDecodeKernel (opt-in, OPFUSE_ATTENTION_DECODE=1): see its note below; measured in
+//    docs/BENCHMARKS.md "Session 6" — faster at short context, slower at ~1k keys.
 // Index arithmetic into tensors is 64-bit; per-dimension sizes are checked to fit in int.
 #include "kernels/pdl.cuh"
 #include <cuda_bf16.h>
@@ -498,9 +503,12 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(GeneralParams p) {
 constexpr int kDecKC = 32;
 constexpr int kDecMaxSplits = 64;
 
-// One-token decode over a KV cache, built for latency (the general kernel spends ~11 µs of a warp's
-// dependent instructions on a 32-key tile at TinyLlama sizes, with one block of 4 warps per SM and
-// 8 blocks in all). Here a block takes every query row of one kv head (RB >= T * group) and a
+// One-token decode over a KV cache, shaped for latency (opt-in, OPFUSE_ATTENTION_DECODE=1). Measured
+// on the H200 (docs/BENCHMARKS.md "Session 6"): ~11.5 µs alone under ncu, like the general kernel,
+// although each warp runs ~4x fewer instructions — both are dominated by the prologue (instruction
+// fetch, parameter constant-cache misses, pos) and dependent memory round trips; in the model it is
+// faster at ~130 keys and slower at ~1100 (more splits, each with that fixed latency). Kept, tested,
+// for the next round. Here a block takes every query row of one kv head (RB >= T * group) and a
 // chunk of at least kDecKC keys, so the keys spread over many blocks (splits) and each warp's chain
 // is short:
 //  * scores: LPK = D / 16 lanes per key (16 head-dim elements each, two 16-byte loads issued for
