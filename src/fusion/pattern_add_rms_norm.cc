@@ -46,6 +46,11 @@ PatternDef MakeAddRmsNormPattern() {
   const Pat sum = Pat::Op(OpKind::kAdd, {Pat::Var("a"), Pat::Var("b")}).As("x");
   p.variants.push_back({"primitives", Pat::Op(OpKind::kMul, {RmsNormCore(sum).As("n"), Pat::Var("w")}).Commutative(),
                         [](const Graph& g, const Binding& b, std::string* why) { return Build(g, b, why, std::nullopt); }});
+  p.variants.push_back({"primitives, f32 inside", Pat::Op(OpKind::kMul, {RmsNormUpcast(sum), Pat::Var("w")}).Commutative(),
+                        [](const Graph& g, const Binding& b, std::string* why) -> std::optional<Rewrite> {
+                          if (!RmsNormUpcastTypesOk(g, b, why)) return std::nullopt;
+                          return Build(g, b, why, std::nullopt);
+                        }});
   p.variants.push_back({"add + rms_norm op", Pat::Op(OpKind::kRmsNorm, {sum, Pat::Var("w")}).As("norm"),
                         [](const Graph& g, const Binding& b, std::string* why) {
                           const Node* norm = Producer(g, b.value("norm"));

@@ -27,5 +27,12 @@ const PatternDef* PatternForOp(OpKind op);
 // Shared sub-trees (pattern_rms_norm.cc): x * rsqrt(mean(x*x) + eps), the normalised value
 // before the weight, with x bound to `x` and eps to "eps". x*x may be written pow(x, 2).
 Pat RmsNormCore(const Pat& x);
+// The same core over the value bound to `name` (x * rsqrt(mean(x*x) + eps) with x = name).
+Pat RmsNormCoreOver(const Pat& x, const std::string& name);
+// The half-precision form eager frameworks trace (LlamaRMSNorm): cast(core over cast(x) to f32) back
+// to x's dtype, bound as "x" (input), "x32" (the f32 copy) and "n" (the cast back).
+Pat RmsNormUpcast(const Pat& x);
+// For those variants' builds: x32 is f32 and n has x's dtype; else why says what differs.
+bool RmsNormUpcastTypesOk(const Graph& g, const Binding& b, std::string* why);
 
 }  // namespace opfuse::fusion

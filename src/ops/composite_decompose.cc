@@ -4,7 +4,8 @@
 //
 // Used by the `decompose` pass when a pattern is disabled, and by numerics tests comparing the
 // fused reference with the op-by-op result. Attribute meanings (shared with the CPU reference):
-//   rms_norm(x, w?) {eps=1e-6}        x * rsqrt(mean(x*x) + eps) [* w]
+//   rms_norm(x, w?) {eps=1e-6}        x * rsqrt(mean(x*x) + eps) [* w]; f16/bf16: the part before
+//                                     * w in f32 between cast(x, f32) and a cast back (eager form)
 //   add_rms_norm(x, r, w) {eps=1e-6}  s = x + r; (rms_norm(s, w), s)
 //   layer_norm(x, w?, b?) {eps=1e-5}  (x - mean(x)) * rsqrt(mean((x - mean)^2) + eps) [* w] [+ b]
 //   softmax(x, mask?) {scale=1, causal=0}  softmax over the last axis of x * scale + mask;
@@ -32,13 +33,18 @@ class Emitter {
   int Const(double v, const char* suffix) {
     return Op(OpKind::kConstant, {}, {{"value", v}, {"dtype", std::string("f32")}}, suffix);
   }
-  // x * rsqrt(mean(x*x) + eps) [* w]
-  int RmsNorm(int x, int w, double eps) {
-    int sq = Op(OpKind::kMul, {x, x}, "sq");
+  // x * rsqrt(mean(x*x) + eps) [* w]. In f16/bf16 (dt) the normalisation runs in f32 between two
+  // casts, as eager frameworks do it (Hugging Face LlamaRMSNorm: x.to(float32) ... .to(dtype), then
+  // weight *): op by op, the half-precision squares and mean would otherwise each round.
+  int RmsNorm(int x, int w, double eps, DType dt) {
+    const bool up = dt == DType::kBF16 || dt == DType::kF16;
+    const int xs = up ? Op(OpKind::kCast, {x}, {{"dtype", std::string("f32")}}, "f32") : x;
+    int sq = Op(OpKind::kMul, {xs, xs}, "sq");
     int ms = Op(OpKind::kMean, {sq}, "ms");
     int mse = Op(OpKind::kAdd, {ms, Const(eps, "eps")}, "ms_eps");
     int inv = Op(OpKind::kRsqrt, {mse}, "inv");
-    int n = Op(OpKind::kMul, {x, inv}, "n");
+    int n = Op(OpKind::kMul, {xs, inv}, "n");
+    if (up) n = Op(OpKind::kCast, {n}, {{"dtype", std::string(DTypeName(dt))}}, "n_cast");
     return w < 0 ? n : Op(OpKind::kMul, {n, w}, "w");
   }
 
@@ -52,12 +58,13 @@ StatusOr<std::vector<int>> DecomposeComposite(Graph& g, const Node& node_ref) {
   Emitter e(g, n);
   // Defaults agree with the CPU reference (composite_cpu.cc).
   const double eps = AttrFloat(n.attrs, "eps", n.op == OpKind::kLayerNorm ? 1e-5 : 1e-6);
+  const DType dt = n.inputs.empty() ? DType::kF32 : g.values[n.inputs[0]].type.dtype;
   switch (n.op) {
     case OpKind::kRmsNorm:
-      return std::vector<int>{e.RmsNorm(n.inputs[0], n.inputs.size() > 1 ? n.inputs[1] : -1, eps)};
+      return std::vector<int>{e.RmsNorm(n.inputs[0], n.inputs.size() > 1 ? n.inputs[1] : -1, eps, dt)};
     case OpKind::kAddRmsNorm: {
-      int s = e.Op(OpKind::kAdd, {n.inputs[0], n.inputs[1]}, "sum");
-      return std::vector<int>{e.RmsNorm(s, n.inputs[2], eps), s};
+      int s = e.Op(OpKind::kAdd, {n.inputs[0], n.inputs[1]}, "sum");  // rounded to dt, as the op's sum output
+      return std::vector<int>{e.RmsNorm(s, n.inputs[2], eps, dt), s};
     }
     case OpKind::kLayerNorm: {
       const int x = n.inputs[0];

@@ -83,6 +83,48 @@ TEST_P(DecomposeNodeTest, MatchesTheCompositeOnTheCpu) {
 INSTANTIATE_TEST_SUITE_P(Composites, DecomposeNodeTest, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// f16/bf16 norms run op by op as eager frameworks do: the normalisation in f32 (cast up, primitives in
+// f32, cast down), the residual sum and the weight multiply in the input dtype.
+TEST(DecomposeNode, HalfPrecisionNormsNormaliseInF32) {
+  for (const char* text : {"graph g\ninput x: bf16[6, 256]\nparam w: bf16[256]\ny = rms_norm(x, w) {eps=1e-5}\noutput y\n",
+                           "graph g\ninput x: f16[6, 256]\ninput r: f16[6, 256]\nparam w: f16[256]\n"
+                           "y, h = add_rms_norm(x, r, w)\noutput y, h\n",
+                           "graph g\ninput x: bf16[3, 128]\ny = rms_norm(x)\noutput y\n"}) {
+    SCOPED_TRACE(text);
+    auto g = ParseGraph(text);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    const Node& n = g->nodes[0];
+    const DType dt = g->values[n.inputs[0]].type.dtype;
+    auto d = DecomposeNode(n, [&](int v) { return std::pair<std::string, TensorType>(g->values[v].name, g->values[v].type); });
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    const Graph& sub = d->graph;
+    int casts = 0, f32_mean = 0;
+    for (const Node& sn : sub.nodes) {
+      EXPECT_NE(GetOpInfo(sn.op).kind, FusionKind::kComposite) << OpName(sn.op);
+      casts += sn.op == OpKind::kCast;
+      f32_mean += sn.op == OpKind::kMean && sub.values[sn.outputs[0]].type.dtype == DType::kF32;
+    }
+    EXPECT_EQ(casts, 2);
+    EXPECT_EQ(f32_mean, 1);
+    ASSERT_EQ(sub.outputs.size(), n.outputs.size());
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      EXPECT_EQ(sub.values[sub.outputs[k]].name, g->values[n.outputs[k]].name);
+      EXPECT_EQ(sub.values[sub.outputs[k]].type.dtype, dt);
+    }
+    const auto inputs = RandomInputs(*g, {}, 0x5eed);
+    auto ref = RunGraphCpu(*g, inputs);
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    std::map<std::string, HostTensor> sub_in;
+    for (size_t i = 0; i < d->inputs.size(); ++i)
+      sub_in[sub.values[sub.inputs[i]].name] = inputs.at(g->values[d->inputs[i]].name);
+    auto out = RunGraphCpu(sub, sub_in);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    // One extra rounding (the normalised value before the weight) beside the composite's single one.
+    EXPECT_LE(testing_cases::RelErr(out->at("y"), ref->at("y")), dt == DType::kBF16 ? 8e-3 : 1e-3);
+    if (ref->count("h")) EXPECT_EQ(testing_cases::RelErr(out->at("h"), ref->at("h")), 0.0) << "the sum is one rounding in both";
+  }
+}
+
 TEST(DecomposeNode, CausalSoftmaxHasNoPrimitiveForm) {
   auto g = ParseGraph("graph g\ninput x: f32[4, 4]\ny = softmax(x) {causal=1}\noutput y\n");
   ASSERT_TRUE(g.ok()) << g.status().ToString();

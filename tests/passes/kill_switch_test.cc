@@ -4,6 +4,8 @@
 // composite op (the decompositions are written in exactly the form the patterns match).
 #include <cstdlib>
 
+#include <fmt/format.h>
+
 #include "fusion/patterns.h"
 #include "ops/op_def.h"
 #include "pass_test_util.h"
@@ -157,11 +159,13 @@ TEST(Decompose, RoundTripsThroughThePatterns) {
       {"geglu", "y = geglu(x, r) {approximate=\"none\"}\noutput y"},
       {"rope", "y = rope(x3, c, s)\noutput y"},
   };
-  const std::string header =
-      "graph d\ninput x: f32[T, 64]\ninput r: f32[T, 64]\ninput x3: f32[T, 4, 64]\ninput c: f32[T, 1, 64]\n"
-      "input s: f32[T, 1, 64]\nparam w: f32[64]\nparam b: f32[64]\n";
+  // f32, and bf16, where the norms decompose with their normalisation in f32 between two casts.
+  for (const std::string dt : {"f32", "bf16"})
   for (const auto& c : cases) {
-    SCOPED_TRACE(c.text);
+    const std::string header = fmt::format(
+        "graph d\ninput x: {0}[T, 64]\ninput r: {0}[T, 64]\ninput x3: {0}[T, 4, 64]\ninput c: {0}[T, 1, 64]\n"
+        "input s: {0}[T, 1, 64]\nparam w: {0}[64]\nparam b: {0}[64]\n", dt);
+    SCOPED_TRACE(dt + ": " + c.text);
     auto parsed = ParseGraph(header + c.text + "\n");
     ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
     Graph g = *parsed;

@@ -158,11 +158,17 @@ class Builder {
     return b_.Matmul(in, {{"transpose_b", int64_t{1}}});
   }
 
-  // transformers' LlamaRMSNorm: x * rsqrt(mean(x^2) + eps), times the weight.
+  // transformers' LlamaRMSNorm: x.to(float32), x * rsqrt(mean(x^2) + eps), .to(dtype), times the
+  // weight. In f16/bf16 the casts are part of the traced form (the rms_norm / add_rms_norm patterns'
+  // "f32 inside" variants match it); never_fuse then runs the normalisation in f32 as HF eager does.
   int RmsNorm(int x, int w) {
-    const int ms = b_.Mean({b_.Mul({x, x})});
+    const bool up = o_.dtype != DType::kF32;
+    const int xs = up ? b_.Cast({x}, {{"dtype", std::string("f32")}}) : x;
+    const int ms = b_.Mean({b_.Mul({xs, xs})});
     const int inv = b_.Rsqrt({b_.Add({ms, b_.Constant(c_.rms_norm_eps)})});
-    return b_.Mul({b_.Mul({x, inv}), w});
+    int n = b_.Mul({xs, inv});
+    if (up) n = b_.Cast({n}, {{"dtype", std::string(DTypeName(o_.dtype))}});
+    return b_.Mul({n, w});
   }
 
   // apply_rotary_pos_emb: x * cos + rotate_half(x) * sin, rotate_half = cat(-x2, x1).
