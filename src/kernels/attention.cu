@@ -1418,20 +1418,30 @@ size_t AttentionWorkspaceBytesFor(const std::vector<TensorRef>& in, const cuda::
   return PlanGeneral(d, GeneralVec(d, PtrsOf(in, nullptr)), dev, std::numeric_limits<size_t>::max(), max_splits).ws_bytes;
 }
 
-size_t AttentionCounterCount(const Node& n, const std::vector<TensorRef>& in, const cuda::DeviceInfo& dev) {
+AttentionScratch AttentionScratchFor(const Node& n, const std::vector<TensorRef>& in, const cuda::DeviceInfo& dev) {
   Dims d;
   const bool kv = n.op == OpKind::kKvAttention;
-  if (!(kv ? CheckKvDims(in, nullptr, &d) : CheckDims(in, nullptr, &d)).ok() || d.D > 256 || !IsFloat(d.dtype)) return 0;
+  if (!(kv ? CheckKvDims(in, nullptr, &d) : CheckDims(in, nullptr, &d)).ok() || d.D > 256 || !IsFloat(d.dtype)) return {};
   const Ptrs ptr = kv ? KvPtrsOf(in, nullptr) : PtrsOf(in, nullptr);
   const GeneralPlan g = PlanGeneral(d, GeneralVec(d, ptr), dev, std::numeric_limits<size_t>::max(), 0);
-  const size_t general = g.splits > 1 ? static_cast<size_t>(g.row_tiles * d.Hkv * d.B) : 0;
-  const size_t decode = kv && DecodeRows(d) > 0 && DecodeSplits(d) > 1 ? static_cast<size_t>(d.Hkv * d.B) : 0;
-  return std::max(general, decode);
+  // Counters: what the general kernel's split plan can use (also where the default path takes the
+  // tensor-core kernel — a caller may force the general one); scratch: none on the tensor-core path.
+  const bool mma = AutoUsesMma(d, ptr);
+  AttentionScratch s{mma ? 0 : g.ws_bytes, g.splits > 1 ? static_cast<size_t>(g.row_tiles * d.Hkv * d.B) : 0};
+  // kv_attention's decode kernel (where the planner takes it) splits more finely, per (sequence, kv head).
+  if (kv && !mma && DecodeRows(d) > 0 && DecodeSplits(d) > 1) {
+    s.bytes = std::max(s.bytes, SplitBytesPerSplit(d) * DecodeSplits(d));
+    s.counters = std::max(s.counters, static_cast<size_t>(d.Hkv * d.B));
+  }
+  return s;
+}
+
+size_t AttentionCounterCount(const Node& n, const std::vector<TensorRef>& in, const cuda::DeviceInfo& dev) {
+  return AttentionScratchFor(n, in, dev).counters;
 }
 
 size_t AttentionWorkspaceBytes(const Node& n, const std::vector<TensorRef>& in, const cuda::DeviceInfo& dev) {
-  if (n.op == OpKind::kKvAttention) return KvAttentionWorkspaceBytesFor(in, dev, AttentionPath::kAuto);
-  return AttentionWorkspaceBytesFor(in, dev, AttentionPath::kAuto);
+  return AttentionScratchFor(n, in, dev).bytes;
 }
 
 StatusOr<std::vector<cuda::KernelLaunch>> PlanAttentionWith(const Node& n, const std::vector<TensorRef>& in,

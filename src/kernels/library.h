@@ -85,6 +85,12 @@ size_t AttentionWorkspaceBytes(const Node& n, const std::vector<TensorRef>& in, 
 // as the next TensorRef after the scratch, zeroed once and kept for the plan's lifetime (the kernels
 // leave them at zero), they replace the combine kernel by a merge in the last block to finish.
 size_t AttentionCounterCount(const Node& n, const std::vector<TensorRef>& in, const cuda::DeviceInfo& dev);
+// Both at once (one shape check and one plan): what the executor reserves for an attention step.
+struct AttentionScratch {
+  size_t bytes = 0;     // AttentionWorkspaceBytes
+  size_t counters = 0;  // AttentionCounterCount
+};
+AttentionScratch AttentionScratchFor(const Node& n, const std::vector<TensorRef>& in, const cuda::DeviceInfo& dev);
 // kv_attention (src/kernels/attention.h): in = q, k, v, k_cache, v_cache, pos [, scratch]; writes
 // the caches in place, reads pos on the device. AttentionWorkspaceBytes also sizes its scratch.
 StatusOr<std::vector<cuda::KernelLaunch>> PlanKvAttention(const Node& n, const std::vector<TensorRef>& in,

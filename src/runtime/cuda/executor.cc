@@ -679,11 +679,12 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Arena>> CudaExecutable::Impl::Get
     if (st.kind == StepKind::kLibrary && (st.node.op == OpKind::kAttention || st.node.op == OpKind::kKvAttention)) {
       std::vector<kernels::TensorRef> ins;
       for (int v : st.node.inputs) ins.push_back({nullptr, values[v].type.dtype, arena->shapes[v]});
-      const size_t bytes = kernels::AttentionWorkspaceBytes(st.node, ins, dev);
+      const kernels::AttentionScratch need = kernels::AttentionScratchFor(st.node, ins, dev);
+      const size_t bytes = need.bytes;
       if (bytes > 0) {
         const int64_t rounded = static_cast<int64_t>((bytes + 255) / 256 * 256);
         arena->scratch[s] = {place(rounded, static_cast<int>(s), static_cast<int>(s)), static_cast<int64_t>(bytes)};
-        const size_t count = kernels::AttentionCounterCount(st.node, ins, dev);
+        const size_t count = need.counters;
         if (count > 0) {
           const int64_t cbytes = static_cast<int64_t>((count * sizeof(unsigned) + 255) / 256 * 256);
           arena->counters[s] = {place(cbytes, 0, static_cast<int>(steps.size())), static_cast<int64_t>(count)};
