@@ -14,6 +14,7 @@
 
 #include <unistd.h>
 
+#include "../expect_close.h"
 #include "../jit_cases.h"
 #include "opfuse/graph.h"
 #include "runtime/cpu/cpu_executor.h"
@@ -32,18 +33,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+using testing_cases::ExpectClose;
 using testing_gpu::FreshSeed;
 
-void ExpectClose(const std::string& what, const HostTensor& out, const HostTensor& ref) {
-  ASSERT_EQ(out.shape, ref.shape) << what;
-  bool any_nonzero = false;
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    ASSERT_FALSE(std::isnan(out.get(i))) << what << ": NaN (poison left) at " << i;
-    any_nonzero |= out.get(i) != 0;
-  }
-  EXPECT_TRUE(any_nonzero) << what << ": all zero";
-  EXPECT_LE(testing_cases::RelErr(out, ref), testing_cases::Bound(ref.dtype)) << what;
-}
 
 // Holds the background compile at its start until released (released on scope exit, so a failing
 // test never leaves the compile thread blocked while the executable is destroyed).
@@ -80,6 +72,14 @@ class BackgroundCompileTest : public testing_gpu::WithGpu<> {
     cache_.reset();
     if (!dir_.empty()) fs::remove_all(dir_);
   }
+  // Background compile into this test's fresh cache, each compile held at its start by `gate`.
+  cuda::ExecutorOptions HeldOptions(CompileGate& gate) const {
+    cuda::ExecutorOptions o;
+    o.cache = cache_.get();
+    o.background_compile = true;
+    o.before_background_compile = gate.Hook();
+    return o;
+  }
   fs::path dir_;
   std::unique_ptr<jit::KernelCache> cache_;  // fresh and empty: the JIT kernel is really uncached
 };
@@ -102,10 +102,7 @@ TEST_F(BackgroundCompileTest, GenericGroupRunsUnfusedThenTheJitKernel) {
   ASSERT_TRUE(ref.ok()) << ref.status().ToString();
 
   CompileGate gate;
-  cuda::ExecutorOptions o;
-  o.cache = cache_.get();
-  o.background_compile = true;
-  o.before_background_compile = gate.Hook();
+  cuda::ExecutorOptions o = HeldOptions(gate);
   auto ex = cuda::CudaExecutable::Create(g, o);
   ASSERT_TRUE(ex.ok()) << ex.status().ToString();
   cuda::CudaExecutable& x = **ex;
@@ -171,11 +168,8 @@ TEST_F(BackgroundCompileTest, PatternGroupRunsTheLibraryKernelMeanwhile) {
   ASSERT_TRUE(ref.ok()) << ref.status().ToString();
 
   CompileGate gate;
-  cuda::ExecutorOptions o;
+  cuda::ExecutorOptions o = HeldOptions(gate);
   o.variant = cuda::Variant::kJit;
-  o.cache = cache_.get();
-  o.background_compile = true;
-  o.before_background_compile = gate.Hook();
   auto ex = cuda::CudaExecutable::Create(g, o);
   ASSERT_TRUE(ex.ok()) << ex.status().ToString();
   cuda::CudaExecutable& x = **ex;
@@ -210,10 +204,7 @@ TEST_F(BackgroundCompileTest, CapturedGraphKeepsItsPlanUntilReCaptured) {
   ASSERT_TRUE(ref.ok()) << ref.status().ToString();
 
   CompileGate gate;
-  cuda::ExecutorOptions o;
-  o.cache = cache_.get();
-  o.background_compile = true;
-  o.before_background_compile = gate.Hook();
+  cuda::ExecutorOptions o = HeldOptions(gate);
   auto ex = cuda::CudaExecutable::Create(g, o);
   ASSERT_TRUE(ex.ok()) << ex.status().ToString();
   cuda::CudaExecutable& x = **ex;

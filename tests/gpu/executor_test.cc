@@ -15,6 +15,7 @@
 #include <random>
 #include <sstream>
 
+#include "../expect_close.h"
 #include "../jit_cases.h"
 #include "opfuse/graph.h"
 #include "runtime/backend.h"
@@ -34,6 +35,7 @@ namespace opfuse {
 namespace {
 
 using testing_cases::Bound;
+using testing_cases::ExpectClose;
 using testing_cases::RelErr;
 
 uint64_t FreshSeed() {
@@ -48,22 +50,6 @@ Graph Parse(const std::string& text) {
   return g.ok() ? *g : Graph{};
 }
 
-// The output must be finite, not all zero (unless the reference is), and within the bound.
-void ExpectClose(const std::string& what, const HostTensor& out, const HostTensor& ref) {
-  ASSERT_EQ(out.shape, ref.shape) << what;
-  bool any_nonzero = false, ref_nonzero = false;
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    ASSERT_FALSE(std::isnan(out.get(i))) << what << ": NaN at " << i;
-    any_nonzero |= out.get(i) != 0;
-    ref_nonzero |= ref.get(i) != 0;
-  }
-  if (ref_nonzero) EXPECT_TRUE(any_nonzero) << what << ": all zero";
-  if (IsFloat(ref.dtype)) {
-    EXPECT_LE(RelErr(out, ref), Bound(ref.dtype)) << what;
-  } else {
-    for (int64_t i = 0; i < out.numel(); ++i) ASSERT_EQ(out.get(i), ref.get(i)) << what << " at " << i;
-  }
-}
 
 TEST(BackendTest, CpuBackendMatchesReference) {  // runs everywhere
   auto be = MakeBackend("cpu");

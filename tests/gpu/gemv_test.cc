@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "../expect_close.h"
 #include "../jit_cases.h"
 #include "../matmul_graphs.h"
 #include "opfuse/graph.h"
@@ -43,18 +44,9 @@ TEST(Gemv, BuiltWithoutCuda) { GTEST_SKIP() << "built without OPFUSE_CUDA"; }
 using testing_cases::Bound;
 using testing_cases::RelErr;
 
+using testing_cases::ExpectClose;
 using testing_gpu::FreshSeed;
 
-void ExpectClose(const std::string& what, const HostTensor& out, const HostTensor& ref) {
-  ASSERT_EQ(out.shape, ref.shape) << what;
-  bool any_nonzero = false;
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    ASSERT_FALSE(std::isnan(out.get(i))) << what << ": NaN (unwritten?) at " << i;
-    any_nonzero |= out.get(i) != 0;
-  }
-  EXPECT_TRUE(any_nonzero) << what << ": all zero";
-  EXPECT_LE(RelErr(out, ref), Bound(ref.dtype)) << what;
-}
 
 // Runs `text` on the GPU (gemv on) and on the CPU with the same groups; returns kernels per run.
 int RunAndCompare(const std::string& what, const std::string& text, const Bindings& b, bool gemv = true) {
