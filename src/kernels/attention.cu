@@ -1214,10 +1214,11 @@ int DecodeRows(const Dims& d) {
   return r <= 1 ? 1 : r <= 2 ? 2 : r <= 4 ? 4 : 8;
 }
 // Its key splits for the capacity S (the kernel uses as many as the device-side length needs).
-// OPFUSE_ATTENTION_DECODE_SPLITS caps them (A/B timing).
-int DecodeSplits(const Dims& d) {
+// OPFUSE_ATTENTION_DECODE_SPLITS caps them (A/B timing), as does max_splits > 0 (AttentionPlanOptions).
+int DecodeSplits(const Dims& d, int max_splits = 0) {
   int cap = kDecMaxSplits;
   if (const char* e = std::getenv("OPFUSE_ATTENTION_DECODE_SPLITS"); e && *e) cap = std::clamp(std::atoi(e), 1, kDecMaxSplits);
+  if (max_splits > 0) cap = std::min(cap, max_splits);
   return static_cast<int>(std::clamp<int64_t>((d.S + kDecKC - 1) / kDecKC, 1, cap));
 }
 
@@ -1244,6 +1245,12 @@ struct GeneralPlan {
 };
 
 size_t SplitBytesPerSplit(const Dims& d) { return static_cast<size_t>(d.B * d.T * d.Hq * (d.D + 2)) * sizeof(float); }
+
+// The split scratch the decode kernel needs for these shapes (0: it does not apply or does not split).
+size_t DecodeScratchBytes(const Dims& d, int max_splits = 0) {
+  const int splits = DecodeSplits(d, max_splits);
+  return DecodeRows(d) > 0 && splits > 1 ? SplitBytesPerSplit(d) * splits : 0;
+}
 
 GeneralPlan PlanGeneral(const Dims& d, bool vec, const cuda::DeviceInfo& dev, size_t ws_capacity, int max_splits) {
   GeneralPlan g;
@@ -1429,8 +1436,8 @@ AttentionScratch AttentionScratchFor(const Node& n, const std::vector<TensorRef>
   const bool mma = AutoUsesMma(d, ptr);
   AttentionScratch s{mma ? 0 : g.ws_bytes, g.splits > 1 ? static_cast<size_t>(g.row_tiles * d.Hkv * d.B) : 0};
   // kv_attention's decode kernel (where the planner takes it) splits more finely, per (sequence, kv head).
-  if (kv && !mma && DecodeRows(d) > 0 && DecodeSplits(d) > 1) {
-    s.bytes = std::max(s.bytes, SplitBytesPerSplit(d) * DecodeSplits(d));
+  if (const size_t decode = kv && !mma ? DecodeScratchBytes(d) : 0; decode > 0) {
+    s.bytes = std::max(s.bytes, decode);
     s.counters = std::max(s.counters, static_cast<size_t>(d.Hkv * d.B));
   }
   return s;
@@ -1458,6 +1465,37 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanAttentionWith(const Node& n, const
 }
 
 namespace {
+
+// The GeneralParams fields the general and the decode kernel fill alike: pointers, sizes, causal and
+// scale, the new k/v rows, early reads, and with splits > 1 the scratch: [splits][B*T*Hq][D] f32
+// accumulators, then [splits][B*T*Hq][2] (max, sum).
+GeneralParams BaseParams(const Dims& d, const Ptrs& ptr, bool causal, float scale_log2, const AttentionPlanOptions& opts,
+                         int splits) {
+  GeneralParams p{};
+  p.q = ptr.q;
+  p.k = ptr.k;
+  p.v = ptr.v;
+  p.o = ptr.o;
+  p.B = static_cast<int>(d.B);
+  p.pos = ptr.pos;
+  p.T = static_cast<int>(d.T);
+  p.S = static_cast<int>(d.S);
+  p.Hq = static_cast<int>(d.Hq);
+  p.Hkv = static_cast<int>(d.Hkv);
+  p.D = static_cast<int>(d.D);
+  p.group = static_cast<int>(d.group);
+  p.causal = causal ? 1 : 0;
+  p.scale_log2 = scale_log2;
+  p.knew = ptr.knew;
+  p.vnew = ptr.vnew;
+  p.early = opts.early_reads && ptr.pos != nullptr && ptr.knew != nullptr && !EnvFlagOff("OPFUSE_ATTENTION_EARLY") ? 1 : 0;
+  if (splits > 1) {
+    p.ws_acc = static_cast<float*>(opts.workspace);
+    p.ws_ml = reinterpret_cast<float*>(static_cast<char*>(opts.workspace) +
+                                       static_cast<size_t>(splits) * d.B * d.T * d.Hq * d.D * sizeof(float));
+  }
+  return p;
+}
 
 // The launches of attention over Dims `d` (B sequences; with ptr.pos, sequence b has
 // min(S, pos[b] + T) keys, read on the device), appended to `launches`.
@@ -1494,37 +1532,15 @@ Status PlanAttentionCore(const Dims& d, const Ptrs& ptr, bool causal, double sca
   // Only on the default path: AttentionPath::kGeneral keeps the general kernel (tests, A/B).
   if (const int rb = opts.path == AttentionPath::kAuto && ptr.knew != nullptr && ptr.pos != nullptr ? DecodeRows(d) : 0;
       rb > 0) {
-    const int splits = opts.max_splits > 0 ? std::min(opts.max_splits, DecodeSplits(d)) : DecodeSplits(d);
-    const size_t ws = splits > 1 ? SplitBytesPerSplit(d) * splits : 0;
+    const int splits = DecodeSplits(d, opts.max_splits);
+    const size_t ws = DecodeScratchBytes(d, opts.max_splits);
     const bool aligned = Aligned16(ptr.q) && Aligned16(ptr.k) && Aligned16(ptr.v) && Aligned16(ptr.o) &&
                          Aligned16(ptr.knew) && Aligned16(ptr.vnew);
     const bool scratch = splits == 1 || (opts.counters != nullptr && opts.counter_count >= static_cast<size_t>(d.B * d.Hkv) &&
                                          opts.workspace != nullptr && opts.workspace_bytes >= ws && Aligned16(opts.workspace));
     if (aligned && scratch) {
-      GeneralParams p{};
-      p.q = ptr.q;
-      p.k = ptr.k;
-      p.v = ptr.v;
-      p.o = ptr.o;
-      p.B = static_cast<int>(d.B);
-      p.pos = ptr.pos;
-      p.T = static_cast<int>(d.T);
-      p.S = static_cast<int>(d.S);
-      p.Hq = static_cast<int>(d.Hq);
-      p.Hkv = static_cast<int>(d.Hkv);
-      p.D = static_cast<int>(d.D);
-      p.group = static_cast<int>(d.group);
-      p.causal = 1;
-      p.scale_log2 = scale_log2;
-      p.knew = ptr.knew;
-      p.vnew = ptr.vnew;
-      p.early = opts.early_reads && !EnvFlagOff("OPFUSE_ATTENTION_EARLY") ? 1 : 0;
-      if (splits > 1) {
-        p.sem = opts.counters;
-        p.ws_acc = static_cast<float*>(opts.workspace);
-        p.ws_ml = reinterpret_cast<float*>(static_cast<char*>(opts.workspace) +
-                                           static_cast<size_t>(splits) * d.B * d.T * d.Hq * d.D * sizeof(float));
-      }
+      GeneralParams p = BaseParams(d, ptr, causal, scale_log2, opts, splits);
+      if (splits > 1) p.sem = opts.counters;
       const dim3 grid(1, static_cast<unsigned>(d.Hkv * d.B), static_cast<unsigned>(splits));
       launches.push_back(cuda::KernelLaunch::Make(fmt::format("{}_decode_{}_d{}_rb{}_split{}", prefix, DTypeName(d.dtype),
                                                               d.D, rb, splits),
@@ -1540,37 +1556,15 @@ Status PlanAttentionCore(const Dims& d, const Ptrs& ptr, bool causal, double sca
   if (g.splits > 1 && (opts.workspace == nullptr || opts.workspace_bytes < g.ws_bytes ||
                         reinterpret_cast<uintptr_t>(opts.workspace) % alignof(float) != 0))
     return Internal("attention: split plan without enough aligned workspace");
-  GeneralParams p{};
-  p.q = ptr.q;
-  p.k = ptr.k;
-  p.v = ptr.v;
-  p.o = ptr.o;
-  p.B = static_cast<int>(d.B);
-  p.pos = ptr.pos;
-  p.T = static_cast<int>(d.T);
-  p.S = static_cast<int>(d.S);
-  p.Hq = static_cast<int>(d.Hq);
-  p.Hkv = static_cast<int>(d.Hkv);
-  p.D = static_cast<int>(d.D);
-  p.group = static_cast<int>(d.group);
-  p.causal = causal ? 1 : 0;
-  p.scale_log2 = scale_log2;
+  GeneralParams p = BaseParams(d, ptr, causal, scale_log2, opts, g.splits);
   p.kt = g.kt;
   p.chunk = g.chunk;
   p.vec = g.vec ? 1 : 0;
   p.union_bytes = static_cast<int>(g.union_bytes);
-  p.knew = ptr.knew;
-  p.vnew = ptr.vnew;
-  p.early = opts.early_reads && ptr.pos != nullptr && ptr.knew != nullptr && !EnvFlagOff("OPFUSE_ATTENTION_EARLY") ? 1 : 0;
   const int64_t tiles = g.row_tiles * d.Hkv * d.B;
   if (g.splits > 1 && opts.counters != nullptr && opts.counter_count >= static_cast<size_t>(tiles) && !EnvSeparate())
     p.sem = opts.counters;
   p.min_chunk = MinSplitChunk(static_cast<int>(kWarps) * g.kt);
-  const size_t acc_bytes = static_cast<size_t>(g.splits) * d.B * d.T * d.Hq * d.D * sizeof(float);
-  if (g.splits > 1) {
-    p.ws_acc = static_cast<float*>(opts.workspace);
-    p.ws_ml = reinterpret_cast<float*>(static_cast<char*>(opts.workspace) + acc_bytes);
-  }
   const dim3 grid(static_cast<unsigned>(g.row_tiles), static_cast<unsigned>(d.Hkv * d.B), static_cast<unsigned>(g.splits));
   std::string name = fmt::format("{}_general_{}_rb{}_c{}", prefix, DTypeName(d.dtype), g.rb, g.maxc);
   if (g.splits > 1) name += fmt::format("_split{}", g.splits);
@@ -1617,8 +1611,7 @@ size_t KvAttentionWorkspaceBytesFor(const std::vector<TensorRef>& in, const cuda
   if (path == AttentionPath::kAuto && AutoUsesMma(d, ptr)) return 0;
   const size_t general = PlanGeneral(d, GeneralVec(d, ptr), dev, std::numeric_limits<size_t>::max(), max_splits).ws_bytes;
   // The decode kernel (PlanAttentionCore takes it when the pointers allow) splits more finely.
-  const int dsplits = max_splits > 0 ? std::min(max_splits, DecodeSplits(d)) : DecodeSplits(d);
-  const size_t decode = path == AttentionPath::kAuto && DecodeRows(d) > 0 && dsplits > 1 ? SplitBytesPerSplit(d) * dsplits : 0;
+  const size_t decode = path == AttentionPath::kAuto ? DecodeScratchBytes(d, max_splits) : 0;
   return std::max(general, decode);
 }
 
