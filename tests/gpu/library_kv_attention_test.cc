@@ -17,14 +17,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
-#include <string>
 #include <limits>
 #include <random>
 
 #include <fmt/format.h>
 
+#include "../scoped_env.h"
 #include "gpu/gpu_test_util.h"
 #include "runtime/cpu/cpu_executor.h"
 #include "runtime/cuda/executor.h"
@@ -32,6 +31,7 @@
 namespace opfuse {
 namespace {
 
+using testing_env::ScopedEnv;
 using testing_gpu::WithGpu;
 
 struct KvShape {
@@ -106,21 +106,6 @@ int64_t BytesDiffer(const HostTensor& a, const HostTensor& b) {
   for (size_t i = 0; i < a.data.size(); ++i) n += a.data[i] != b.data[i];
   return n;
 }
-
-// Sets an environment variable for a scope (the planners read it at plan time), restoring it after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
 
 class KvAttentionGpu : public WithGpu<> {};
 

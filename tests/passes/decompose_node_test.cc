@@ -38,6 +38,26 @@ const Case kCases[] = {
     {"softmax_mask", "graph g\ninput x: f32[4, 16]\ninput m: f32[4, 16]\ny = softmax(x, m) {scale=0.5}\noutput y\n", 2},
 };
 
+// DecomposeNode on the graph's first node, its values named and typed as in the graph.
+StatusOr<NodeDecomposition> DecomposeFirst(const Graph& g) {
+  return DecomposeNode(g.nodes[0], [&](int v) { return std::pair<std::string, TensorType>(g.values[v].name, g.values[v].type); });
+}
+
+// The graph (its composite) and the decomposition on the CPU reference with the same random inputs.
+void RunBoth(const Graph& g, const NodeDecomposition& d, uint64_t seed, std::map<std::string, HostTensor>* ref,
+             std::map<std::string, HostTensor>* out) {
+  const Graph& sub = d.graph;
+  const auto inputs = RandomInputs(g, {}, seed);
+  auto r = RunGraphCpu(g, inputs);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::map<std::string, HostTensor> sub_in;
+  for (size_t i = 0; i < d.inputs.size(); ++i) sub_in[sub.values[sub.inputs[i]].name] = inputs.at(g.values[d.inputs[i]].name);
+  auto o = RunGraphCpu(sub, sub_in);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  *ref = std::move(*r);
+  *out = std::move(*o);
+}
+
 class DecomposeNodeTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(DecomposeNodeTest, MatchesTheCompositeOnTheCpu) {
@@ -46,7 +66,7 @@ TEST_P(DecomposeNodeTest, MatchesTheCompositeOnTheCpu) {
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   ASSERT_EQ(g->nodes.size(), 1u);
   const Node& n = g->nodes[0];
-  auto d = DecomposeNode(n, [&](int v) { return std::pair<std::string, TensorType>(g->values[v].name, g->values[v].type); });
+  auto d = DecomposeFirst(*g);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   const Graph& sub = d->graph;
   // Inputs: the node's distinct inputs, once each, in order, with their names and types.
@@ -65,18 +85,12 @@ TEST_P(DecomposeNodeTest, MatchesTheCompositeOnTheCpu) {
   for (const Node& sn : sub.nodes) EXPECT_NE(GetOpInfo(sn.op).kind, FusionKind::kComposite) << OpName(sn.op);
   EXPECT_GT(sub.nodes.size(), 1u);
 
-  const auto inputs = RandomInputs(*g, {}, 0x5eed + c.distinct_inputs);
-  auto ref = RunGraphCpu(*g, inputs);
-  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
-  std::map<std::string, HostTensor> sub_in;
-  for (size_t i = 0; i < d->inputs.size(); ++i)
-    sub_in[sub.values[sub.inputs[i]].name] = inputs.at(g->values[d->inputs[i]].name);
-  auto out = RunGraphCpu(sub, sub_in);
-  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  std::map<std::string, HostTensor> ref, out;
+  ASSERT_NO_FATAL_FAILURE(RunBoth(*g, *d, 0x5eed + c.distinct_inputs, &ref, &out));
   for (int o : g->outputs) {
     const std::string& name = g->values[o].name;
-    ASSERT_TRUE(out->count(name)) << name;
-    EXPECT_LE(testing_cases::RelErr(out->at(name), ref->at(name)), 1e-5) << name;
+    ASSERT_TRUE(out.count(name)) << name;
+    EXPECT_LE(testing_cases::RelErr(out.at(name), ref.at(name)), 1e-5) << name;
   }
 }
 
@@ -95,7 +109,7 @@ TEST(DecomposeNode, HalfPrecisionNormsNormaliseInF32) {
     ASSERT_TRUE(g.ok()) << g.status().ToString();
     const Node& n = g->nodes[0];
     const DType dt = g->values[n.inputs[0]].type.dtype;
-    auto d = DecomposeNode(n, [&](int v) { return std::pair<std::string, TensorType>(g->values[v].name, g->values[v].type); });
+    auto d = DecomposeFirst(*g);
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     const Graph& sub = d->graph;
     int casts = 0, f32_mean = 0;
@@ -111,24 +125,18 @@ TEST(DecomposeNode, HalfPrecisionNormsNormaliseInF32) {
       EXPECT_EQ(sub.values[sub.outputs[k]].name, g->values[n.outputs[k]].name);
       EXPECT_EQ(sub.values[sub.outputs[k]].type.dtype, dt);
     }
-    const auto inputs = RandomInputs(*g, {}, 0x5eed);
-    auto ref = RunGraphCpu(*g, inputs);
-    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
-    std::map<std::string, HostTensor> sub_in;
-    for (size_t i = 0; i < d->inputs.size(); ++i)
-      sub_in[sub.values[sub.inputs[i]].name] = inputs.at(g->values[d->inputs[i]].name);
-    auto out = RunGraphCpu(sub, sub_in);
-    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    std::map<std::string, HostTensor> ref, out;
+    ASSERT_NO_FATAL_FAILURE(RunBoth(*g, *d, 0x5eed, &ref, &out));
     // One extra rounding (the normalised value before the weight) beside the composite's single one.
-    EXPECT_LE(testing_cases::RelErr(out->at("y"), ref->at("y")), dt == DType::kBF16 ? 8e-3 : 1e-3);
-    if (ref->count("h")) EXPECT_EQ(testing_cases::RelErr(out->at("h"), ref->at("h")), 0.0) << "the sum is one rounding in both";
+    EXPECT_LE(testing_cases::RelErr(out.at("y"), ref.at("y")), dt == DType::kBF16 ? 8e-3 : 1e-3);
+    if (ref.count("h")) EXPECT_EQ(testing_cases::RelErr(out.at("h"), ref.at("h")), 0.0) << "the sum is one rounding in both";
   }
 }
 
 TEST(DecomposeNode, CausalSoftmaxHasNoPrimitiveForm) {
   auto g = ParseGraph("graph g\ninput x: f32[4, 4]\ny = softmax(x) {causal=1}\noutput y\n");
   ASSERT_TRUE(g.ok()) << g.status().ToString();
-  auto d = DecomposeNode(g->nodes[0], [&](int v) { return std::pair<std::string, TensorType>(g->values[v].name, g->values[v].type); });
+  auto d = DecomposeFirst(*g);
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), StatusCode::kUnimplemented);
   EXPECT_NE(d.status().message().find("causal"), std::string::npos) << d.status().message();
@@ -137,7 +145,7 @@ TEST(DecomposeNode, CausalSoftmaxHasNoPrimitiveForm) {
 TEST(DecomposeNode, PrimitiveOpIsUnimplemented) {
   auto g = ParseGraph("graph g\ninput x: f32[4]\ny = exp(x)\noutput y\n");
   ASSERT_TRUE(g.ok()) << g.status().ToString();
-  auto d = DecomposeNode(g->nodes[0], [&](int v) { return std::pair<std::string, TensorType>(g->values[v].name, g->values[v].type); });
+  auto d = DecomposeFirst(*g);
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), StatusCode::kUnimplemented);
   EXPECT_NE(d.status().message().find("no decomposition"), std::string::npos) << d.status().message();

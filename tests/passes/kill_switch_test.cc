@@ -2,21 +2,17 @@
 // the valid ones), a disabled pattern's ops stay unfused in a visible "no" group, composite ops
 // whose pattern is disabled are decomposed, and decompose -> fuse_patterns gives back the same
 // composite op (the decompositions are written in exactly the form the patterns match).
-#include <cstdlib>
-
 #include <fmt/format.h>
 
 #include "fusion/patterns.h"
 #include "ops/op_def.h"
+#include "../scoped_env.h"
 #include "pass_test_util.h"
 
 namespace opfuse::testing {
 namespace {
 
-struct EnvGuard {
-  explicit EnvGuard(const char* value) { setenv("OPFUSE_DISABLE", value, 1); }
-  ~EnvGuard() { unsetenv("OPFUSE_DISABLE"); }
-};
+using testing_env::ScopedEnv;
 
 TEST(FusionConfig, Defaults) {
   FusionConfig c;
@@ -31,7 +27,7 @@ TEST(FusionConfig, Defaults) {
 }
 
 TEST(FusionConfig, FromEnv) {
-  EnvGuard env("swiglu, rope,,fuse_generic");
+  ScopedEnv env("OPFUSE_DISABLE", "swiglu, rope,,fuse_generic");
   auto c = FusionConfig::FromEnv();
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_TRUE(c->IsDisabled("swiglu"));
@@ -43,7 +39,7 @@ TEST(FusionConfig, FromEnv) {
 }
 
 TEST(FusionConfig, UnknownNameListsValidNames) {
-  EnvGuard env("swiglu,swiglue");
+  ScopedEnv env("OPFUSE_DISABLE", "swiglu,swiglue");
   auto c = FusionConfig::FromEnv();
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
@@ -75,7 +71,7 @@ TEST(KillSwitch, DisabledPatternLeavesItsOpsUnfused) {
 }
 
 TEST(KillSwitch, EnvironmentSwitchReachesThePipeline) {
-  EnvGuard env("add_rms_norm");
+  ScopedEnv env("OPFUSE_DISABLE", "add_rms_norm");
   auto c = FusionConfig::FromEnv();
   ASSERT_TRUE(c.ok());
   PipelineRun r = RunText(Example("llama_decoder_layer.ofg"), *c);

@@ -27,6 +27,8 @@
 #include <thread>
 #include <vector>
 
+#include "../scoped_env.h"
+
 namespace opfuse::jit {
 namespace {
 
@@ -554,18 +556,7 @@ TEST_F(KernelCacheTest, ClearMemoryAndClearDisk) {
 }
 
 TEST(KernelCacheDir, ResolutionOrder) {
-  auto save = [](const char* n) -> std::optional<std::string> {
-    const char* v = std::getenv(n);
-    return v ? std::optional<std::string>(v) : std::nullopt;
-  };
-  auto restore = [](const char* n, const std::optional<std::string>& v) {
-    if (v) ::setenv(n, v->c_str(), 1);
-    else ::unsetenv(n);
-  };
-  const auto cache_dir = save("OPFUSE_CACHE_DIR"), xdg = save("XDG_CACHE_HOME"), home = save("HOME");
-  ::setenv("OPFUSE_CACHE_DIR", "/tmp/a", 1);
-  ::setenv("XDG_CACHE_HOME", "/tmp/x", 1);
-  ::setenv("HOME", "/tmp/h", 1);
+  testing_env::ScopedEnv cache_dir("OPFUSE_CACHE_DIR", "/tmp/a"), xdg("XDG_CACHE_HOME", "/tmp/x"), home("HOME", "/tmp/h");
   EXPECT_EQ(ResolveCacheDir("/explicit"), "/explicit");
   EXPECT_EQ(ResolveCacheDir(""), "/tmp/a");
   ::unsetenv("OPFUSE_CACHE_DIR");
@@ -573,9 +564,6 @@ TEST(KernelCacheDir, ResolutionOrder) {
   ::unsetenv("XDG_CACHE_HOME");
   EXPECT_EQ(ResolveCacheDir(""), "/tmp/h/.cache/opfuse");
   EXPECT_EQ(KernelCache(CacheOptions{}).dir(), "/tmp/h/.cache/opfuse");
-  restore("OPFUSE_CACHE_DIR", cache_dir);
-  restore("XDG_CACHE_HOME", xdg);
-  restore("HOME", home);
 }
 
 // ------------------------------------------------------------------------------- timing
