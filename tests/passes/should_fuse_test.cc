@@ -349,13 +349,25 @@ TEST(BackgroundSwaps, DestructorCancelsWhatHasNotStarted) {
   EXPECT_EQ(ran.load(), 1);  // the queued jobs were dropped, not run
 }
 
+// A JIT compiler over an empty kernel cache in a fresh temporary directory, removed again on exit.
+struct FreshJit {
+  explicit FreshJit(const std::string& name) : dir(Fresh(name)), cache({dir.string(), true, true, 64 << 20}), jit(cache, {"sm_90", true, 1}) {}
+  ~FreshJit() { std::filesystem::remove_all(dir); }
+  static std::filesystem::path Fresh(const std::string& name) {
+    const auto d = std::filesystem::path(::testing::TempDir()) / name;
+    std::filesystem::remove_all(d);
+    return d;
+  }
+  std::filesystem::path dir;
+  jit::KernelCache cache;
+  jit::JitCompiler jit;
+};
+
 TEST(JitCompiler, KeyForKernelIsTheKeyCompileKernelUses) {
   if (!jit::NvrtcAvailable()) GTEST_SKIP() << "built without NVRTC";
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::path(::testing::TempDir()) / "opfuse_key_for_kernel_cache";
-  fs::remove_all(dir);
-  jit::KernelCache cache({dir.string(), true, true, 64 << 20});
-  jit::JitCompiler jit(cache, {"sm_90", true, 1});
+  FreshJit fresh("opfuse_key_for_kernel_cache");
+  jit::KernelCache& cache = fresh.cache;
+  jit::JitCompiler& jit = fresh.jit;
   auto run = RunText(MulExp(1024), {}, {{"T", 64}});
   auto groups = run.Kind("generic");
   ASSERT_EQ(groups.size(), 1u);
@@ -372,16 +384,13 @@ TEST(JitCompiler, KeyForKernelIsTheKeyCompileKernelUses) {
   ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
   EXPECT_EQ(compiled->key.Digest(), key->Digest());
   EXPECT_TRUE(cache.Contains(*key));
-  fs::remove_all(dir);
 }
 
 TEST(ShouldFuse, UncachedJitKernelRunsFallbackThenSwapsIn) {
   if (!jit::NvrtcAvailable()) GTEST_SKIP() << "built without NVRTC";
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::path(::testing::TempDir()) / "opfuse_should_fuse_cache";
-  fs::remove_all(dir);
-  jit::KernelCache cache({dir.string(), true, true, 64 << 20});
-  jit::JitCompiler jit(cache, {"sm_90", true, 1});
+  FreshJit fresh("opfuse_should_fuse_cache");
+  jit::KernelCache& cache = fresh.cache;
+  jit::JitCompiler& jit = fresh.jit;
 
   auto run = RunText(MulExp(1024), {}, {{"T", 64}});
   auto groups = run.Kind("generic");
@@ -416,7 +425,6 @@ TEST(ShouldFuse, UncachedJitKernelRunsFallbackThenSwapsIn) {
   EXPECT_EQ(after.variant, Variant::kJit);
   EXPECT_FALSE(after.compile_in_background);
   EXPECT_EQ(after.run_now, Variant::kJit);
-  fs::remove_all(dir);
 }
 
 }  // namespace
