@@ -71,12 +71,17 @@ if [ "${HF:-0}" = 1 ]; then
 fi
 SUMMARY+=("e2e took $((SECONDS - t)) s")
 
+# Kernels per decode step of always_fuse in e2e_<tag>.json (the smallest over its cases); empty if unknown.
+kernels_per_step() {
+  python3 -c "import json; d=json.load(open('$OUT/e2e_$1.json')); r=d['results']['always_fuse']; print(min(v['kernels_per_decode_step'] for v in r.values()))" 2>/dev/null
+}
+
 if [ "${NCU:-1}" = 1 ]; then
   NCU_BIN=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   for tag in new prev; do
     envs=""
     [ "$tag" = prev ] && envs="OPFUSE_DISABLE=matmul_norm,matmul_rope OPFUSE_ATTENTION_SEPARATE=1"
-    K=$(python3 -c "import json; d=json.load(open('$OUT/e2e_$tag.json')); r=d['results']['always_fuse']; print(min(v['kernels_per_decode_step'] for v in r.values()))" 2>/dev/null)
+    K=$(kernels_per_step "$tag")
     [ -n "$K" ] || { SUMMARY+=("ncu $tag: no kernel count from e2e_$tag.json"); continue; }
     t=$SECONDS
     env $envs timeout 300 "$NCU_BIN" --clock-control none --metrics gpu__time_duration.sum --csv \
@@ -91,7 +96,7 @@ fi
 if [ "${TRACE:-0}" = 1 ]; then
   # In-place kernel times of the replayed decode graph: the CUPTI tracer (dev/cupti_trace; nsys is
   # not on the device machine) over `opfuse generate`, summarised by tools/kernel_trace_summary.py.
-  K=$(python3 -c "import json; d=json.load(open('$OUT/e2e_new.json')); r=d['results']['always_fuse']; print(min(v['kernels_per_decode_step'] for v in r.values()))" 2>/dev/null)
+  K=$(kernels_per_step new)
   LIB=$PWD/build/cupti_trace/libopfuse_cupti_trace.so
   if [ ! -f "$LIB" ]; then
     SUMMARY+=("trace: $LIB missing (build it with dev/cupti_trace/build.sh and carry build/cupti_trace)")
