@@ -8,7 +8,9 @@
 #   device: bash tools/decode_check.sh          (carry: build/carry.tar.xz)
 # Env: TEST_FILTER (gtest filter), MEMCHECK_FILTER ("" skips memcheck), NCU=0 skips ncu, TRACE=1 adds the
 # in-place kernel times of the replayed decode graph (CUPTI tracer, carry build/cupti_trace too), E2E_CASES,
-# E2E_RUNS, STRATS, HF=1 adds tools/hf_e2e_bench.py (transformers eager / static-cache compiled).
+# E2E_RUNS, STRATS, HF=1 adds tools/hf_e2e_bench.py (transformers eager / static-cache compiled) and
+# tools/hf_compare.py. AB="ENV=a;ENV=b;" replaces the fixed ablations by always_fuse under each setting
+# (';'-separated, an empty one = the default), ROUNDS times in turn; E2E_CASES takes ';'-separated cases.
 # Everything lands under $OUT/work, packed into $OUT/decode_check.tgz (the device tool returns at most
 # 8 files); summary.txt stays beside it and is printed last.
 set -uo pipefail
@@ -39,12 +41,14 @@ fi
 
 M=/tmp/opfuse_tinyllama_bf16
 "$B/opfuse" init-weights --config tinyllama-1.1b --dtype bf16 --out "$M" > "$OUT/init.log" 2>&1 || { cat "$OUT/init.log"; exit 1; }
-CASES=${E2E_CASES:-}   # empty: bench e2e's default cases
+CASES=${E2E_CASES:-}   # empty: bench e2e's default cases; several: separated by ';'
+CASE_ARGS=()
+if [ -n "$CASES" ]; then IFS=';' read -ra _cs <<< "$CASES"; for c in "${_cs[@]}"; do CASE_ARGS+=(--cases "$c"); done; fi
 RUNS=${E2E_RUNS:-3}
 e2e() {  # tag, env..., strategies
   local tag=$1; shift
   local strats=$1; shift
-  env "$@" "$B/opfuse" bench e2e --model "$M" --backend cuda --strategies "$strats" ${CASES:+--cases "$CASES"} --runs "$RUNS" \
+  env "$@" "$B/opfuse" bench e2e --model "$M" --backend cuda --strategies "$strats" "${CASE_ARGS[@]}" --runs "$RUNS" \
     --output "$OUT/e2e_$tag.json" > "$OUT/e2e_$tag.md" 2> "$OUT/e2e_${tag}_stderr.log"
   local rc=$?
   SUMMARY+=("e2e $tag (rc $rc): $(grep -E '^\| (never|always|smart)' "$OUT/e2e_$tag.md" | awk -F'|' '{printf "%s %s prefill %s ms, %s ms/token, %s kernels; ", $2, $3, $4, $5, $8}')")
@@ -53,6 +57,20 @@ t=$SECONDS
 e2e new "${STRATS:-never,always,smart}"
 # Ablations, always_fuse, same run: the session-4 decode step (no norm prologue, separate KV write +
 # combine kernels), each of those two alone, and the step before the GEMV (cuBLASLt, no PDL).
+if [ -n "${AB:-}" ]; then
+  # A/B instead of the fixed ablations: AB="ENV=a ENV2=b;ENV=c" (';' between settings), always_fuse each,
+  # ROUNDS times in turn (machine drift spreads over all settings alike).
+  IFS=';' read -ra AB_CFGS <<< "$AB"
+  for round in $(seq 1 "${ROUNDS:-1}"); do
+    i=0
+    for cfg in "${AB_CFGS[@]}"; do
+      i=$((i + 1))
+      # shellcheck disable=SC2086
+      e2e "ab${i}_r${round}" always $cfg
+      SUMMARY[-1]="[$cfg] ${SUMMARY[-1]}"
+    done
+  done
+else
 e2e prev always OPFUSE_DISABLE=matmul_norm,matmul_rope OPFUSE_ATTENTION_SEPARATE=1
 e2e no_norm always OPFUSE_DISABLE=matmul_norm
 e2e no_rope always OPFUSE_DISABLE=matmul_rope
@@ -60,6 +78,7 @@ e2e attn_separate always OPFUSE_ATTENTION_SEPARATE=1
 e2e no_early always OPFUSE_ATTENTION_EARLY=0
 e2e attn_decode always OPFUSE_ATTENTION_DECODE=1
 e2e base always OPFUSE_DISABLE=gemv,fuse_matmul,pdl,matmul_norm,matmul_rope OPFUSE_ATTENTION_SEPARATE=1
+fi
 if [ "${HF:-0}" = 1 ]; then
   t=$SECONDS
   timeout ${HF_TIMEOUT:-300} python3 tools/hf_e2e_bench.py --model "$M" --runs "$RUNS" --output "$OUT/hf_e2e.json" > "$OUT/hf_e2e.md" 2> "$OUT/hf_e2e_stderr.log"

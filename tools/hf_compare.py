@@ -101,6 +101,9 @@ def compare(args):
     # error is opfuse's own rounding, not the sum of two bf16 implementations' roundings.
     ref_dtype = args.dtype if args.ref_dtype == "same" else args.ref_dtype
     model = load_hf(model_dir, ref_dtype, device)
+    # The same-precision peer: transformers in --dtype itself (it rounds where a bf16 eager forward does).
+    # Its own agreement with the reference on the same tokens is the noise floor of that precision.
+    peer = load_hf(model_dir, args.dtype, device) if args.dtype != ref_dtype and not args.no_peer else None
     vocab = model.config.vocab_size
     prompt = [t % vocab for t in prompt]
     bound = BOUNDS[args.dtype]
@@ -129,14 +132,33 @@ def compare(args):
         hf_arg = ref.argmax(dim=1).tolist()
         mism = [{"step": i, "opfuse": toks[i], "hf": hf_arg[i],
                  "hf_margin": float(ref[i, hf_arg[i]] - ref[i, toks[i]])} for i in range(len(toks)) if hf_arg[i] != toks[i]]
+        if peer is not None:
+            pref = hf_teacher_forced(peer, prompt, toks, device)
+            perrs = ((pref - ref).abs().max(dim=1).values / ref.abs().max(dim=1).values.clamp_min(1e-30)).tolist()
+            parg = pref.argmax(dim=1).tolist()
+            entry["peer"] = {
+                "dtype": args.dtype, "max_rel_err_vs_ref": max(perrs),
+                # transformers in --dtype vs the reference, teacher-forced on opfuse's tokens
+                "mismatches_vs_ref": [{"step": i, "peer": parg[i], "ref": hf_arg[i],
+                                       "ref_margin": float(ref[i, hf_arg[i]] - ref[i, parg[i]])}
+                                      for i in range(len(toks)) if parg[i] != hf_arg[i]],
+                # opfuse's tokens vs transformers in --dtype
+                "opfuse_mismatches": [{"step": i, "opfuse": toks[i], "peer": parg[i]}
+                                      for i in range(len(toks)) if parg[i] != toks[i]]}
         ok = max(errs) <= bound and not mism
         ok_all &= ok
         timing = [l for l in d["stdout"].splitlines() if l.startswith("strategy ")]
         entry.update(ok=ok, max_rel_err=max(errs), mean_rel_err=sum(errs) / len(errs), rel_err_per_step=errs,
                      tokens=toks, token_mismatches=mism, timing=timing[0] if timing else "", device=d.get("device"))
         report["strategies"][strategy] = entry
-        rows.append((strategy, "ok" if ok else "FAIL",
-                     f"max rel err {max(errs):.2e} (bound {bound:g}), {len(toks) - len(mism)}/{len(toks)} tokens agree"))
+        msg = f"max rel err {max(errs):.2e} (bound {bound:g}), {len(toks) - len(mism)}/{len(toks)} tokens agree"
+        if "peer" in entry:
+            pe = entry["peer"]
+            msg += (f"; transformers {args.dtype} vs {ref_dtype}: {pe['max_rel_err_vs_ref']:.2e}, "
+                    f"{len(toks) - len(pe['mismatches_vs_ref'])}/{len(toks)} tokens (steps "
+                    f"{[m['step'] for m in pe['mismatches_vs_ref']]}); opfuse vs transformers {args.dtype}: "
+                    f"{len(toks) - len(pe['opfuse_mismatches'])}/{len(toks)} tokens")
+        rows.append((strategy, "ok" if ok else "FAIL", msg))
     print(f"hf_compare: {model_dir} {args.dtype}, opfuse on {args.backend}, HF ({ref_dtype}) on {device}, prompt {len(prompt)} tokens, "
           f"{args.new_tokens} greedy tokens")
     for s, status, msg in rows:
@@ -178,6 +200,9 @@ def main():
     ap.add_argument("--dtype", default="bf16", choices=sorted(BOUNDS))
     ap.add_argument("--ref-dtype", default="f32", choices=["f32", "bf16", "f16", "same"],
                     help="dtype the transformers reference runs in (default f32; 'same' = --dtype)")
+    ap.add_argument("--no-peer", action="store_true",
+                    help="skip transformers in --dtype (by default it runs too, teacher-forced on opfuse's tokens, "
+                         "and its own agreement with the reference is reported as that precision's noise floor)")
     ap.add_argument("--weight-seed", type=int, default=0)
     ap.add_argument("--backend", default="cuda")
     ap.add_argument("--strategies", default="never,always,smart")

@@ -18,7 +18,14 @@
 //  * SwiGLU: a warp dots gate row j and up row j against the same activation packs and writes
 //    silu(g) * u (f32 in between, as the fused group's CPU reference keeps it), so neither gate nor
 //    up is ever stored. silu is glu.cu's: x / (1 + 2^(-x log2 e)) with a fast divide.
-//  * 128-thread blocks: 2048 columns make 512 blocks, spread evenly over 132 SMs (4 per SM).
+//  * 128-thread blocks, persistent: a logical block is 4 columns (4 / KS with the k split); the grid
+//    is at most SMs x the kernel's occupancy (4-5 blocks per SM at ~100 registers), and block b walks
+//    logical blocks b, b + grid, ... A warp issues the next column's first loads while it uses the
+//    current column's last chunk, so its weight stream has no gap between columns; the norm prologue
+//    runs once per block, not once per 4 columns. Against one block per logical block (2048-column
+//    down projection: 3 waves of 660 blocks) this took the H200 decode step from 1.05 to 1.01 ms at 128
+//    keys (docs/BENCHMARKS.md, session 7). OPFUSE_GEMV_BLOCKS_PER_SM=0 restores one block per logical
+//    block; N caps the blocks per SM (2 and 3 measured slower).
 //  * Launched with PDL (pdl.cuh): the first chunk of weight loads is issued before the wait for the
 //    previous kernel (weights are never written by the graph), so the stream starts during the
 //    previous kernel's tail; later chunks are loaded one chunk ahead of their use.
@@ -38,6 +45,7 @@
 #include "kernels/fused_common.cuh"
 #include "kernels/gemv.h"
 #include "kernels/pdl.cuh"
+#include "runtime/cuda/cuda_check.h"
 
 namespace opfuse::kernels {
 namespace {
@@ -204,148 +212,178 @@ __device__ __forceinline__ void NormPrologue(const GemvParams<T>& p, float* sa, 
     rstd[r] = rsqrtf((red[r][0] + red[r][1] + red[r][2] + red[r][3]) / static_cast<float>(kv * 8) + p.eps);
 }
 
+// Where a logical block's column (pair) lives: segment, output column, the RoPE half and its weight rows.
+template <class T>
+struct GemvCol {
+  bool active = false;
+  int s = 0, col = 0, hf = 0;
+  const uint4* w0 = nullptr;
+  const uint4* w1 = nullptr;
+};
+
+template <class T, bool SWIGLU, bool ROPE>
+__device__ __forceinline__ GemvCol<T> LocateCol(const GemvParams<T>& p, int warp) {
+  GemvCol<T> c;
+  c.active = warp < p.cols;
+  if (!c.active) return c;
+  if constexpr (!SWIGLU)
+    while (c.s + 1 < p.nseg && warp >= p.start[c.s + 1]) ++c.s;
+  // A RoPE segment: warp j of it takes columns c = head * 2h + j % h and c + h (h = half).
+  c.hf = ROPE ? p.half[c.s] : 0;
+  c.col = warp - p.start[c.s];
+  if constexpr (ROPE) {
+    if (c.hf > 0) c.col = (c.col / c.hf) * (2 * c.hf) + c.col % c.hf;
+  }
+  const int kv = p.kv;
+  c.w0 = reinterpret_cast<const uint4*>(p.w[c.s]) + static_cast<size_t>(c.col) * kv;
+  if constexpr (SWIGLU) c.w1 = reinterpret_cast<const uint4*>(p.w[1]) + static_cast<size_t>(c.col) * kv;
+  if constexpr (ROPE) {
+    if (c.hf > 0) c.w1 = reinterpret_cast<const uint4*>(p.w[c.s]) + static_cast<size_t>(c.col + c.hf) * kv;
+  }
+  return c;
+}
+
 template <class T, int MR, bool SWIGLU, int U, bool NORM, bool ROPE, int KS>
 __global__ void __launch_bounds__(128) GemvKernel(GemvParams<T> p) {
   static_assert(!(SWIGLU && ROPE), "one dual-row epilogue per kernel");
   static_assert(KS == 1 || (!SWIGLU && !ROPE && !NORM), "the K split is for plain columns");
   // KS warps share a column (each a 1/KS slice of k; long-k weights such as the MLP down
-  // projection): a block holds 4 / KS columns and merges the slices through shared memory.
+  // projection): a logical block holds 4 / KS columns and merges the slices through shared memory.
+  // The grid may be smaller than the logical blocks (persistent: block b takes b, b + gridDim.x, ...);
+  // every warp of a block runs the same iterations, so the barriers below are block-uniform.
+  constexpr int kCpb = 4 / KS;  // columns (pairs) per logical block
   const int wib = static_cast<int>(threadIdx.x >> 5);
-  const int warp = static_cast<int>(blockIdx.x) * (4 / KS) + wib / KS;  // the column (pair) index
   const int part = wib % KS;
   const int lane = static_cast<int>(threadIdx.x & 31);
-  // NORM / KS > 1: every warp takes part in a barrier, so a warp past the columns stays.
-  if (!NORM && KS == 1 && warp >= p.cols) return;
-  const bool active = warp < p.cols;
-  int s = 0;
-  if constexpr (!SWIGLU)
-    while (s + 1 < p.nseg && warp >= p.start[s + 1]) ++s;
-  // A RoPE segment: warp j of it takes columns c = head * 2h + j % h and c + h (h = half).
-  const int hf = ROPE ? p.half[s] : 0;
-  const bool dual = SWIGLU || (ROPE && hf > 0);  // two weight rows against the same activations
-  int col = warp - p.start[s];
-  if constexpr (ROPE) {
-    if (hf > 0) col = (col / hf) * (2 * hf) + col % hf;
-  }
+  const int nlb = (p.cols + kCpb - 1) / kCpb;
   const int kv = p.kv;
   const int kvp = (kv + KS - 1) / KS;
   const int kbeg = part * kvp, kend = min(kv, kbeg + kvp);  // this warp's packs [kbeg, kend)
-  const uint4* w0 = reinterpret_cast<const uint4*>(p.w[s]) + static_cast<size_t>(col) * kv;
-  const uint4* w1 = SWIGLU   ? reinterpret_cast<const uint4*>(p.w[1]) + static_cast<size_t>(col) * kv
-                    : dual   ? reinterpret_cast<const uint4*>(p.w[s]) + static_cast<size_t>(col + hf) * kv
-                             : nullptr;
   const uint4* a = reinterpret_cast<const uint4*>(p.a);
+  int lb = static_cast<int>(blockIdx.x);
+  GemvCol<T> c = LocateCol<T, SWIGLU, ROPE>(p, lb * kCpb + wib / KS);
 
-  float acc0[MR], acc1[MR];
-#pragma unroll
-  for (int r = 0; r < MR; ++r) acc0[r] = acc1[r] = 0.0f;
-
-  // Loads of the packs i0, i0 + 32, ... (U of them) of the warp's weight row(s).
-  auto load = [&](int i0, uint4 (&wa)[U], uint4 (&wb)[U]) {
+  // Loads of the packs i0, i0 + 32, ... (U of them) of a column's weight row(s).
+  auto load = [&](const GemvCol<T>& cc, int i0, uint4 (&wa)[U], uint4 (&wb)[U]) {
+    const bool dual = cc.w1 != nullptr;
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int i = i0 + 32 * u;
-      if (active && i < kend) {
-        wa[u] = LoadStream(w0 + i);
-        if (dual) wb[u] = LoadStream(w1 + i);
+      if (cc.active && i < kend) {
+        wa[u] = LoadStream(cc.w0 + i);
+        if (dual) wb[u] = LoadStream(cc.w1 + i);
       }
     }
   };
   // The first weight loads depend on no earlier kernel: issued before the PDL wait, they overlap
-  // the previous kernel's tail (pdl.cuh). Each later chunk is loaded before the current one is used.
+  // the previous kernel's tail (pdl.cuh). Each later chunk — the next column's first one after a
+  // column's last — is loaded before the current one is used.
   uint4 wa[U], wb[U];
   PdlAllowNext();
-  load(kbeg + lane, wa, wb);
+  load(c, kbeg + lane, wa, wb);
   PdlWait();
   extern __shared__ float4 smem_a4[];
   float rstd[MR];
-  if constexpr (NORM) {
-    NormPrologue<T, MR>(p, reinterpret_cast<float*>(smem_a4), rstd);
-    if (!active) return;  // after the barrier
-  }
-  for (int i0 = kbeg + lane; i0 < kend; i0 += 32 * U) {
-    uint4 na[U], nb[U];
-    const bool more = i0 + 32 * U < kend;
-    if (more) load(i0 + 32 * U, na, nb);
+  if constexpr (NORM) NormPrologue<T, MR>(p, reinterpret_cast<float*>(smem_a4), rstd);
+  __shared__ float red[2][4][MR];  // KS > 1: the k slices' sums, double-buffered over iterations
+  for (int it = 0; lb < nlb; lb += static_cast<int>(gridDim.x), ++it) {
+    const int nxt = lb + static_cast<int>(gridDim.x);
+    const GemvCol<T> cn = nxt < nlb ? LocateCol<T, SWIGLU, ROPE>(p, nxt * kCpb + wib / KS) : GemvCol<T>{};
+    const bool dual = c.w1 != nullptr;
+    float acc0[MR], acc1[MR];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int i = i0 + 32 * u;
-      if (i < kend) {
+    for (int r = 0; r < MR; ++r) acc0[r] = acc1[r] = 0.0f;
+    for (int i0 = kbeg + lane; i0 < kend; i0 += 32 * U) {
+      uint4 na[U], nb[U];
+      const bool more = i0 + 32 * U < kend;
+      if (more) load(c, i0 + 32 * U, na, nb);
+      else load(cn, kbeg + lane, na, nb);
+      if (c.active) {
 #pragma unroll
-        for (int r = 0; r < MR; ++r) {
-          if (r < p.m) {
-            if constexpr (NORM) {
-              const float4* sa = smem_a4 + (static_cast<size_t>(r) * kv + i) * 2;
-              const float4 a0 = sa[0], a1 = sa[1];
-              acc0[r] = Dot8F<T>(wa[u], a0, a1, acc0[r]);
-              if (dual) acc1[r] = Dot8F<T>(wb[u], a0, a1, acc1[r]);
-            } else {
-              const uint4 av = __ldg(a + static_cast<size_t>(r) * kv + i);
-              acc0[r] = Dot8<T>(wa[u], av, acc0[r]);
-              if (dual) acc1[r] = Dot8<T>(wb[u], av, acc1[r]);
+        for (int u = 0; u < U; ++u) {
+          const int i = i0 + 32 * u;
+          if (i < kend) {
+#pragma unroll
+            for (int r = 0; r < MR; ++r) {
+              if (r < p.m) {
+                if constexpr (NORM) {
+                  const float4* sa = smem_a4 + (static_cast<size_t>(r) * kv + i) * 2;
+                  const float4 a0 = sa[0], a1 = sa[1];
+                  acc0[r] = Dot8F<T>(wa[u], a0, a1, acc0[r]);
+                  if (dual) acc1[r] = Dot8F<T>(wb[u], a0, a1, acc1[r]);
+                } else {
+                  const uint4 av = __ldg(a + static_cast<size_t>(r) * kv + i);
+                  acc0[r] = Dot8<T>(wa[u], av, acc0[r]);
+                  if (dual) acc1[r] = Dot8<T>(wb[u], av, acc1[r]);
+                }
+              }
             }
           }
         }
       }
-    }
-    if (more) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         wa[u] = na[u];
-        if (dual) wb[u] = nb[u];
+        if (SWIGLU || ROPE) wb[u] = nb[u];
       }
     }
-  }
 
-  const float b0 = p.bias[s] ? ToF(p.bias[s][col]) : 0.0f;
-  float b1 = 0.0f;
-  if constexpr (SWIGLU) b1 = p.bias[1] ? ToF(p.bias[1][col]) : 0.0f;
-  if (ROPE && dual) b1 = p.bias[s] ? ToF(p.bias[s][col + hf]) : 0.0f;
-  // Full dot products: the warp's lanes, then (KS > 1) the column's k slices.
-  float d0[MR], d1[MR];
-#pragma unroll
-  for (int r = 0; r < MR; ++r) {
-    d0[r] = WarpSum(acc0[r]);
-    d1[r] = dual ? WarpSum(acc1[r]) : 0.0f;
-  }
-  if constexpr (KS > 1) {
-    __shared__ float red[4][MR];
-    if (lane == 0) {
-#pragma unroll
-      for (int r = 0; r < MR; ++r) red[wib][r] = d0[r];
-    }
-    __syncthreads();
-    if (part != 0 || !active) return;
+    // Full dot products: the warp's lanes, then (KS > 1) the column's k slices.
+    float d0[MR], d1[MR];
 #pragma unroll
     for (int r = 0; r < MR; ++r) {
-      float t = 0.0f;
-#pragma unroll
-      for (int j = 0; j < KS; ++j) t += red[wib + j][r];
-      d0[r] = t;
+      d0[r] = WarpSum(acc0[r]);
+      d1[r] = dual ? WarpSum(acc1[r]) : 0.0f;
     }
-  }
+    bool writer = c.active;
+    if constexpr (KS > 1) {
+      if (lane == 0) {
 #pragma unroll
-  for (int r = 0; r < MR; ++r) {
-    if (r >= p.m) break;
-    const float sc = NORM ? rstd[r] : 1.0f;
-    const float g = d0[r] * sc + b0;
-    T* o_row = p.out[s] + static_cast<size_t>(r) * p.ldo[s];
-    if constexpr (SWIGLU) {
-      const float o = Silu(g) * (d1[r] * sc + b1);
-      if (lane == r) o_row[col] = FromF<T>(o);
-    } else if (ROPE && dual) {
-      // rope(x) = x * cos + rotate_half(x) * sin, rotate_half = cat(-x2, x1): the pair (c, c + h).
-      const float g1 = d1[r] * sc + b1;
-      if (lane == r) {
-        const int i = col % (2 * max(hf, 1));
-        const T* cr = p.cos[s] + static_cast<size_t>(r) * 2 * hf;
-        const T* sr = p.sin[s] + static_cast<size_t>(r) * 2 * hf;
-        o_row[col] = FromF<T>(g * ToF(cr[i]) - g1 * ToF(sr[i]));
-        o_row[col + hf] = FromF<T>(g1 * ToF(cr[i + hf]) + g * ToF(sr[i + hf]));
+        for (int r = 0; r < MR; ++r) red[it & 1][wib][r] = d0[r];
       }
-    } else {
-      if (lane == r) o_row[col] = FromF<T>(g);
+      __syncthreads();
+      writer = writer && part == 0;
+      if (writer) {
+#pragma unroll
+        for (int r = 0; r < MR; ++r) {
+          float t = 0.0f;
+#pragma unroll
+          for (int j = 0; j < KS; ++j) t += red[it & 1][wib + j][r];
+          d0[r] = t;
+        }
+      }
     }
+    if (writer) {
+      const int s = c.s, col = c.col, hf = c.hf;
+      const float b0 = p.bias[s] ? ToF(p.bias[s][col]) : 0.0f;
+      float b1 = 0.0f;
+      if constexpr (SWIGLU) b1 = p.bias[1] ? ToF(p.bias[1][col]) : 0.0f;
+      if (ROPE && dual) b1 = p.bias[s] ? ToF(p.bias[s][col + hf]) : 0.0f;
+#pragma unroll
+      for (int r = 0; r < MR; ++r) {
+        if (r >= p.m) break;
+        const float sc = NORM ? rstd[r] : 1.0f;
+        const float g = d0[r] * sc + b0;
+        T* o_row = p.out[s] + static_cast<size_t>(r) * p.ldo[s];
+        if constexpr (SWIGLU) {
+          const float o = Silu(g) * (d1[r] * sc + b1);
+          if (lane == r) o_row[col] = FromF<T>(o);
+        } else if (ROPE && dual) {
+          // rope(x) = x * cos + rotate_half(x) * sin, rotate_half = cat(-x2, x1): the pair (c, c + h).
+          const float g1 = d1[r] * sc + b1;
+          if (lane == r) {
+            const int i = col % (2 * max(hf, 1));
+            const T* cr = p.cos[s] + static_cast<size_t>(r) * 2 * hf;
+            const T* sr = p.sin[s] + static_cast<size_t>(r) * 2 * hf;
+            o_row[col] = FromF<T>(g * ToF(cr[i]) - g1 * ToF(sr[i]));
+            o_row[col + hf] = FromF<T>(g1 * ToF(cr[i + hf]) + g * ToF(sr[i + hf]));
+          }
+        } else {
+          if (lane == r) o_row[col] = FromF<T>(g);
+        }
+      }
+    }
+    c = cn;
   }
 }
 
@@ -364,8 +402,18 @@ const char* NormTag(GemvNormKind k) {
   return k == GemvNormKind::kRms ? "rms_norm_" : k == GemvNormKind::kAddRms ? "add_rms_norm_" : "";
 }
 
+// Blocks per SM of a persistent GEMV grid: OPFUSE_GEMV_BLOCKS_PER_SM=N caps it at N (0: one block
+// per logical block, the grid before persistence); unset, the kernel's occupancy. OPFUSE_GEMV_GRID=N
+// caps the whole grid at N blocks (tests: many logical blocks per block on small shapes). Both are
+// read per plan (plans are made once per shape).
+int EnvInt(const char* name, int unset) {
+  const char* e = std::getenv(name);
+  return e && *e ? std::atoi(e) : unset;
+}
+
 template <class T, int MR>
-StatusOr<cuda::KernelLaunch> Launch(const GemvArgs& args, const GemvParams<T>& p, const char* dt) {
+StatusOr<cuda::KernelLaunch> Launch(const GemvArgs& args, const GemvParams<T>& p, const char* dt,
+                                    const cuda::DeviceInfo& dev) {
   const int threads = 128, warps_per_block = threads / 32;
   const bool norm = args.norm.kind != GemvNormKind::kNone;
   bool rope = false;
@@ -375,9 +423,22 @@ StatusOr<cuda::KernelLaunch> Launch(const GemvArgs& args, const GemvParams<T>& p
                                        args.m, p.cols, args.k);
   const size_t smem = norm ? NormSmemBytes(args.m, args.k) : 0;
   const bool swiglu = args.epilogue == GemvEpilogue::kSwiglu;
-  auto make = [&](auto kernel, int ks = 1) {
-    const dim3 g(static_cast<unsigned>((p.cols + warps_per_block / ks - 1) / (warps_per_block / ks)));
-    return cuda::KernelLaunch::Make(ks > 1 ? fmt::format("{}_ks{}", name, ks) : name, kernel, g, dim3(threads), smem, p).Pdl();
+  const int setting = EnvInt("OPFUSE_GEMV_BLOCKS_PER_SM", -1), grid_cap = EnvInt("OPFUSE_GEMV_GRID", 0);
+  auto make = [&](auto kernel, int ks = 1) -> StatusOr<cuda::KernelLaunch> {
+    // Logical blocks (4 / ks columns each); a persistent grid of at most SMs x blocks-per-SM walks them.
+    const int logical = (p.cols + warps_per_block / ks - 1) / (warps_per_block / ks);
+    int grid = logical;
+    if (setting != 0 && dev.sm_count > 0) {
+      int occ = 0;
+      OPFUSE_RETURN_IF_ERROR(cuda::CudaStatus(
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel, threads, smem), "gemv: occupancy query"));
+      const int per_sm = setting > 0 ? std::min(setting, std::max(occ, 1)) : std::max(occ, 1);
+      grid = std::min(logical, dev.sm_count * per_sm);
+    }
+    if (grid_cap > 0) grid = std::min(grid, grid_cap);
+    return cuda::KernelLaunch::Make(ks > 1 ? fmt::format("{}_ks{}", name, ks) : name, kernel,
+                                    dim3(static_cast<unsigned>(grid)), dim3(threads), smem, p)
+        .Pdl();
   };
   if (swiglu) return norm ? make(&GemvKernel<T, MR, true, 4, true, false, 1>) : make(&GemvKernel<T, MR, true, 4, false, false, 1>);
   if (rope) return norm ? make(&GemvKernel<T, MR, false, 4, true, true, 1>) : make(&GemvKernel<T, MR, false, 4, false, true, 1>);
@@ -390,7 +451,7 @@ StatusOr<cuda::KernelLaunch> Launch(const GemvArgs& args, const GemvParams<T>& p
 }
 
 template <class T>
-StatusOr<cuda::KernelLaunch> PlanTyped(const GemvArgs& args, const char* dt) {
+StatusOr<cuda::KernelLaunch> PlanTyped(const GemvArgs& args, const char* dt, const cuda::DeviceInfo& dev) {
   GemvParams<T> p{};
   p.a = static_cast<const T*>(args.a);
   p.m = static_cast<int>(args.m);
@@ -419,10 +480,10 @@ StatusOr<cuda::KernelLaunch> PlanTyped(const GemvArgs& args, const char* dt) {
     p.sum_out = static_cast<T*>(args.norm.sum_out);
     p.eps = static_cast<float>(args.norm.eps);
   }
-  if (args.m <= 1) return Launch<T, 1>(args, p, dt);
-  if (args.m <= 2) return Launch<T, 2>(args, p, dt);
+  if (args.m <= 1) return Launch<T, 1>(args, p, dt, dev);
+  if (args.m <= 2) return Launch<T, 2>(args, p, dt, dev);
   static_assert(kGemvMaxRows <= 4, "GemvKernel instances cover MR 1, 2, 4");
-  return Launch<T, 4>(args, p, dt);
+  return Launch<T, 4>(args, p, dt, dev);
 }
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -471,10 +532,9 @@ Status GemvSupported(const GemvArgs& a) {
 }
 
 StatusOr<cuda::KernelLaunch> PlanGemv(const GemvArgs& args, const cuda::DeviceInfo& dev) {
-  (void)dev;
   OPFUSE_RETURN_IF_ERROR(GemvSupported(args));
-  if (args.dtype == DType::kBF16) return PlanTyped<__nv_bfloat16>(args, "bf16");
-  return PlanTyped<__half>(args, "f16");
+  if (args.dtype == DType::kBF16) return PlanTyped<__nv_bfloat16>(args, "bf16", dev);
+  return PlanTyped<__half>(args, "f16", dev);
 }
 
 }  // namespace opfuse::kernels

@@ -23,6 +23,7 @@
 
 #include "../expect_close.h"
 #include "../jit_cases.h"
+#include "../scoped_env.h"
 #include "../matmul_graphs.h"
 #include "opfuse/graph.h"
 #include "runtime/cpu/cpu_executor.h"
@@ -222,6 +223,33 @@ TEST_F(GemvTest, RopeEpilogueGroup) {
   std::string f16 = kQkvRope;
   for (size_t p = f16.find("bf16"); p != std::string::npos; p = f16.find("bf16", p)) f16.replace(p, 4, "f16");
   EXPECT_EQ(RunAndCompare("qkv rope f16 m=1", f16, {{"M", 1}}), 1);
+}
+
+// The persistent grid (a block walks logical blocks b, b + grid, ...; the next column's first loads
+// issued during the current one's last chunk; KS > 1 sums double-buffered across iterations): the
+// launch per logical block (BLOCKS_PER_SM=0), one block per SM, and grids of 1, 3 and 7 blocks,
+// over the plain, long-k, sibling, SwiGLU, norm-prologue and RoPE kernels at every row count.
+TEST_F(GemvTest, PersistentGridWalksLogicalBlocks) {
+  using testing_env::ScopedEnv;
+  const std::pair<const char*, const char*> settings[] = {{"OPFUSE_GEMV_BLOCKS_PER_SM", "0"},
+                                                          {"OPFUSE_GEMV_BLOCKS_PER_SM", "1"},
+                                                          {"OPFUSE_GEMV_GRID", "1"},
+                                                          {"OPFUSE_GEMV_GRID", "3"},
+                                                          {"OPFUSE_GEMV_GRID", "7"}};
+  for (const auto& [name, value] : settings) {
+    ScopedEnv env(name, value);
+    const std::string tag = fmt::format("{}={}", name, value);
+    for (int64_t m = 1; m <= kernels::kGemvMaxRows; ++m) {
+      const Bindings b{{"M", m}};
+      EXPECT_EQ(RunAndCompare(fmt::format("{} m={} n=2048 k=5632", tag, m), MatmulGraph("bf16", 2048, 5632, false), b), 1);
+      EXPECT_EQ(RunAndCompare(fmt::format("{} m={} n=37 k=2056 +bias", tag, m), MatmulGraph("bf16", 37, 2056, true), b), 1);
+      EXPECT_EQ(RunAndCompare(fmt::format("{} m={} n=1000 k=264 +bias", tag, m), MatmulGraph("f16", 1000, 264, true), b), 1);
+      EXPECT_EQ(RunAndCompare(fmt::format("{} m={} n=29 k=8", tag, m), MatmulGraph("bf16", 29, 8, false), b), 1);
+      EXPECT_EQ(RunAndCompare(fmt::format("{} siblings+swiglu m={}", tag, m), kSiblingsAndSwiglu, b), 2);
+      EXPECT_EQ(RunAndCompare(fmt::format("{} normed m={}", tag, m), kNormed, b), 3);
+      EXPECT_EQ(RunAndCompare(fmt::format("{} qkv rope m={}", tag, m), kQkvRope, b), 1);
+    }
+  }
 }
 
 TEST(GemvPlanning, SupportedRules) {  // host only: no launch
