@@ -9,7 +9,7 @@
 # Env: TEST_FILTER (gtest filter), MEMCHECK_FILTER ("" skips memcheck), NCU=0 skips ncu, TRACE=1 adds the
 # in-place kernel times of the replayed decode graph (CUPTI tracer, carry build/cupti_trace too), E2E_CASES,
 # E2E_RUNS, STRATS, HF=1 adds tools/hf_e2e_bench.py (transformers eager / static-cache compiled) and
-# tools/hf_compare.py. AB="ENV=a;ENV=b;" replaces the fixed ablations by always_fuse under each setting
+# tools/hf_compare.py (HF=compare: only the latter). AB="ENV=a;ENV=b;" replaces the fixed ablations by always_fuse under each setting
 # (';'-separated, an empty one = the default), ROUNDS times in turn; E2E_CASES takes ';'-separated cases.
 # Everything lands under $OUT/work, packed into $OUT/decode_check.tgz (the device tool returns at most
 # 8 files); summary.txt stays beside it and is printed last.
@@ -79,10 +79,12 @@ e2e no_early always OPFUSE_ATTENTION_EARLY=0
 e2e attn_decode always OPFUSE_ATTENTION_DECODE=1
 e2e base always OPFUSE_DISABLE=gemv,fuse_matmul,pdl,matmul_norm,matmul_rope OPFUSE_ATTENTION_SEPARATE=1
 fi
-if [ "${HF:-0}" = 1 ]; then
+if [ "${HF:-0}" = 1 ] || [ "${HF:-0}" = compare ]; then
   t=$SECONDS
-  timeout ${HF_TIMEOUT:-300} python3 tools/hf_e2e_bench.py --model "$M" --runs "$RUNS" --output "$OUT/hf_e2e.json" > "$OUT/hf_e2e.md" 2> "$OUT/hf_e2e_stderr.log"
-  SUMMARY+=("hf_e2e_bench rc $? ($((SECONDS - t)) s): $(grep -E '^\| hf' "$OUT/hf_e2e.md" | awk -F'|' '{printf "%s %s %s ms/token; ", $2, $3, $5}')")
+  if [ "$HF" = 1 ]; then
+    timeout ${HF_TIMEOUT:-300} python3 tools/hf_e2e_bench.py --model "$M" --runs "$RUNS" --output "$OUT/hf_e2e.json" > "$OUT/hf_e2e.md" 2> "$OUT/hf_e2e_stderr.log"
+    SUMMARY+=("hf_e2e_bench rc $? ($((SECONDS - t)) s): $(grep -E '^\| hf' "$OUT/hf_e2e.md" | awk -F'|' '{printf "%s %s %s ms/token; ", $2, $3, $5}')")
+  fi
   t=$SECONDS
   timeout ${HF_TIMEOUT:-300} python3 tools/hf_compare.py --opfuse "$B/opfuse" --model "$M" --dtype bf16 --backend cuda \
     --strategies never,always,smart --new-tokens 33 --out-dir "$OUT/hfc" > "$OUT/hf_compare.md" 2> "$OUT/hf_compare_stderr.log"

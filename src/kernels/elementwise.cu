@@ -22,6 +22,9 @@
 //               along it stays aligned; operands broadcast along it load one element per vector;
 //      wide     the general form with 64-bit division when the output has >= 2^31 elements.
 //    Rank > 8 after coalescing is Unimplemented (never seen in the models we run).
+//  * Launched with PDL (pdl.cuh; PdlEnter at the top, nothing touched before the wait): in a
+//    captured step of never_fuse's ~40 kernels per layer each launch then overlaps its
+//    predecessor's drain instead of waiting for it.
 //  * Scalar operands (one element) are loaded once per thread, in their own dtype, straight to the
 //    compute type: that is how PyTorch-style "weak" rank-0 float scalars (f32 constant times a
 //    bf16 tensor) keep their f32 value, exactly as the CPU reference reads them.
@@ -161,7 +164,7 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanUnary(const Node& n, const TensorR
   std::string name = fmt::format("ew_{}_{}{}_flat_v{}", OpName(n.op), DTypeName(x.dtype),
                                  n.op == OpKind::kCast ? std::string("_to_") + DTypeName(y.dtype) : "", v);
   return std::vector<cuda::KernelLaunch>{
-      cuda::KernelLaunch::Make(std::move(name), vec ? k.flat_vec : k.flat_scalar, dim3(g), dim3(kThreads), 0, p)};
+      cuda::KernelLaunch::Make(std::move(name), vec ? k.flat_vec : k.flat_scalar, dim3(g), dim3(kThreads), 0, p).Pdl()};
 }
 
 StatusOr<std::vector<cuda::KernelLaunch>> PlanBroadcast(const Node& n, const std::vector<TensorRef>& in,
@@ -235,7 +238,7 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanBroadcast(const Node& n, const std
     const int v = vec ? k.vec : 1;
     const unsigned g = p.n > 0 ? std::max(GridFor(p.n / v, int64_t{kThreads} * kUnroll, dev.sm_count, kBlocksPerSm), 1u) : 0u;
     return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(
-        fmt::format("{}_flat_v{}", base, v), vec ? k.flat_vec : k.flat_scalar, dim3(g), dim3(kThreads), 0, p)};
+        fmt::format("{}_flat_v{}", base, v), vec ? k.flat_vec : k.flat_scalar, dim3(g), dim3(kThreads), 0, p).Pdl()};
   }
   if (crank > kMaxRank)
     return Unimpl(n, fmt::format("broadcast needs {} dims after coalescing, the kernel handles {}", crank, kMaxRank));
@@ -264,7 +267,7 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanBroadcast(const Node& n, const std
   EwKernel fn = wide ? k.general_wide : (v > 1 ? (any_ib ? k.general_vec_ib : k.general_vec) : k.general_scalar);
   const unsigned g = p.n > 0 ? std::max(GridFor(p.n / v, int64_t{kThreads} * kUnroll, dev.sm_count, kBlocksPerSm), 1u) : 0u;
   return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(
-      fmt::format("{}_{}{}_v{}{}", base, wide ? "wide" : "nd", crank, v, v > 1 && any_ib ? "_ib" : ""), fn, dim3(g), dim3(kThreads), 0, p)};
+      fmt::format("{}_{}{}_v{}{}", base, wide ? "wide" : "nd", crank, v, v > 1 && any_ib ? "_ib" : ""), fn, dim3(g), dim3(kThreads), 0, p).Pdl()};
 }
 
 }  // namespace

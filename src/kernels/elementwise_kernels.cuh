@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "kernels/kernel_common.cuh"
+#include "kernels/pdl.cuh"
 
 namespace opfuse::kernels::ew {
 
@@ -237,6 +238,7 @@ __device__ __forceinline__ VecOf<typename E::Out, VEC> ApplyVec(
 // Flat form: every operand is either contiguous over the whole output or a scalar.
 template <class E, int VEC>
 __global__ void __launch_bounds__(kThreads) EwFlat(EwParams p) {
+  PdlEnter();  // launched with PDL (elementwise.cu): nothing is touched before the wait
   using Out = typename E::Out;
   using S0 = typename E::S0;
   using S1 = typename E::S1;
@@ -313,6 +315,7 @@ __device__ __forceinline__ void Offsets(const EwParams& p, int64_t v, int arity,
 // innermost dim (one element per vector); only meaningful with VEC > 1.
 template <class E, int VEC, bool kIB, bool kWide>
 __global__ void __launch_bounds__(kThreads) EwGeneral(EwParams p) {
+  PdlEnter();  // launched with PDL (elementwise.cu): nothing is touched before the wait
   using Out = typename E::Out;
   using S0 = typename E::S0;
   using S1 = typename E::S1;

@@ -20,6 +20,8 @@
 //                     2048..128k columns), where a warp per row would leave most SMs idle.
 //    Both read 16-byte vectors when the row starts are aligned (base pointer aligned and
 //    cols * size a multiple of 16), with 8 vectors in flight per thread, else scalar loads.
+//  * Launched with PDL (pdl.cuh; PdlEnter at the top): the decode step's argmax over the logits
+//    then starts while the LM head drains.
 //  * A single row over the whole vocabulary still runs in one block (split-row two-pass is not
 //    implemented); at 128k f32 columns that is a few microseconds.
 #include <fmt/format.h>
@@ -28,6 +30,7 @@
 #include <cmath>
 
 #include "kernels/kernel_common.cuh"
+#include "kernels/pdl.cuh"
 #include "kernels/library.h"
 
 namespace opfuse::kernels {
@@ -175,6 +178,7 @@ __device__ __forceinline__ typename R::State WarpReduce(typename R::State s) {
 
 template <class R, class T, int VEC>
 __global__ void __launch_bounds__(kWarpRowsThreads) RedWarpPerRow(RedParams p) {
+  PdlEnter();  // launched with PDL: nothing is touched before the wait
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const T* in = static_cast<const T*>(p.in);
   auto* out = static_cast<typename R::Out*>(p.out);
@@ -189,6 +193,7 @@ __global__ void __launch_bounds__(kWarpRowsThreads) RedWarpPerRow(RedParams p) {
 
 template <class R, class T, int VEC>
 __global__ void __launch_bounds__(1024) RedBlockPerRow(RedParams p) {
+  PdlEnter();  // launched with PDL: nothing is touched before the wait
   __shared__ typename R::State partial[32];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nwarps = blockDim.x / 32;
   const T* in = static_cast<const T*>(p.in);
@@ -284,15 +289,16 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanReduction(const Node& n, const std
   if (warp_rows) {
     const unsigned grid = GridFor(p.rows, kRowsPerBlock, sms, 8);
     return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(std::move(name), vec ? k.warp_vec : k.warp_scalar,
-                                                                    dim3(grid), dim3(kWarpRowsThreads), 0, p)};
+                                                                    dim3(grid), dim3(kWarpRowsThreads), 0, p).Pdl()};
   }
-  // Block per row: about 4 vectors per thread, 64..1024 threads.
+  // Block per row: about kUnroll vectors per thread (one whole chunk, so FoldRow takes its unguarded
+  // path: all loads in flight at once; 4 per thread left every chunk partial), 64..1024 threads.
   const int64_t nvec = (p.cols + v - 1) / v;
-  int64_t threads = (nvec / 4 + 31) / 32 * 32;
+  int64_t threads = (nvec / kUnroll + 31) / 32 * 32;
   threads = std::clamp<int64_t>(threads, 64, 1024);
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(p.rows, int64_t{sms} * 16));
   return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(std::move(name), vec ? k.block_vec : k.block_scalar,
-                                                                  dim3(grid), dim3(static_cast<unsigned>(threads)), 0, p)};
+                                                                  dim3(grid), dim3(static_cast<unsigned>(threads)), 0, p).Pdl()};
 }
 
 }  // namespace opfuse::kernels

@@ -227,15 +227,17 @@ TEST_F(GemvTest, RopeEpilogueGroup) {
 
 // The persistent grid (a block walks logical blocks b, b + grid, ...; the next column's first loads
 // issued during the current one's last chunk; KS > 1 sums double-buffered across iterations): the
-// launch per logical block (BLOCKS_PER_SM=0), one block per SM, and grids of 1, 3 and 7 blocks,
-// over the plain, long-k, sibling, SwiGLU, norm-prologue and RoPE kernels at every row count.
+// launch per logical block (BLOCKS_PER_SM=0), one block per SM, grids of 1, 3 and 7 blocks, and the
+// opt-in L2 prefetch (1 MiB: a share per block, truncated ranges), over the plain, long-k, sibling,
+// SwiGLU, norm-prologue and RoPE kernels at every row count.
 TEST_F(GemvTest, PersistentGridWalksLogicalBlocks) {
   using testing_env::ScopedEnv;
   const std::pair<const char*, const char*> settings[] = {{"OPFUSE_GEMV_BLOCKS_PER_SM", "0"},
                                                           {"OPFUSE_GEMV_BLOCKS_PER_SM", "1"},
                                                           {"OPFUSE_GEMV_GRID", "1"},
                                                           {"OPFUSE_GEMV_GRID", "3"},
-                                                          {"OPFUSE_GEMV_GRID", "7"}};
+                                                          {"OPFUSE_GEMV_GRID", "7"},
+                                                          {"OPFUSE_GEMV_L2_PREFETCH_MB", "1"}};
   for (const auto& [name, value] : settings) {
     ScopedEnv env(name, value);
     const std::string tag = fmt::format("{}={}", name, value);
