@@ -10,7 +10,11 @@ every step even where a bf16 near-tie could flip a greedy choice; the greedy che
 between the two tokens (a flip inside bf16 noise is visible as a tiny margin). Error per step is
 max|opfuse - hf| / max|hf| over the vocabulary; the bound is per dtype (bf16 3e-2, f16 5e-3,
 f32 1e-4). Random weights make logits flat (std ~0.02 init), which makes this a strict test of
-argmax agreement.
+argmax agreement. A strategy passes when its error is within the bound and its greedy tokens are
+identical to transformers' in f32 or to transformers' in --dtype (teacher-forced on the same tokens):
+never_fuse rounds every op to bf16 as transformers' bf16 eager forward does, and on a near-tie it
+flips exactly where that forward flips against f32; the report names which peer matched and how
+often transformers' own --dtype run agrees with f32 (that precision's noise floor).
 
 Modes
   compare (default): python3 tools/hf_compare.py --opfuse build/c/opfuse --config tinyllama-1.1b
@@ -33,6 +37,16 @@ import time
 
 BOUNDS = {"bf16": 3e-2, "f16": 5e-3, "f32": 1e-4}
 DEFAULT_PROMPT = [1, 450, 4996, 17354, 1701, 29916, 432, 17204, 975, 278, 17366, 11203, 29889]
+
+
+def tokens_identical_to(ref_mismatches, peer, ref_dtype, dtype):
+    """Which transformers run opfuse's greedy tokens are identical to: the reference (ref_dtype) first,
+    else the same-precision peer (its 'opfuse_mismatches' empty); None when neither."""
+    if not ref_mismatches:
+        return f"transformers {ref_dtype}"
+    if peer is not None and not peer["opfuse_mismatches"]:
+        return f"transformers {dtype}"
+    return None
 
 
 def load_hf(model_dir, dtype, device):
@@ -145,13 +159,20 @@ def compare(args):
                 # opfuse's tokens vs transformers in --dtype
                 "opfuse_mismatches": [{"step": i, "opfuse": toks[i], "peer": parg[i]}
                                       for i in range(len(toks)) if parg[i] != toks[i]]}
-        ok = max(errs) <= bound and not mism
+        # Greedy tokens: identical to transformers in f32 (the reference) or, where that precision
+        # rounds the same way opfuse does, to transformers in --dtype (never_fuse rounds every op to
+        # bf16 as a bf16 eager forward does; a near-tie can then flip exactly where transformers' own
+        # bf16 run flips it). Which one matched is reported; the logit error bound is always vs f32.
+        entry["tokens_identical_to"] = tokens_identical_to(mism, entry.get("peer"), ref_dtype, args.dtype)
+        ok = max(errs) <= bound and entry["tokens_identical_to"] is not None
         ok_all &= ok
         timing = [l for l in d["stdout"].splitlines() if l.startswith("strategy ")]
         entry.update(ok=ok, max_rel_err=max(errs), mean_rel_err=sum(errs) / len(errs), rel_err_per_step=errs,
                      tokens=toks, token_mismatches=mism, timing=timing[0] if timing else "", device=d.get("device"))
         report["strategies"][strategy] = entry
         msg = f"max rel err {max(errs):.2e} (bound {bound:g}), {len(toks) - len(mism)}/{len(toks)} tokens agree"
+        if entry["tokens_identical_to"]:
+            msg += f" [tokens identical to {entry['tokens_identical_to']}]"
         if "peer" in entry:
             pe = entry["peer"]
             msg += (f"; transformers {args.dtype} vs {ref_dtype}: {pe['max_rel_err_vs_ref']:.2e}, "
