@@ -11,23 +11,28 @@
 //    NaNs), a larger value wins, ties go to the lower index; it is associative and commutative, so
 //    any reduction tree gives the sequential answer. An empty row gives sum 0, mean NaN, max -inf
 //    (integer minimum), argmax 0, as the reference does.
-//  * Two launch shapes, picked on the host:
+//  * Three launch shapes, picked on the host:
 //      warp-per-row   8 rows per 256-thread block, grid-stride over rows; shuffle-only reduction.
 //                     For narrow rows (<= 1024 columns) and whenever there are enough rows to fill
 //                     the GPU with warps (>= 32 per SM) — the prefill shapes.
 //      block-per-row  one row per block (64..1024 threads sized to the row), warp shuffles then
 //                     shared memory across warps. For few wide rows (decode: 1-64 rows of
 //                     2048..128k columns), where a warp per row would leave most SMs idle.
-//    Both read 16-byte vectors when the row starts are aligned (base pointer aligned and
+//      cluster-row    a few rows (8 blocks per row fit on the SMs) of >= 4096 columns (decode's
+//                     argmax over the vocabulary): a cluster of 8 blocks per row, each folding a
+//                     slice; block 0 merges the slices' states through distributed shared memory
+//                     (sm_90; OPFUSE_REDUCTION_CLUSTER=0 keeps block-per-row).
+//    All read 16-byte vectors when the row starts are aligned (base pointer aligned and
 //    cols * size a multiple of 16), with 8 vectors in flight per thread, else scalar loads.
 //  * Launched with PDL (pdl.cuh; PdlEnter at the top): the decode step's argmax over the logits
 //    then starts while the LM head drains.
-//  * A single row over the whole vocabulary still runs in one block (split-row two-pass is not
-//    implemented); at 128k f32 columns that is a few microseconds.
 #include <fmt/format.h>
+
+#include <cooperative_groups.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "kernels/kernel_common.cuh"
 #include "kernels/pdl.cuh"
@@ -135,7 +140,7 @@ constexpr int kUnroll = 8;  // vectors in flight per thread (8 measured 25% fast
 // and commutative, see the design note).
 template <class R, class T, int VEC>
 __device__ __forceinline__ void FoldRow(const T* row, int64_t cols, int64_t first, int64_t step,
-                                        typename R::State& s) {
+                                        typename R::State& s, int64_t ibase = 0) {
   for (int64_t c0 = first; c0 < cols; c0 += step * kUnroll) {
     VecOf<T, VEC> v[kUnroll];
     typename R::State part[kUnroll];
@@ -146,7 +151,7 @@ __device__ __forceinline__ void FoldRow(const T* row, int64_t cols, int64_t firs
       for (int u = 0; u < kUnroll; ++u) {
         part[u] = R::Init();
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) R::Add(part[u], ToComp(v[u].v[j]), c0 + u * step + j);
+        for (int j = 0; j < VEC; ++j) R::Add(part[u], ToComp(v[u].v[j]), ibase + c0 + u * step + j);
       }
     } else {
 #pragma unroll
@@ -160,7 +165,7 @@ __device__ __forceinline__ void FoldRow(const T* row, int64_t cols, int64_t firs
         part[u] = R::Init();
         if (c < cols) {
 #pragma unroll
-          for (int j = 0; j < VEC; ++j) R::Add(part[u], ToComp(v[u].v[j]), c + j);
+          for (int j = 0; j < VEC; ++j) R::Add(part[u], ToComp(v[u].v[j]), ibase + c + j);
         }
       }
     }
@@ -213,10 +218,52 @@ __global__ void __launch_bounds__(1024) RedBlockPerRow(RedParams p) {
   }
 }
 
+// Split row: a cluster of kClusterBlocks blocks per row (few rows of many columns: the decode
+// step's argmax over the vocabulary). Each block folds one slice (a multiple of VEC columns,
+// indices offset to the row's), reduces it to one state in shared memory; block 0 of the cluster
+// merges the others' states through distributed shared memory. No global scratch or counters, so
+// the launch stays one kernel in a captured graph.
+constexpr int kClusterBlocks = 8;
+constexpr int kClusterThreads = 256;
+
+template <class R, class T, int VEC>
+__global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kClusterThreads) RedClusterRow(RedParams p) {
+  PdlEnter();  // launched with PDL: nothing is touched before the wait
+  namespace cg = cooperative_groups;
+  __shared__ typename R::State partial[kClusterThreads / 32];
+  __shared__ typename R::State block_state;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t r = blockIdx.x / kClusterBlocks;  // the planner launches exactly rows clusters
+  const T* in = static_cast<const T*>(p.in);
+  auto* out = static_cast<typename R::Out*>(p.out);
+  const int64_t per = ((p.cols + VEC - 1) / VEC + kClusterBlocks - 1) / kClusterBlocks * VEC;
+  const int64_t beg = rank * per, len = max(int64_t{0}, min(p.cols, beg + per) - beg);
+  typename R::State s = R::Init();
+  FoldRow<R, T, VEC>(in + r * p.cols + beg, len, int64_t{threadIdx.x} * VEC, int64_t{kClusterThreads} * VEC, s, beg);
+  s = WarpReduce<R>(s);
+  if (lane == 0) partial[warp] = s;
+  __syncthreads();
+  if (warp == 0) {
+    s = lane < kClusterThreads / 32 ? partial[lane] : R::Init();
+    s = WarpReduce<R>(s);
+    if (lane == 0) block_state = s;
+  }
+  cluster.sync();  // every block's state is written
+  if (rank == 0 && warp == 0) {
+    s = lane < kClusterBlocks ? *cluster.map_shared_rank(&block_state, lane) : R::Init();
+    s = WarpReduce<R>(s);
+    if (lane == 0) out[r] = R::Final(s, p.cols);
+  }
+  cluster.sync();  // the blocks stay until block 0 has read their shared memory
+}
+
 // ------------------------------------------------------------------ dispatch
 using RedKernel = void (*)(RedParams);
 struct RedKernels {
   RedKernel warp_vec = nullptr, warp_scalar = nullptr, block_vec = nullptr, block_scalar = nullptr;
+  RedKernel cluster_vec = nullptr, cluster_scalar = nullptr;
   int vec = 1;
   bool ok() const { return warp_scalar != nullptr; }
 };
@@ -224,7 +271,8 @@ struct RedKernels {
 template <class R, class T>
 RedKernels MakeRed() {
   constexpr int V = 16 / sizeof(T);
-  return {RedWarpPerRow<R, T, V>, RedWarpPerRow<R, T, 1>, RedBlockPerRow<R, T, V>, RedBlockPerRow<R, T, 1>, V};
+  return {RedWarpPerRow<R, T, V>,  RedWarpPerRow<R, T, 1>,  RedBlockPerRow<R, T, V>, RedBlockPerRow<R, T, 1>,
+          RedClusterRow<R, T, V>, RedClusterRow<R, T, 1>, V};
 }
 
 template <template <class> class R, bool kFloatOnly>
@@ -290,6 +338,16 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanReduction(const Node& n, const std
     const unsigned grid = GridFor(p.rows, kRowsPerBlock, sms, 8);
     return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(std::move(name), vec ? k.warp_vec : k.warp_scalar,
                                                                     dim3(grid), dim3(kWarpRowsThreads), 0, p).Pdl()};
+  }
+  // Split row over a cluster: a few rows (one cluster-block per SM at most) of at least 4096 columns,
+  // on sm_90+. OPFUSE_REDUCTION_CLUSTER=0 keeps the block per row (A/B runs).
+  const char* ce = std::getenv("OPFUSE_REDUCTION_CLUSTER");
+  if (dev.major >= 9 && p.cols >= 4096 && p.rows * kClusterBlocks <= sms && !(ce && *ce == '0')) {
+    return std::vector<cuda::KernelLaunch>{
+        cuda::KernelLaunch::Make(fmt::format("red_{}_{}_clusterrow_v{}", OpName(n.op), DTypeName(x.dtype), v),
+                                 vec ? k.cluster_vec : k.cluster_scalar, dim3(static_cast<unsigned>(p.rows * kClusterBlocks)),
+                                 dim3(kClusterThreads), 0, p)
+            .Pdl()};
   }
   // Block per row: about kUnroll vectors per thread (one whole chunk, so FoldRow takes its unguarded
   // path: all loads in flight at once; 4 per thread left every chunk partial), 64..1024 threads.

@@ -205,8 +205,10 @@ std::vector<Case> BuildCases() {
       OneNode(OpKind::kWhere, {{"c", Ty(DType::kBool, {513, 77})}, {"a", Ty(DType::kBF16, {513, 77})}, {"b", "f32[]"}}));
 
   // ---- reductions
+  // {1, 32000}, {16, 4096}, {3, 5001}: split over a cluster per row (uneven slices, scalar loads for the
+  // last); {40, 4104}: too many rows for clusters, a block per row.
   const std::vector<std::vector<int64_t>> red_shapes = {{1, 2048}, {1, 32000}, {513, 77}, {513, 1001}, {16, 4096},
-                                                        {5000, 128}, {3, 1}, {2, 3, 50}, {1, 1000}};
+                                                        {5000, 128}, {3, 1}, {2, 3, 50}, {1, 1000}, {3, 5001}, {40, 4104}};
   for (OpKind op : {OpKind::kSum, OpKind::kMax, OpKind::kMean, OpKind::kArgmax})
     for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64}) {
       if (op == OpKind::kMean && !IsFloat(t)) continue;
@@ -384,7 +386,10 @@ TEST(LibraryOpsHost, PlannerPicksVectorsAndShapes) {
   ExpectPlan(OneNode(OpKind::kCast, {{"x", "f32[64, 64]"}}, "dtype=bf16"), "ew_cast_f32_to_bf16_flat_v4");
   ExpectPlan(OneNode(OpKind::kExp, {{"x", "bf16[16384, 2048]"}}), "ew_exp_bf16_flat_v8");
   ExpectPlan(OneNode(OpKind::kSum, {{"x", "bf16[16384, 2048]"}}), "red_sum_bf16_warprow_v8");
-  ExpectPlan(OneNode(OpKind::kSum, {{"x", "f32[1, 32000]"}}), "red_sum_f32_blockrow_v4");
+  ExpectPlan(OneNode(OpKind::kSum, {{"x", "f32[1, 32000]"}}), "red_sum_f32_clusterrow_v4");
+  ExpectPlan(OneNode(OpKind::kArgmax, {{"x", "bf16[16, 32000]"}}), "red_argmax_bf16_clusterrow_v8");
+  ExpectPlan(OneNode(OpKind::kArgmax, {{"x", "bf16[17, 32000]"}}), "red_argmax_bf16_blockrow_v8");  // 17 x 8 > 132 SMs
+  ExpectPlan(OneNode(OpKind::kSum, {{"x", "f32[1, 4095]"}}), "red_sum_f32_blockrow_v1");
   ExpectPlan(OneNode(OpKind::kArgmax, {{"x", "f32[513, 77]"}}), "red_argmax_f32_warprow_v1");
   ExpectPlan(OneNode(OpKind::kTranspose, {{"x", "bf16[64, 2048]"}}, "perm=[1, 0]"), "view_transpose_bf16_tiled2");
   ExpectPlan(OneNode(OpKind::kTranspose, {{"x", "bf16[5, 8, 3, 64]"}}, "perm=[0, 2, 1, 3]"), "view_transpose_bf16_permute4_u16");
