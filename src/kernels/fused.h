@@ -23,6 +23,9 @@
 //     t256x2: 99-101% / 98%), softmax 8 (more work per thread amortises its three passes: t32x8,
 //     t64x8: 93% / 95%); 1 vector per thread was 30-60% slower for all of them.
 //   Decode (1 and 32 rows, CUDA-graph replay): 1 vector per thread was fastest (2.0-2.7 us).
+//   Between (kDecodeRows < rows < 4 x SMs, e.g. 512): at most kMidThreadsPerRow threads per row —
+//     512 x 4096 bf16 (H200, same sweep, L2 flushed): t256x2 9.28 / 7.62 / 8.51 us against t512x1
+//     10.62 / 7.78 / 9.06 us for add_rms_norm / rms_norm / softmax; at h2048 t256x1 stays.
 // FusedPlanOptions lets tests and sweeps force a shape or the scalar path; the executor uses the
 // plain planners of library.h, which call these with default options.
 // Built with OPFUSE_CUDA only.
@@ -41,6 +44,8 @@ inline constexpr int kMaxVectorsPerThread = 8;        // register path: vectors 
 inline constexpr int kPrefillVectorsPerThread = 4;    // prefill default (RowLimits::prefill_vpt)
 inline constexpr int kPrefillBlockThreads = 128;      // prefill: rows per block fill ~this many threads
 inline constexpr int kPrefillRowsPerSm = 4;           // rows >= this x SMs: prefill shapes
+inline constexpr int64_t kDecodeRows = 64;            // rows above this (and below prefill): "mid" shapes
+inline constexpr int kMidThreadsPerRow = 256;         // mid shapes: at most this many threads per row
 
 struct RowShape {
   int threads_per_row = 32;     // 1,2,4,8,16 or a multiple of 32, <= 1024

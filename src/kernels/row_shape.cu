@@ -56,10 +56,13 @@ RowShape ChooseRowShape(int64_t rows, int64_t cols, int vec, const cuda::DeviceI
       if (vpt == 0 || tpr > RowBlockLimit(vpt, lim.heavy)) vpt = 0;
     } else {
       // Few rows: as many threads per row as vectors (1 vector each where it fits), so every load
-      // of the row is in flight at once and the rows spread over many SMs.
+      // of the row is in flight at once and the rows spread over many SMs. Above kDecodeRows rows
+      // (but below the prefill threshold) at most kMidThreadsPerRow threads per row.
+      const bool mid = rows > kDecodeRows;
       for (int cand : {1, 2, 4, 8}) {
         if (cand > max_vpt) break;
         const int t = RoundThreads(CeilDiv(v, cand));
+        if (mid && t > kMidThreadsPerRow && cand * 2 <= max_vpt) continue;
         if (static_cast<int64_t>(t) * cand >= v && t <= RowBlockLimit(cand, lim.heavy)) {
           tpr = t;
           vpt = cand;

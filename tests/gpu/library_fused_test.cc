@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -139,6 +140,10 @@ TEST(LibraryFusedPlan, RowShapesDecodeVsPrefill) {
   EXPECT_EQ(s.threads_per_row, 8);
   EXPECT_EQ(s.vectors_per_thread, 1);
   EXPECT_EQ(s.rows_per_block, 16);
+  // Between decode and prefill (65 .. 4 rows per SM - 1): at most 256 threads per row.
+  EXPECT_EQ(kernels::ChooseRowShape(512, 4096, 8, dev).threads_per_row, 256);
+  EXPECT_EQ(kernels::ChooseRowShape(512, 4096, 8, dev).vectors_per_thread, 2);
+  EXPECT_EQ(kernels::ChooseRowShape(64, 4096, 8, dev).threads_per_row, 512);
   // The boundary between decode and prefill is 4 rows per SM.
   EXPECT_EQ(kernels::ChooseRowShape(4 * 132 - 1, 2048, 8, dev).threads_per_row, 256);
   EXPECT_EQ(kernels::ChooseRowShape(4 * 132, 2048, 8, dev).threads_per_row, 64);
@@ -945,29 +950,49 @@ TEST_F(LibraryFusedBandwidthTest, LibraryFusedBandwidth) {
 TEST_F(LibraryFusedBandwidthTest, DISABLED_ShapeSweep) {
   std::printf("[lib-bw] device: %s\n", env_.dev.ToString().c_str());
   std::mt19937 rng(99);
+  // OPFUSE_SWEEP_ROWS (comma-separated) narrows the row counts; each case first runs the planner's
+  // own shape ("default"), then every candidate.
+  std::vector<int64_t> row_list = {16384, 2048, 512, 1, 32};
+  if (const char* e = std::getenv("OPFUSE_SWEEP_ROWS"); e && *e) {
+    row_list.clear();
+    for (const char* q = e; *q;) {
+      row_list.push_back(std::strtoll(q, const_cast<char**>(&q), 10));
+      if (*q == ',') ++q;
+    }
+  }
   for (OpKind op : {OpKind::kRmsNorm, OpKind::kAddRmsNorm, OpKind::kSoftmax})
-    for (int64_t rows : {16384, 2048, 1, 32})
+    for (int64_t rows : row_list)
       for (int64_t h : {2048, 4096}) {
         const int64_t v = h / 8;
+        std::printf("[lib-bw] default\n");
+        BwRow(env_, {std::string(OpName(op)), op, rows, h}, nullptr, rng);
+        const bool decode = rows <= 64, mid = !decode && rows < kernels::kPrefillRowsPerSm * env_.dev.sm_count;
         for (int vpt : {1, 2, 4, 8})
-          for (int block : {128, 256, 1024}) {
+          for (int block : {128, 256, 512, 1024}) {
             const int64_t tpr64 = (v + vpt - 1) / vpt;
             if (tpr64 > 1024 || (tpr64 >= 32 && tpr64 % 32) || tpr64 > block) continue;
-            if (rows <= 64 ? block != 1024 : (block == 1024 || vpt == 1)) continue;  // decode: 1 row per block
-            RowShape s{static_cast<int>(tpr64), vpt, rows <= 64 ? 1 : static_cast<int>(block / tpr64), 8, false};
+            // decode: 1 row per block; prefill: no 1024-thread blocks or 1-vector threads, except at
+            // the row counts that get the one-row-per-block shape (mid, e.g. 512)
+            if (decode ? block != 1024 : (!mid && (block == 1024 || vpt == 1))) continue;
+            RowShape s{static_cast<int>(tpr64), vpt, decode ? 1 : static_cast<int>(block / tpr64), 8, false};
             if (!kernels::CheckRowShape(s, h).ok()) continue;
             kernels::FusedPlanOptions opt;
             opt.shape = s;
             BwRow(env_, {std::string(OpName(op)), op, rows, h}, &opt, rng);
           }
       }
-  for (int unroll : {1, 2, 4})
-    for (int64_t cap : {0, 4, 8, 16}) {
-      kernels::FusedPlanOptions opt;
-      opt.unroll = unroll;
-      opt.max_blocks = cap * env_.dev.sm_count;
-      std::printf("[lib-bw] swiglu unroll %d, grid cap %lld x SMs\n", unroll, static_cast<long long>(cap));
-      BwRow(env_, {"swiglu", OpKind::kSwiglu, 16384, 5632}, &opt, rng);
+  for (int64_t rows : {16384, 2048, 512})
+    for (int64_t h : {4096, 5632}) {
+      std::printf("[lib-bw] default\n");
+      BwRow(env_, {"swiglu", OpKind::kSwiglu, rows, h}, nullptr, rng);
+      for (int unroll : {1, 2, 4})
+        for (int64_t cap : {0, 4, 8, 16}) {
+          kernels::FusedPlanOptions opt;
+          opt.unroll = unroll;
+          opt.max_blocks = cap * env_.dev.sm_count;
+          std::printf("[lib-bw] swiglu unroll %d, grid cap %lld x SMs\n", unroll, static_cast<long long>(cap));
+          BwRow(env_, {"swiglu", OpKind::kSwiglu, rows, h}, &opt, rng);
+        }
     }
 }
 

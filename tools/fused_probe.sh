@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Fused-kernel probe on the device machine (issue 4's prefill targets): the launch-shape sweep of the
+# fused library kernels (LibraryFusedBandwidthTest.DISABLED_ShapeSweep: every candidate row shape
+# beside the planner's own, with a same-bytes copy), then `opfuse bench ops` for the fused patterns
+# (library + jit) and tools/bench_peer.py (torch eager / torch.compile) for the same cases, merged by
+# `opfuse bench report`. Carry build/carry.tar.xz (tools/build_carry.sh).
+#   device: ROWS=512,2048,16384 bash tools/fused_probe.sh
+# Env: ROWS (bench rows), OPS (bench --ops regex), SWEEP=0 skips the sweep, OPFUSE_SWEEP_ROWS narrows
+# the sweep's rows, PEER_TIMEOUT (s). Everything lands in $OUT/probe.tgz; a short table is printed last.
+set -uo pipefail
+W=${OUT:-/tmp/fused_probe}/work
+mkdir -p "$W" build/c
+python3 -c "import tarfile; tarfile.open('build/carry.tar.xz').extractall('build/c')" || exit 1
+B=build/c
+export OPFUSE_CACHE_DIR=/tmp/opfuse_cache
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$W/device.txt"
+if [ "${SWEEP:-1}" = 1 ]; then
+  t=$SECONDS
+  timeout "${SWEEP_TIMEOUT:-240}" "$B/tests/test_gpu" --gtest_also_run_disabled_tests \
+    --gtest_filter='LibraryFusedBandwidthTest.DISABLED_ShapeSweep' > "$W/sweep.txt" 2>&1
+  echo "sweep rc $? ($((SECONDS - t)) s), $(grep -c '^\[lib-bw\].*us' "$W/sweep.txt") rows"
+fi
+t=$SECONDS
+"$B/opfuse" bench ops --suite patterns --ops "${OPS:-rmsnorm|add_rmsnorm|swiglu|softmax}" --rows "${ROWS:-512,2048,16384}" \
+  --variants library,jit --out "$W/bench" > "$W/bench.md" 2> "$W/bench_stderr.log"
+echo "bench ops rc $? ($((SECONDS - t)) s)"
+t=$SECONDS
+timeout "${PEER_TIMEOUT:-300}" python3 tools/bench_peer.py --cases "$W/bench/cases.json" --out "$W/bench/peer.json" \
+  > "$W/peer.txt" 2> "$W/peer_stderr.log"
+echo "bench_peer rc $? ($((SECONDS - t)) s)"
+"$B/opfuse" bench report --dir "$W/bench" --peer "$W/bench/peer.json" > "$W/report.md" 2>&1
+echo "report rc $?"
+tar -C "$W" -czf "${OUT:-/tmp/fused_probe}/probe.tgz" .
+grep -E '^\|' "$W/report.md" | head -60
