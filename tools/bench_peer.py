@@ -1019,20 +1019,28 @@ class Timer:
         return (t1 - t0) / n * 1e6
 
     def events(self, fn, sets, flush, host_us):
-        """CUDA events around one call; median µs of --reps samples."""
+        """CUDA events around one call; median µs of --reps samples. The outputs rotate with the
+        input sets, as opfuse's runner rotates its K output sets: the result of call i is kept until
+        call i + K replaces it, so the caching allocator cannot hand every call the same (L2-hot)
+        output block (--no-rotate-outputs drops each result at once, the behaviour before)."""
         if not self.cuda:
             return self._cpu_samples(fn, sets)
         k, n = len(sets), self.args.reps
         spin = min(max(1.5 * host_us + 5.0, 5.0), 2000.0)
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        keep = [None] * k
+        rotate = not self.args.no_rotate_outputs
         for i in range(n):
             if flush:
                 self._flush()
             self._spin(spin)
             starts[i].record()
-            fn(*sets[i % k])
+            out = fn(*sets[i % k])
             ends[i].record()
+            if rotate:
+                keep[i % k] = out
+            del out
             if i % 16 == 15:   # bound the queue: a long spin + many calls must not block the host
                 ends[i].synchronize()
         self._sync()
@@ -1090,7 +1098,8 @@ class Timer:
                 return us, (f"events (CUDA-graph capture failed: {reason}; per-call events), sets={len(sets)} "
                             f"flush={int(flush)} samples={self.args.reps}")
         us = self.events(fn, sets, flush, host_us)
-        return us, f"events sets={len(sets)} flush={int(flush)} samples={self.args.reps}"
+        return us, (f"events sets={len(sets)} flush={int(flush)} samples={self.args.reps} "
+                    f"outputs={'one block' if self.args.no_rotate_outputs else 'rotated'}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1296,6 +1305,9 @@ def parse_args(argv):
     p.add_argument("--no-compile", action="store_true", help="time torch eager only")
     p.add_argument("--reps", type=int, default=100,
                    help="event-timed samples per measurement (prefill; one call each; default 100, >= 50 recommended)")
+    p.add_argument("--no-rotate-outputs", action="store_true",
+                   help="prefill: drop each call's result at once (the allocator then reuses one output block, "
+                        "L2-hot at sizes that fit); by default results are kept for K calls, as opfuse rotates outputs")
     p.add_argument("--replays", type=int, default=25,
                    help="timed CUDA-graph replays per decode measurement (default 25)")
     p.add_argument("--warmup", type=int, default=5, help="untimed calls per input set before timing (default 5)")

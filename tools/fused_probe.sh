@@ -6,7 +6,7 @@
 # `opfuse bench report`. Carry build/carry.tar.xz (tools/build_carry.sh).
 #   device: ROWS=512,2048,16384 bash tools/fused_probe.sh
 # Env: ROWS (bench rows), OPS (bench --ops regex), SWEEP=0 skips the sweep, OPFUSE_SWEEP_ROWS narrows
-# the sweep's rows, PEER_TIMEOUT (s). Everything lands in $OUT/probe.tgz; a short table is printed last.
+# the sweep's rows, PEER_TIMEOUT (s), PEER_AB=1 adds the peer with --no-rotate-outputs and a table of both. Everything lands in $OUT/probe.tgz; a short table is printed last.
 set -uo pipefail
 W=${OUT:-/tmp/fused_probe}/work
 mkdir -p "$W" build/c
@@ -30,5 +30,25 @@ timeout "${PEER_TIMEOUT:-300}" python3 tools/bench_peer.py --cases "$W/bench/cas
 echo "bench_peer rc $? ($((SECONDS - t)) s)"
 "$B/opfuse" bench report --dir "$W/bench" --peer "$W/bench/peer.json" > "$W/report.md" 2>&1
 echo "report rc $?"
+if [ "${PEER_AB:-0}" = 1 ]; then
+  # The same peer with its results dropped at once (one L2-hot output block), for the A/B of the
+  # output rotation; a table of torch.compile µs both ways beside opfuse's best variant.
+  timeout "${PEER_TIMEOUT:-300}" python3 tools/bench_peer.py --cases "$W/bench/cases.json" --out "$W/bench/peer_one_output.json" \
+    --no-rotate-outputs > "$W/peer_one_output.txt" 2>> "$W/peer_stderr.log"
+  echo "bench_peer --no-rotate-outputs rc $?"
+  python3 - "$W/bench" <<'PY' | tee "$W/peer_ab.md"
+import json, sys
+d = sys.argv[1]
+def compile_us(f):
+    return {r["id"]: r.get("compile_us") for r in json.load(open(f)).get("results", [])}
+rot, one = compile_us(f"{d}/peer.json"), compile_us(f"{d}/peer_one_output.json")
+fmt = lambda x: f"{x:.2f}" if isinstance(x, (int, float)) else "-"
+print("| case | opfuse best µs | compile µs, outputs rotated | compile µs, one output block |")
+print("|---|---:|---:|---:|")
+for c in json.load(open(f"{d}/bench_report.json")).get("cases", []):
+    best = c.get("ratios", {}).get("best_us")
+    print(f"| {c['id']} | {fmt(best)} | {fmt(rot.get(c['id']))} | {fmt(one.get(c['id']))} |")
+PY
+fi
 tar -C "$W" -czf "${OUT:-/tmp/fused_probe}/probe.tgz" .
 grep -E '^\|' "$W/report.md" | head -60
