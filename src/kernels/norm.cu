@@ -14,6 +14,10 @@
 // may alias the residual (in-place residual update): every element is read before it is written,
 // by the same thread, in both paths (the looped path writes the sum in its first pass and reads it
 // back in the output pass). Optional weight/bias are runtime flags (null pointers), not templates.
+// In the register path the sum is stored as soon as it is computed and the rms weight is loaded
+// before the row reduction (rms_norm up to 4 packs per thread, add_rms_norm up to 2: beyond that the
+// extra registers spill under the 1024-thread bound), so neither the store nor the weight's L2 round
+// trip waits for the reduction.
 #include "kernels/pdl.cuh"
 #include "kernels/fused_common.cuh"
 
@@ -39,12 +43,10 @@ struct NormParams {
   float inv_cols;
 };
 
+// y = (x - mean) * inv (* w) (+ b) for one pack, with w / b already loaded.
 template <class T, int N>
-__device__ __forceinline__ void Finish(const NormParams<T>& p, const Pack<T, N>& xv, int64_t base, int c, float mean,
-                                       float inv) {
-  Pack<T, N> wv, bv;
-  if (p.w) wv = LoadPack<T, N>(p.w + c);
-  if (p.b) bv = LoadPack<T, N>(p.b + c);
+__device__ __forceinline__ void FinishWith(const NormParams<T>& p, const Pack<T, N>& xv, const Pack<T, N>& wv,
+                                           const Pack<T, N>& bv, int64_t base, int c, float mean, float inv) {
   float o[N];
 #pragma unroll
   for (int j = 0; j < N; ++j) {
@@ -54,6 +56,15 @@ __device__ __forceinline__ void Finish(const NormParams<T>& p, const Pack<T, N>&
     o[j] = v;
   }
   StorePack<T, N>(p.y + base + c, MakePack<T, N>(o));
+}
+
+template <class T, int N>
+__device__ __forceinline__ void Finish(const NormParams<T>& p, const Pack<T, N>& xv, int64_t base, int c, float mean,
+                                       float inv) {
+  Pack<T, N> wv, bv;
+  if (p.w) wv = LoadPack<T, N>(p.w + c);
+  if (p.b) bv = LoadPack<T, N>(p.b + c);
+  FinishWith<T, N>(p, xv, wv, bv, base, c, mean, inv);
 }
 
 // Register path: VPT packs of N elements per thread.
@@ -85,12 +96,28 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormP
 #pragma unroll
         for (int j = 0; j < N; ++j) f[j] = xv[it].get(j) + rv[it].get(j);
         xv[it] = MakePack<T, N>(f);
+        // stored now, not after the reduction: the write overlaps it (x and res of this pack were
+        // read by this thread above, so an in-place sum over res is still read-before-write)
+        const int c = (it * tpr + t) * N;
+        if (valid && c < p.cols) StorePack<T, N>(p.sum + base + c, xv[it]);
       }
     } else {
 #pragma unroll
       for (int it = 0; it < VPT; ++it) {
         const int c = (it * tpr + t) * N;
         if (valid && c < p.cols) xv[it] = LoadPack<T, N>(p.x + base + c);
+      }
+    }
+    // The weight (rms kinds, few packs per thread) is loaded before the reduction, so its L2 round
+    // trip overlaps the reduction instead of following it; with more packs the registers are kept
+    // for the row (Finish loads it at the end).
+    constexpr bool kEarlyW = (KIND == kRms && VPT <= 4) || (KIND == kAddRms && VPT <= 2);
+    Pack<T, N> wv[kEarlyW ? VPT : 1];
+    if constexpr (kEarlyW) {
+#pragma unroll
+      for (int it = 0; it < VPT; ++it) {
+        const int c = (it * tpr + t) * N;
+        if (p.w && valid && c < p.cols) wv[it] = LoadPack<T, N>(p.w + c);
       }
     }
     float mean = 0.0f, acc = 0.0f;
@@ -129,8 +156,8 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormP
     for (int it = 0; it < VPT; ++it) {
       const int c = (it * tpr + t) * N;
       if (valid && c < p.cols) {
-        if constexpr (KIND == kAddRms) StorePack<T, N>(p.sum + base + c, xv[it]);
-        Finish<T, N>(p, xv[it], base, c, mean, inv);
+        if constexpr (kEarlyW) FinishWith<T, N>(p, xv[it], wv[it], wv[it], base, c, mean, inv);  // no bias (rms)
+        else Finish<T, N>(p, xv[it], base, c, mean, inv);
       }
     }
   }
