@@ -274,6 +274,20 @@ class Emitter {
     return all;
   }
 
+  // Per-column inputs (a norm's weight) that the register path loads once per thread, before the
+  // row loop: they do not depend on the row, and loaded there their L2 round trip no longer follows
+  // the reductions. Only up to kMaxChannelVpt vectors per thread (registers).
+  static constexpr int kMaxChannelVpt = 4;
+  std::set<int> ChannelInputs(int vpt) const {
+    std::set<int> all;
+    if (vpt > kMaxChannelVpt) return all;
+    for (size_t e = 0; e < k_.exprs.size(); ++e)
+      if (live_[e] && k_.exprs[e].kind == ExprKind::kLoad && !k_.exprs[e].row_level &&
+          k_.inputs[k_.exprs[e].input].access == Access::kChannel)
+        all.insert(k_.exprs[e].input);
+    return all;
+  }
+
   void ChooseShape() {
     int max_size = 1;
     for (const auto& t : k_.inputs)
@@ -511,13 +525,15 @@ class Emitter {
   void EmitRegLoop(std::string& s, const std::vector<int>& targets, const std::string& guard,
                    const std::function<void(std::string&)>& pre, const std::function<void(std::string&)>& inner,
                    const std::function<void(std::string&)>& after) {
-    const std::set<int> cached = CachedInputs();
+    const std::set<int> cached = CachedInputs(), channels = ChannelInputs(reg_vpt_);
     s += "#pragma unroll\n    for (int it = 0; it < VPT; ++it) {\n";
     s += fmt::format("      const long long c0 = ((long long)it * TPR + t) * {};\n", vec_);
     s += fmt::format("      if ({}) {{\n", guard);
     for (int in : UsedVectorInputs(targets)) {
       if (cached.count(in))
         s += fmt::format("        float x{0}[{1}];\n#pragma unroll\n        for (int j = 0; j < {1}; ++j) x{0}[j] = xr{0}[it].get(j);\n", in, vec_);
+      else if (channels.count(in))
+        s += fmt::format("        float x{0}[{1}];\n#pragma unroll\n        for (int j = 0; j < {1}; ++j) x{0}[j] = wr{0}[it].get(j);\n", in, vec_);
       else
         s += fmt::format("        float x{}[{}];\n        {}\n", in, vec_, LoadVec(in, "x" + std::to_string(in), "r", "c0"));
     }
@@ -532,8 +548,19 @@ class Emitter {
 
   void EmitRowRegisters(std::string& s, int tpr, int vpt) {
     const std::set<int> cached = CachedInputs();
+    reg_vpt_ = vpt;
     s += fmt::format("  constexpr int TPR = {}, VPT = {};  // threads per row, vectors per thread\n", tpr, vpt);
     s += "  const int g = threadIdx.x / TPR, t = threadIdx.x - g * TPR, rpb = blockDim.x / TPR;\n";
+    const std::set<int> channels = ChannelInputs(vpt);
+    if (!channels.empty()) {
+      s += "  // per-column inputs, the same for every row: loaded once, before the rows and their reductions\n";
+      for (int in : channels) s += fmt::format("  fz_pack<{}, {}> wr{}[VPT];\n", CType(k_.inputs[in].type.dtype), vec_, in);
+      s += "#pragma unroll\n  for (int it = 0; it < VPT; ++it) {\n";
+      s += fmt::format("    const long long c0 = ((long long)it * TPR + t) * {};\n", vec_);
+      s += "    if (c0 < C) {\n";
+      for (int in : channels) s += fmt::format("      wr{0}[it].load(in{0}, {1});\n", in, Index(in, "0", "c0"));
+      s += "    }\n  }\n";
+    }
     s += "  __shared__ float smem[64];\n  int phase = 0;\n  (void)smem;\n  (void)phase;\n";
     s += "  for (long long r0 = (long long)blockIdx.x * rpb; r0 < R; r0 += (long long)gridDim.x * rpb) {\n";
     s += "    const bool valid = r0 + g < R;\n";
@@ -663,6 +690,7 @@ class Emitter {
   int vec_ = 1, threads_ = 256;
   bool reg_rows_ = false;                                   // register path
   int tpr_p_ = 0, vpt_p_ = 0, tpr_d_ = 0, vpt_d_ = 0;       // prefill / decode row shapes
+  int reg_vpt_ = 0;  // vectors per thread of the register-path function being emitted
   std::vector<bool> live_;
   std::set<int> emitted_row_;
 };
