@@ -6,7 +6,9 @@
 # `opfuse bench report`. Carry build/carry.tar.xz (tools/build_carry.sh).
 #   device: ROWS=512,2048,16384 bash tools/fused_probe.sh
 # Env: ROWS (bench rows), OPS (bench --ops regex), SWEEP=0 skips the sweep, OPFUSE_SWEEP_ROWS narrows
-# the sweep's rows, PEER_TIMEOUT (s), PEER_AB=1 adds the peer with --no-rotate-outputs and a table of both. Everything lands in $OUT/probe.tgz; a short table is printed last.
+# the sweep's rows, PEER_TIMEOUT (s), PEER_AB=1 adds the peer with --no-rotate-outputs and a table of both,
+# NCU_CASE='patterns/rmsnorm/bf16/rows=512/h=4096' (a case id) adds ncu metrics of opfuse's and torch.compile's
+# kernels for that case side by side (clocks left alone). Everything lands in $OUT/probe.tgz; a short table is printed last.
 set -uo pipefail
 W=${OUT:-/tmp/fused_probe}/work
 mkdir -p "$W" build/c
@@ -48,6 +50,37 @@ print("|---|---:|---:|---:|")
 for c in json.load(open(f"{d}/bench_report.json")).get("cases", []):
     best = c.get("ratios", {}).get("best_us")
     print(f"| {c['id']} | {fmt(best)} | {fmt(rot.get(c['id']))} | {fmt(one.get(c['id']))} |")
+PY
+fi
+if [ -n "${NCU_CASE:-}" ]; then
+  # ncu (clocks left alone) on one case: opfuse's library + jit kernels and torch.compile's Triton
+  # kernel, the same metrics side by side (ncu_<side>.csv, ncu_compare.md).
+  NCU_BIN=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  M=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum
+  M=$M,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__block_size,launch__grid_size
+  M=$M,lts__t_sector_hit_rate.pct,smsp__average_warp_latency_issue_stalled_long_scoreboard.ratio
+  op=$(echo "$NCU_CASE" | cut -d/ -f2) rows=$(echo "$NCU_CASE" | sed -n 's/.*rows=\([0-9]*\).*/\1/p')
+  timeout 200 "$NCU_BIN" --clock-control none --csv --metrics "$M" --kernel-name regex:'Norm|Softmax|Glu|fz_' \
+    --launch-skip 20 --launch-count 6 "$B/opfuse" bench ops --suite patterns --ops "^$op\$" --rows "$rows" \
+    --variants library,jit --out "$W/ncu_bench" > "$W/ncu_opfuse.csv" 2> "$W/ncu_opfuse_stderr.log"
+  echo "ncu opfuse rc $?"
+  timeout 300 "$NCU_BIN" --clock-control none --csv --metrics "$M" --kernel-name regex:triton \
+    --launch-skip 20 --launch-count 3 python3 tools/bench_peer.py --cases "$W/bench/cases.json" --ids "$NCU_CASE" \
+    --out "$W/ncu_peer.json" > "$W/ncu_peer.csv" 2> "$W/ncu_peer_stderr.log"
+  echo "ncu peer rc $?"
+  python3 - "$W" <<'PY' | tee "$W/ncu_compare.md"
+import csv, io, sys, collections
+w = sys.argv[1]
+for side in ("opfuse", "peer"):
+    text = open(f"{w}/ncu_{side}.csv", errors="replace").read()
+    start = text.find('"ID"')
+    rows = list(csv.DictReader(io.StringIO(text[start:]))) if start >= 0 else []
+    per = collections.defaultdict(dict)
+    for r in rows:
+        per[(r["ID"], r["Kernel Name"][:60])][r["Metric Name"]] = r["Metric Value"]
+    print(f"## {side}: {len(per)} launches")
+    for (i, name), m in list(per.items())[:6]:
+        print(f"- {name}: " + ", ".join(f"{k.split('__')[1] if '__' in k else k}={v}" for k, v in sorted(m.items())))
 PY
 fi
 tar -C "$W" -czf "${OUT:-/tmp/fused_probe}/probe.tgz" .
