@@ -66,6 +66,7 @@
 #include <string>
 
 #include "kernels/attention.h"
+#include "kernels/kernel_env.h"
 
 namespace opfuse::kernels {
 
@@ -1179,15 +1180,6 @@ Status CheckDims(const std::vector<TensorRef>& in, const std::vector<TensorRef>*
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-bool EnvFlag(const char* name) {
-  const char* e = std::getenv(name);
-  return e && *e && std::string(e) != "0";
-}
-// name=0 in the environment (a kill switch for A/B timing).
-bool EnvFlagOff(const char* name) {
-  const char* e = std::getenv(name);
-  return e && std::string(e) == "0";
-}
 bool EnvGeneral() { return EnvFlag("OPFUSE_ATTENTION_GENERAL"); }
 // OPFUSE_ATTENTION_SEPARATE=1: kv_attention decode as before the fused path (a cache-write kernel,
 // the general kernel, a combine kernel), for A/B timing on a device.

@@ -44,6 +44,7 @@
 
 #include "kernels/fused_common.cuh"
 #include "kernels/gemv.h"
+#include "kernels/kernel_env.h"
 #include "kernels/pdl.cuh"
 #include "runtime/cuda/cuda_check.h"
 
@@ -240,7 +241,6 @@ __device__ __forceinline__ void NormPrologue(const GemvParams<T>& p, float* sa, 
 }
 
 // Where a logical block's column (pair) lives: segment, output column, the RoPE half and its weight rows.
-template <class T>
 struct GemvCol {
   bool active = false;
   int s = 0, col = 0, hf = 0;
@@ -249,8 +249,8 @@ struct GemvCol {
 };
 
 template <class T, bool SWIGLU, bool ROPE>
-__device__ __forceinline__ GemvCol<T> LocateCol(const GemvParams<T>& p, int warp) {
-  GemvCol<T> c;
+__device__ __forceinline__ GemvCol LocateCol(const GemvParams<T>& p, int warp) {
+  GemvCol c;
   c.active = warp < p.cols;
   if (!c.active) return c;
   if constexpr (!SWIGLU)
@@ -288,10 +288,10 @@ __global__ void __launch_bounds__(128) GemvKernel(GemvParams<T> p) {
   const int kbeg = part * kvp, kend = min(kv, kbeg + kvp);  // this warp's packs [kbeg, kend)
   const uint4* a = reinterpret_cast<const uint4*>(p.a);
   int lb = static_cast<int>(blockIdx.x);
-  GemvCol<T> c = LocateCol<T, SWIGLU, ROPE>(p, lb * kCpb + wib / KS);
+  GemvCol c = LocateCol<T, SWIGLU, ROPE>(p, lb * kCpb + wib / KS);
 
   // Loads of the packs i0, i0 + 32, ... (U of them) of a column's weight row(s).
-  auto load = [&](const GemvCol<T>& cc, int i0, uint4 (&wa)[U], uint4 (&wb)[U]) {
+  auto load = [&](const GemvCol& cc, int i0, uint4 (&wa)[U], uint4 (&wb)[U]) {
     const bool dual = cc.w1 != nullptr;
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -316,7 +316,7 @@ __global__ void __launch_bounds__(128) GemvKernel(GemvParams<T> p) {
   __shared__ float red[2][4][MR];  // KS > 1: the k slices' sums, double-buffered over iterations
   for (int it = 0; lb < nlb; lb += static_cast<int>(gridDim.x), ++it) {
     const int nxt = lb + static_cast<int>(gridDim.x);
-    const GemvCol<T> cn = nxt < nlb ? LocateCol<T, SWIGLU, ROPE>(p, nxt * kCpb + wib / KS) : GemvCol<T>{};
+    const GemvCol cn = nxt < nlb ? LocateCol<T, SWIGLU, ROPE>(p, nxt * kCpb + wib / KS) : GemvCol{};
     const bool dual = c.w1 != nullptr;
     float acc0[MR], acc1[MR];
 #pragma unroll
@@ -418,8 +418,7 @@ __global__ void __launch_bounds__(128) GemvKernel(GemvParams<T> p) {
 // Warps per column of a plain GEMV: long k (> 2048, e.g. the MLP down projection) is split over
 // kGemvLongKSplit warps; OPFUSE_GEMV_KSPLIT=1|2|4 overrides it (device A/B runs).
 int KSplitFor(int64_t k) {
-  const char* e = std::getenv("OPFUSE_GEMV_KSPLIT");  // read per plan (plans are made once per shape)
-  const int v = e ? std::atoi(e) : 0;
+  const int v = EnvInt("OPFUSE_GEMV_KSPLIT", 0);
   const int env = v == 1 || v == 2 || v == 4 ? v : 0;
   const char* s = std::getenv("OPFUSE_GEMV_KSPLIT_SHORT");  // the override for k <= 2048 too
   if (k <= 2048) return s && *s == '1' && env ? env : 1;
@@ -428,15 +427,6 @@ int KSplitFor(int64_t k) {
 
 const char* NormTag(GemvNormKind k) {
   return k == GemvNormKind::kRms ? "rms_norm_" : k == GemvNormKind::kAddRms ? "add_rms_norm_" : "";
-}
-
-// Blocks per SM of a persistent GEMV grid: OPFUSE_GEMV_BLOCKS_PER_SM=N caps it at N (0: one block
-// per logical block, the grid before persistence); unset, the kernel's occupancy. OPFUSE_GEMV_GRID=N
-// caps the whole grid at N blocks (tests: many logical blocks per block on small shapes). Both are
-// read per plan (plans are made once per shape).
-int EnvInt(const char* name, int unset) {
-  const char* e = std::getenv(name);
-  return e && *e ? std::atoi(e) : unset;
 }
 
 template <class T, int MR>
@@ -451,6 +441,9 @@ StatusOr<cuda::KernelLaunch> Launch(const GemvArgs& args, const GemvParams<T>& p
                                        args.m, p.cols, args.k);
   const size_t smem = norm ? NormSmemBytes(args.m, args.k) : 0;
   const bool swiglu = args.epilogue == GemvEpilogue::kSwiglu;
+  // Blocks per SM of the persistent grid: OPFUSE_GEMV_BLOCKS_PER_SM=N caps it at N (0: one block per
+  // logical block, the grid before persistence); unset, the kernel's occupancy. OPFUSE_GEMV_GRID=N
+  // caps the whole grid at N blocks (tests: many logical blocks per block on small shapes).
   const int setting = EnvInt("OPFUSE_GEMV_BLOCKS_PER_SM", -1), grid_cap = EnvInt("OPFUSE_GEMV_GRID", 0);
   auto make = [&](auto kernel, int ks = 1) -> StatusOr<cuda::KernelLaunch> {
     // Logical blocks (4 / ks columns each); a persistent grid of at most SMs x blocks-per-SM walks them.

@@ -32,9 +32,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 
 #include "kernels/kernel_common.cuh"
+#include "kernels/kernel_env.h"
 #include "kernels/pdl.cuh"
 #include "kernels/library.h"
 
@@ -341,8 +341,7 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanReduction(const Node& n, const std
   }
   // Split row over a cluster: a few rows (one cluster-block per SM at most) of at least 4096 columns,
   // on sm_90+. OPFUSE_REDUCTION_CLUSTER=0 keeps the block per row (A/B runs).
-  const char* ce = std::getenv("OPFUSE_REDUCTION_CLUSTER");
-  if (dev.major >= 9 && p.cols >= 4096 && p.rows * kClusterBlocks <= sms && !(ce && *ce == '0')) {
+  if (dev.major >= 9 && p.cols >= 4096 && p.rows * kClusterBlocks <= sms && !EnvFlagOff("OPFUSE_REDUCTION_CLUSTER")) {
     return std::vector<cuda::KernelLaunch>{
         cuda::KernelLaunch::Make(fmt::format("red_{}_{}_clusterrow_v{}", OpName(n.op), DTypeName(x.dtype), v),
                                  vec ? k.cluster_vec : k.cluster_scalar, dim3(static_cast<unsigned>(p.rows * kClusterBlocks)),
