@@ -525,7 +525,8 @@ class Emitter {
   void EmitRegLoop(std::string& s, const std::vector<int>& targets, const std::string& guard,
                    const std::function<void(std::string&)>& pre, const std::function<void(std::string&)>& inner,
                    const std::function<void(std::string&)>& after) {
-    const std::set<int> cached = CachedInputs(), channels = ChannelInputs(reg_vpt_);
+    const std::set<int> cached = CachedInputs();
+    const std::set<int>& channels = reg_channels_;
     s += "#pragma unroll\n    for (int it = 0; it < VPT; ++it) {\n";
     s += fmt::format("      const long long c0 = ((long long)it * TPR + t) * {};\n", vec_);
     s += fmt::format("      if ({}) {{\n", guard);
@@ -546,31 +547,32 @@ class Emitter {
     s += "      }\n    }\n";
   }
 
+  // Declares `<prefix><input>[VPT]` packs for `inputs` and loads this thread's vectors of row `r`
+  // into them (`ind`: the indentation of the enclosing block).
+  void EmitPackLoads(std::string& s, const std::set<int>& inputs, const char* prefix, const std::string& r,
+                     const std::string& ind) const {
+    for (int in : inputs) s += fmt::format("{}fz_pack<{}, {}> {}{}[VPT];\n", ind, CType(k_.inputs[in].type.dtype), vec_, prefix, in);
+    s += fmt::format("#pragma unroll\n{}for (int it = 0; it < VPT; ++it) {{\n", ind);
+    s += fmt::format("{}  const long long c0 = ((long long)it * TPR + t) * {};\n", ind, vec_);
+    s += fmt::format("{}  if (c0 < C) {{\n", ind);
+    for (int in : inputs) s += fmt::format("{}    {}{}[it].load(in{}, {});\n", ind, prefix, in, in, Index(in, r, "c0"));
+    s += fmt::format("{}  }}\n{}}}\n", ind, ind);
+  }
+
   void EmitRowRegisters(std::string& s, int tpr, int vpt) {
     const std::set<int> cached = CachedInputs();
-    reg_vpt_ = vpt;
+    reg_channels_ = ChannelInputs(vpt);
     s += fmt::format("  constexpr int TPR = {}, VPT = {};  // threads per row, vectors per thread\n", tpr, vpt);
     s += "  const int g = threadIdx.x / TPR, t = threadIdx.x - g * TPR, rpb = blockDim.x / TPR;\n";
-    const std::set<int> channels = ChannelInputs(vpt);
-    if (!channels.empty()) {
+    if (!reg_channels_.empty()) {
       s += "  // per-column inputs, the same for every row: loaded once, before the rows and their reductions\n";
-      for (int in : channels) s += fmt::format("  fz_pack<{}, {}> wr{}[VPT];\n", CType(k_.inputs[in].type.dtype), vec_, in);
-      s += "#pragma unroll\n  for (int it = 0; it < VPT; ++it) {\n";
-      s += fmt::format("    const long long c0 = ((long long)it * TPR + t) * {};\n", vec_);
-      s += "    if (c0 < C) {\n";
-      for (int in : channels) s += fmt::format("      wr{0}[it].load(in{0}, {1});\n", in, Index(in, "0", "c0"));
-      s += "    }\n  }\n";
+      EmitPackLoads(s, reg_channels_, "wr", "0", "  ");
     }
     s += "  __shared__ float smem[64];\n  int phase = 0;\n  (void)smem;\n  (void)phase;\n";
     s += "  for (long long r0 = (long long)blockIdx.x * rpb; r0 < R; r0 += (long long)gridDim.x * rpb) {\n";
     s += "    const bool valid = r0 + g < R;\n";
     s += "    const long long r = valid ? r0 + g : R - 1;  // an idle group re-reads the last row and stores nothing\n";
-    for (int in : cached) s += fmt::format("    fz_pack<{}, {}> xr{}[VPT];\n", CType(k_.inputs[in].type.dtype), vec_, in);
-    s += "#pragma unroll\n    for (int it = 0; it < VPT; ++it) {\n";
-    s += fmt::format("      const long long c0 = ((long long)it * TPR + t) * {};\n", vec_);
-    s += "      if (c0 < C) {\n";
-    for (int in : cached) s += fmt::format("        xr{0}[it].load(in{0}, {1});\n", in, Index(in, "r", "c0"));
-    s += "      }\n    }\n";
+    EmitPackLoads(s, cached, "xr", "r", "    ");
     EmitRowDefs(s, 0, "    ");
     auto launder = [&] {
       for (int in : cached) s += fmt::format("#pragma unroll\n    for (int it = 0; it < VPT; ++it) xr{}[it].launder();\n", in);
@@ -690,7 +692,7 @@ class Emitter {
   int vec_ = 1, threads_ = 256;
   bool reg_rows_ = false;                                   // register path
   int tpr_p_ = 0, vpt_p_ = 0, tpr_d_ = 0, vpt_d_ = 0;       // prefill / decode row shapes
-  int reg_vpt_ = 0;  // vectors per thread of the register-path function being emitted
+  std::set<int> reg_channels_;  // ChannelInputs of the register-path function being emitted
   std::vector<bool> live_;
   std::set<int> emitted_row_;
 };
