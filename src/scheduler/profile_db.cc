@@ -2,6 +2,7 @@
 #include "scheduler/profile_db.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -55,6 +56,15 @@ Status GetInt(const Ctx& c, const Json& v, const std::string& path, int64_t min,
   return Status::Ok();
 }
 
+// A key as it appears in an error path: plain identifiers as they are, anything else JSON-quoted
+// (a key may hold a newline or control bytes; a message stays one printable line).
+std::string PathKey(const std::string& key) {
+  const bool plain = !key.empty() && std::all_of(key.begin(), key.end(), [](unsigned char ch) {
+    return std::isalnum(ch) || ch == '_';
+  });
+  return plain ? key : Json(key).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 Status CheckKeys(const Ctx& c, const Json& obj, const std::string& path, std::initializer_list<const char*> known) {
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     bool ok = false;
@@ -62,7 +72,7 @@ Status CheckKeys(const Ctx& c, const Json& obj, const std::string& path, std::in
     if (!ok) {
       std::string list;
       for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
-      return c.Err(path + "." + it.key(), "unknown key (expected one of: " + list + ")");
+      return c.Err(path + "." + PathKey(it.key()), "unknown key (expected one of: " + list + ")");
     }
   }
   return Status::Ok();

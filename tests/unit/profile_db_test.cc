@@ -93,6 +93,11 @@ TEST(ProfileDb, ValidationPaths) {
   EXPECT_NE(ParseError(entry(R"({"pattern": "swiglu", "dtype": "bf16", )" + ok_shape + R"(, "variants_us": {"jitt": 1}})"))
                 .find("entries[0].variants_us.jitt: unknown key"),
             std::string::npos);
+  // A key with a newline (JSON "\n") is quoted in the path: the message stays one line (found by fuzz_profile_db).
+  const std::string newline_key = ParseError(entry(R"({"pattern": "swiglu", "dtype": "bf16", )" + ok_shape +
+                                                   R"(, "variants_us": {"\njit": 1}})"));
+  EXPECT_NE(newline_key.find(R"(entries[0].variants_us."\njit": unknown key)"), std::string::npos) << newline_key;
+  EXPECT_EQ(newline_key.find('\n'), std::string::npos) << newline_key;
   EXPECT_NE(ParseError(entry(R"({"pattern": "swiglu", "dtype": "bf16", )" + ok_shape + R"(, "variants_us": {}})"))
                 .find("entries[0].variants_us: no variant measured"),
             std::string::npos);
