@@ -939,12 +939,19 @@ def short_error(e, limit=600):
 # Timing (the rules of src/bench/cuda/timing.h, so both sides measure alike)
 # ---------------------------------------------------------------------------------------------
 
+# The shortest spin before a timed sample, as opfuse's kSpinFloorUs (src/bench/cuda/timing.cc): long
+# enough that the host has always finished enqueuing the call when the spin ends, and the same for
+# both sides, so neither's spin length depends on its own host cost.
+SPIN_FLOOR_US = 100.0
+
+
 class Timer:
     """One sample = [L2 flush] + spin kernel + start event + the call (or one graph replay of R
     calls) + end event. The spin (torch.cuda._sleep, calibrated to µs at start) keeps the GPU busy
     while the host enqueues the call, so the start event never waits on the host: events time
-    device work, not launch latency. Spin lengths are opfuse's: 1.5 x the measured host time per
-    call + 5 µs (5..2000) before an event-timed call, 20 µs before a graph replay."""
+    device work, not launch latency. Spin lengths are opfuse's (src/bench/cuda/timing.cc): 1.5 x
+    the measured host time per call + 5 µs, at least SPIN_FLOOR_US (at most 2000), before an
+    event-timed call; SPIN_FLOOR_US before a graph replay."""
 
     def __init__(self, args, device, l2_bytes):
         self.args = args
@@ -1026,7 +1033,7 @@ class Timer:
         if not self.cuda:
             return self._cpu_samples(fn, sets)
         k, n = len(sets), self.args.reps
-        spin = min(max(1.5 * host_us + 5.0, 5.0), 2000.0)
+        spin = min(max(1.5 * host_us + 5.0, SPIN_FLOOR_US), 2000.0)
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         keep = [None] * k
@@ -1071,7 +1078,7 @@ class Timer:
             for i in range(n):
                 if flush:
                     self._flush()
-                self._spin(20.0)
+                self._spin(SPIN_FLOOR_US)
                 starts[i].record()
                 g.replay()
                 ends[i].record()
@@ -1375,8 +1382,9 @@ def method_string(args, timer, feat):
                f"{args.reps}; decode: one CUDA-graph replay of R = K*ceil({args.graph_calls}/K) calls over the K "
                f"rotated sets / R, median of {args.replays} replays (per-call events if capture fails, reason per "
                f"case); before each sample an L2 flush (fill_ of {timer.flush_buf.numel() >> 20} MiB, L2 "
-               f"{timer.l2 >> 20} MiB) when the K sets stay under 2x L2, and a spin kernel (1.5x host time + 5 us "
-               f"before a call, 20 us before a replay; {timer.spin_note()}) so events time device work only")
+               f"{timer.l2 >> 20} MiB) when the K sets stay under 2x L2, and a spin kernel (1.5x host time + 5 us, "
+               f"at least {SPIN_FLOOR_US:g} us, before a call, {SPIN_FLOOR_US:g} us before a replay; "
+               f"{timer.spin_note()}) so events time device work only")
     return (f"{dev}; sets: K = ceil(2 L2 / rotated bytes) <= {args.max_sets}, weights (matmul b, attention k/v, "
             f"norm w/b, gather table) shared; {args.warmup} warm-up calls per set; inputs torch.randn seed "
             f"{args.seed} (|x|+0.5 where positive); host: perf_counter over {args.host_calls} back-to-back calls "

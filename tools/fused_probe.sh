@@ -7,8 +7,15 @@
 #   device: ROWS=512,2048,16384 bash tools/fused_probe.sh
 # Env: ROWS (bench rows), OPS (bench --ops regex), SWEEP=0 skips the sweep, OPFUSE_SWEEP_ROWS narrows
 # the sweep's rows, PEER_TIMEOUT (s), PEER_AB=1 adds the peer with --no-rotate-outputs and a table of both,
-# NCU_CASE='patterns/rmsnorm/bf16/rows=512/h=4096' (a case id) adds ncu metrics of opfuse's and torch.compile's
-# kernels for that case side by side (clocks left alone). Everything lands in $OUT/probe.tgz; a short table is printed last.
+# NCU_CASE='patterns/rmsnorm/bf16/rows=512/h=4096 ...' (case ids) adds ncu metrics of opfuse's and torch.compile's
+# kernels for each case side by side (clocks left alone), FIT_ROWS='16384,32768,65536' adds bench ops (library)
+# at those rows and a least-squares line µs = a + bytes / B per case: a is the fixed cost of one call under
+# the timing rules, B the bandwidth the kernel streams at once running, ROUNDS=N repeats bench ops + peer N
+# times in turn and tabulates torch.compile / opfuse per round and the median, TRACE_CASES='<case id> ...'
+# runs bench ops and the peer for each case under the CUPTI tracer (carry build/cupti_trace) and lists
+# each kernel's in-place duration and its launch gap after the spin, ENV_AB='VAR=value ...' runs bench ops
+# (no peer) AB_ROUNDS times (default 3) without and with those variables, in turn, and tabulates the
+# medians. Everything lands in $OUT/probe.tgz; a short table is printed last.
 set -uo pipefail
 W=${OUT:-/tmp/fused_probe}/work
 mkdir -p "$W" build/c
@@ -52,36 +59,177 @@ for c in json.load(open(f"{d}/bench_report.json")).get("cases", []):
     print(f"| {c['id']} | {fmt(best)} | {fmt(rot.get(c['id']))} | {fmt(one.get(c['id']))} |")
 PY
 fi
+if [ "${ROUNDS:-1}" -gt 1 ]; then
+  t=$SECONDS
+  for r in $(seq 2 "$ROUNDS"); do
+    "$B/opfuse" bench ops --suite patterns --ops "${OPS:-rmsnorm|add_rmsnorm|swiglu|softmax}" --rows "${ROWS:-512,2048,16384}" \
+      --variants library,jit --out "$W/bench_r$r" > /dev/null 2>> "$W/bench_stderr.log"
+    timeout "${PEER_TIMEOUT:-300}" python3 tools/bench_peer.py --cases "$W/bench_r$r/cases.json" --out "$W/bench_r$r/peer.json" \
+      > /dev/null 2>> "$W/peer_stderr.log"
+    "$B/opfuse" bench report --dir "$W/bench_r$r" --peer "$W/bench_r$r/peer.json" > /dev/null 2>&1
+  done
+  echo "rounds 2..$ROUNDS ($((SECONDS - t)) s)"
+  python3 - "$W" "$ROUNDS" <<'PY' | tee "$W/rounds.md"
+import json, statistics, sys
+w, n = sys.argv[1], int(sys.argv[2])
+dirs = [f"{w}/bench"] + [f"{w}/bench_r{r}" for r in range(2, n + 1)]
+runs = [{c["id"]: c for c in json.load(open(f"{d}/bench_report.json"))["cases"]} for d in dirs]
+f = lambda x, p=2: f"{x:.{p}f}" if isinstance(x, (int, float)) else "-"
+print(f"| case | opfuse best µs, median of {n} | compile µs, median | compile / opfuse per round | median ratio |")
+print("|---|---:|---:|---|---:|")
+for cid in runs[0]:
+    best, comp, ratio = [], [], []
+    for run in runs:
+        c = run.get(cid, {})
+        b = (c.get("ratios") or {}).get("best_us")
+        cu = (c.get("peer") or {}).get("compile_us")
+        if isinstance(b, (int, float)):
+            best.append(b)
+        if isinstance(cu, (int, float)):
+            comp.append(cu)
+        ratio.append(cu / b if isinstance(b, (int, float)) and isinstance(cu, (int, float)) else None)
+    med = lambda v: statistics.median(v) if v else None
+    rs = [x for x in ratio if x is not None]
+    print(f"| {cid} | {f(med(best))} | {f(med(comp))} | {' '.join(f(x, 3) for x in ratio)} | **{f(med(rs), 3)}** |")
+PY
+fi
+if [ -n "${ENV_AB:-}" ]; then
+  t=$SECONDS
+  for r in $(seq 1 "${AB_ROUNDS:-3}"); do
+    "$B/opfuse" bench ops --suite patterns --ops "${OPS:-rmsnorm|add_rmsnorm|swiglu|softmax}" --rows "${ROWS:-512,2048,16384}" \
+      --variants library,jit --out "$W/ab_off_$r" > /dev/null 2>> "$W/bench_stderr.log"
+    env $ENV_AB "$B/opfuse" bench ops --suite patterns --ops "${OPS:-rmsnorm|add_rmsnorm|swiglu|softmax}" \
+      --rows "${ROWS:-512,2048,16384}" --variants library,jit --out "$W/ab_on_$r" > /dev/null 2>> "$W/bench_stderr.log"
+  done
+  echo "env A/B ($((SECONDS - t)) s)"
+  python3 - "$W" "${AB_ROUNDS:-3}" "$ENV_AB" <<'PY' | tee "$W/env_ab.md"
+import json, statistics, sys
+w, n, env = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+def load(side):
+    out = {}
+    for r in range(1, n + 1):
+        for c in json.load(open(f"{w}/ab_{side}_{r}/bench_report.json"))["cases"]:
+            for v, x in c["variants"].items():
+                if isinstance(x.get("us"), (int, float)):
+                    out.setdefault((c["id"], v), []).append(x["us"])
+    return out
+off, on = load("off"), load("on")
+f = lambda x: f"{x:.2f}" if isinstance(x, (int, float)) else "-"
+print(f"median µs of {n} rounds, without / with `{env}`")
+print("| case | variant | without | with | with / without |")
+print("|---|---|---:|---:|---:|")
+for k in off:
+    a, b = statistics.median(off[k]), statistics.median(on[k]) if k in on else None
+    print(f"| {k[0]} | {k[1]} | {f(a)} | {f(b)} | {f(b / a if b else None)} |")
+PY
+fi
+if [ -n "${TRACE_CASES:-}" ]; then
+  LIB=$PWD/build/cupti_trace/libopfuse_cupti_trace.so
+  if [ ! -f "$LIB" ]; then
+    echo "trace: $LIB missing (dev/cupti_trace/build.sh, carry build/cupti_trace)"
+  else
+    n=0
+    for case in $TRACE_CASES; do
+      n=$((n + 1))
+      op=$(echo "$case" | cut -d/ -f2) rows=$(echo "$case" | sed -n 's/.*rows=\([0-9]*\).*/\1/p')
+      width=$(echo "$case" | sed -n 's/.*h=\([0-9]*\).*/\1/p')
+      CUDA_INJECTION64_PATH=$LIB OPFUSE_CUPTI_TRACE_OUT=$W/trace_${n}_opfuse.csv "$B/opfuse" bench ops --suite patterns \
+        --ops "^$op\$" --rows "$rows" --widths "$width" --variants library,jit --out "$W/trace_bench_$n" \
+        > /dev/null 2> "$W/trace_${n}_opfuse.log"
+      CUDA_INJECTION64_PATH=$LIB OPFUSE_CUPTI_TRACE_OUT=$W/trace_${n}_peer.csv timeout 300 python3 tools/bench_peer.py \
+        --cases "$W/trace_bench_$n/cases.json" --ids "$case" --out "$W/trace_peer_$n.json" > /dev/null 2> "$W/trace_${n}_peer.log"
+      # Only the kernels right after a spin: the timed samples (not warm-up, checks or host loops);
+      # the gap is then the spin's end to the kernel's start, what the start event sees beyond the kernel.
+      { echo "## $case (CUPTI; kernels right after a spin kernel, seen >= 10 times)"; echo "opfuse bench ops:";
+        python3 tools/kernel_trace_summary.py "$W/trace_${n}_opfuse.csv" --by-name --min-count 10 --after 'SpinKernel|spin_kernel';
+        echo "peer:"; python3 tools/kernel_trace_summary.py "$W/trace_${n}_peer.csv" --by-name --min-count 10 \
+          --after 'SpinKernel|spin_kernel'; } \
+        | tee -a "$W/trace.md"
+    done
+  fi
+fi
+if [ -n "${FIT_ROWS:-}" ]; then
+  t=$SECONDS
+  "$B/opfuse" bench ops --suite patterns --ops "${FIT_OPS:-rmsnorm|softmax|add_rmsnorm|swiglu}" --rows "$FIT_ROWS" \
+    --variants library --out "$W/fit" > "$W/fit.md" 2>> "$W/bench_stderr.log"
+  echo "fit bench rc $? ($((SECONDS - t)) s)"
+  python3 - "$W/fit" <<'PY' | tee "$W/fit_line.md"
+import json, sys, collections
+r = json.load(open(f"{sys.argv[1]}/bench_report.json"))
+copy = r["ceilings"]["copy_gbps"]
+groups = collections.defaultdict(list)
+for c in r["cases"]:
+    us = c["variants"].get("library", {}).get("us")
+    if isinstance(us, (int, float)):
+        groups[(c["op"], c["width"])].append((c["bytes"], us, c["rows"]))
+print(f"copy ceiling {copy:.0f} GB/s (1 GiB)")
+print("| op | width | rows: µs (% of copy) | fixed a µs | streaming B GB/s | B % of copy |")
+print("|---|---:|---|---:|---:|---:|")
+for (op, w), pts in sorted(groups.items()):
+    pts.sort()
+    n = len(pts)
+    pt = ", ".join(f"{rows}: {us:.1f} ({b / us / 1e3 / copy * 100:.0f}%)" for b, us, rows in pts)
+    if n < 2:
+        print(f"| {op} | {w} | {pt} | - | - | - |")
+        continue
+    mx = sum(b for b, _, _ in pts) / n
+    my = sum(u for _, u, _ in pts) / n
+    slope = sum((b - mx) * (u - my) for b, u, _ in pts) / sum((b - mx) ** 2 for b, _, _ in pts)
+    a = my - slope * mx
+    bw = 1 / slope / 1e3
+    print(f"| {op} | {w} | {pt} | {a:.2f} | {bw:.0f} | {bw / copy * 100:.1f} |")
+PY
+fi
 if [ -n "${NCU_CASE:-}" ]; then
-  # ncu (clocks left alone) on one case: opfuse's library + jit kernels and torch.compile's Triton
-  # kernel, the same metrics side by side (ncu_<side>.csv, ncu_compare.md).
+  # ncu (clocks left alone; ncu flushes caches before each profiled launch) on each case of NCU_CASE
+  # (space-separated ids): opfuse's library and jit kernels and torch.compile's Triton kernel, the same
+  # metrics side by side (ncu_<n>_<side>.csv, ncu_compare.md).
   NCU_BIN=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   M=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum
   M=$M,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__block_size,launch__grid_size
   M=$M,lts__t_sector_hit_rate.pct,smsp__average_warp_latency_issue_stalled_long_scoreboard.ratio
-  op=$(echo "$NCU_CASE" | cut -d/ -f2) rows=$(echo "$NCU_CASE" | sed -n 's/.*rows=\([0-9]*\).*/\1/p')
-  timeout 200 "$NCU_BIN" --clock-control none --csv --metrics "$M" --kernel-name regex:'Norm|Softmax|Glu|fz_' \
-    --launch-skip 20 --launch-count 6 "$B/opfuse" bench ops --suite patterns --ops "^$op\$" --rows "$rows" \
-    --variants library,jit --out "$W/ncu_bench" > "$W/ncu_opfuse.csv" 2> "$W/ncu_opfuse_stderr.log"
-  echo "ncu opfuse rc $?"
-  timeout 300 "$NCU_BIN" --clock-control none --csv --metrics "$M" --kernel-name regex:triton \
-    --launch-skip 20 --launch-count 3 python3 tools/bench_peer.py --cases "$W/bench/cases.json" --ids "$NCU_CASE" \
-    --out "$W/ncu_peer.json" > "$W/ncu_peer.csv" 2> "$W/ncu_peer_stderr.log"
-  echo "ncu peer rc $?"
-  python3 - "$W" <<'PY' | tee "$W/ncu_compare.md"
+  M=$M,smsp__average_warp_latency_issue_stalled_barrier.ratio,sm__cycles_elapsed.avg,smsp__inst_executed.sum
+  n=0
+  for case in $NCU_CASE; do
+    n=$((n + 1))
+    op=$(echo "$case" | cut -d/ -f2) rows=$(echo "$case" | sed -n 's/.*rows=\([0-9]*\).*/\1/p')
+    width=$(echo "$case" | sed -n 's/.*h=\([0-9]*\).*/\1/p')
+    for v in library jit; do
+      timeout 200 "$NCU_BIN" --clock-control none --csv --metrics "$M" --kernel-name regex:'Norm|Softmax|Glu|fz_' \
+        --launch-skip 20 --launch-count 4 "$B/opfuse" bench ops --suite patterns --ops "^$op\$" --rows "$rows" \
+        --widths "$width" --variants $v --quick --out "$W/ncu_bench_$n" > "$W/ncu_${n}_$v.csv" 2> "$W/ncu_${n}_$v.log"
+      echo "ncu $case $v rc $?"
+    done
+    timeout 300 "$NCU_BIN" --clock-control none --csv --metrics "$M" --kernel-name regex:triton \
+      --launch-skip 20 --launch-count 4 python3 tools/bench_peer.py --cases "$W/bench/cases.json" --ids "$case" \
+      --reps 30 --out "$W/ncu_peer_$n.json" > "$W/ncu_${n}_compile.csv" 2> "$W/ncu_${n}_compile.log"
+    echo "ncu $case compile rc $?"
+    python3 - "$W" "$n" "$case" <<'PY' | tee -a "$W/ncu_compare.md"
 import csv, io, sys, collections
-w = sys.argv[1]
-for side in ("opfuse", "peer"):
-    text = open(f"{w}/ncu_{side}.csv", errors="replace").read()
+w, n, case = sys.argv[1:4]
+print(f"## {case}")
+keys = ["gpu__time_duration.sum", "dram__throughput.avg.pct_of_peak_sustained_elapsed", "dram__bytes_read.sum",
+        "dram__bytes_write.sum", "launch__grid_size", "launch__block_size", "launch__registers_per_thread",
+        "sm__warps_active.avg.pct_of_peak_sustained_active",
+        "smsp__average_warp_latency_issue_stalled_long_scoreboard.ratio",
+        "smsp__average_warp_latency_issue_stalled_barrier.ratio", "smsp__inst_executed.sum"]
+print("| side | kernel | " + " | ".join(k.split("__")[1].split(".")[0] if "__" in k else k for k in keys) + " |")
+print("|---|---|" + "---:|" * len(keys))
+for side in ("library", "jit", "compile"):
+    try:
+        text = open(f"{w}/ncu_{n}_{side}.csv", errors="replace").read()
+    except OSError:
+        continue
     start = text.find('"ID"')
     rows = list(csv.DictReader(io.StringIO(text[start:]))) if start >= 0 else []
-    per = collections.defaultdict(dict)
+    per = collections.OrderedDict()
     for r in rows:
-        per[(r["ID"], r["Kernel Name"][:60])][r["Metric Name"]] = r["Metric Value"]
-    print(f"## {side}: {len(per)} launches")
-    for (i, name), m in list(per.items())[:6]:
-        print(f"- {name}: " + ", ".join(f"{k.split('__')[1] if '__' in k else k}={v}" for k, v in sorted(m.items())))
+        per.setdefault((r["ID"], r["Kernel Name"][:50]), {})[r["Metric Name"]] = (r["Metric Value"], r.get("Metric Unit", ""))
+    for (i, name), m in list(per.items())[-2:]:
+        cells = [f"{m[k][0]} {m[k][1]}".strip() if k in m else "-" for k in keys]
+        print(f"| {side} | {name} | " + " | ".join(cells) + " |")
 PY
+  done
 fi
 tar -C "$W" -czf "${OUT:-/tmp/fused_probe}/probe.tgz" .
 grep -E '^\|' "$W/report.md" | head -60

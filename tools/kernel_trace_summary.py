@@ -81,14 +81,61 @@ def load(path):
     return sorted(rows)
 
 
+def by_name(a):
+    rows = load(a.csv)
+    pats = {}
+    for opt in ("match", "after"):
+        try:
+            pats[opt] = re.compile(getattr(a, opt)) if getattr(a, opt) else None
+        except re.error as e:
+            sys.exit(f"--{opt}: {e}")
+    pat, after = pats["match"], pats["after"]
+    groups = {}
+    for i, (s0, e, name) in enumerate(rows):
+        key = short(name)
+        if pat and not pat.search(key):
+            continue
+        if after and (i == 0 or not after.search(short(rows[i - 1][2]))):
+            continue
+        g = groups.setdefault(key, ([], []))
+        g[0].append((e - s0) / 1e3)
+        if i > 0:
+            g[1].append((s0 - rows[i - 1][1]) / 1e3)
+    q = lambda v, f: sorted(v)[min(len(v) - 1, int(f * len(v)))] if v else float("nan")
+    out = {}
+    print("| kernel | count | median us | min us | p90 us | median gap us |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for key, (d, gaps) in sorted(groups.items(), key=lambda kv: -len(kv[1][0])):
+        if len(d) < a.min_count:
+            continue
+        out[key] = {"count": len(d), "median_us": q(d, 0.5), "min_us": min(d), "p90_us": q(d, 0.9),
+                    "median_gap_us": q(gaps, 0.5)}
+        print(f"| {key} | {len(d)} | {q(d, 0.5):.2f} | {min(d):.2f} | {q(d, 0.9):.2f} | {q(gaps, 0.5):.2f} |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("csv")
-    ap.add_argument("--per-step", type=int, required=True, help="kernels per decode step")
+    ap.add_argument("--per-step", type=int, help="kernels per decode step (required unless --by-name)")
+    ap.add_argument("--by-name", action="store_true",
+                    help="instead of decode steps: per kernel name, its count, median / min / p90 duration and the "
+                         "median gap from the previous kernel's end to its start (in a benchmark that spins before "
+                         "each timed call: the launch latency the timing events see)")
+    ap.add_argument("--match", help="--by-name: only kernel names (shortened) matching this regex (re.search)")
+    ap.add_argument("--min-count", type=int, default=1, help="--by-name: only kernels seen at least this often")
+    ap.add_argument("--after", help="--by-name: only kernels right after one whose (shortened) name matches this regex, "
+                                    "e.g. the benchmarks' spin kernels: the timed samples, not warm-up or host loops")
     ap.add_argument("--steps", type=int, default=8, help="decode steps averaged (the last ones)")
     ap.add_argument("--first", type=int, default=10, help="kernels of the last step listed one by one")
     ap.add_argument("--json", help="also write the numbers here")
     a = ap.parse_args()
+    if a.by_name:
+        return by_name(a)
+    if a.per_step is None:
+        sys.exit("--per-step is required (or --by-name)")
     k = a.per_step
     if k < 1 or a.steps < 1:
         sys.exit("--per-step and --steps must be positive")

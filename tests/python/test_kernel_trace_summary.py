@@ -77,3 +77,31 @@ def test_too_short(tmp_path):
     p = run([csv_path, "--per-step", 3])
     assert p.returncode != 0
     assert "2 kernels, fewer than one step of 3" in p.stderr
+
+
+def test_by_name(tmp_path):
+    # Sorted by start: warmup [0,500], GEMV [1000,3000], FOO [2500,4000], bar [4500,5000], GEMV
+    # [10000,11800], FOO [11500,13000], bar [13500,14500]. Gaps from the previous kernel's end:
+    # GEMV 0.5 and 5.0, FOO -0.5 and -0.3, bar 0.5 and 0.5.
+    csv_path, json_path = tmp_path / "trace.csv", tmp_path / "out.json"
+    csv_path.write_text(HEADER + "".join(row(*r) for r in ROWS))
+    p = run([csv_path, "--by-name", "--min-count", 2, "--json", json_path])
+    assert p.returncode == 0, p.stderr
+    out = json.loads(json_path.read_text())
+    assert set(out) == {"GemvKernel[norm+rope mr1]", "Foo", "bar"}  # warmup: seen once
+    g = out["GemvKernel[norm+rope mr1]"]
+    assert g["count"] == 2 and g["min_us"] == pytest.approx(1.8) and g["median_us"] == pytest.approx(2.0)
+    assert g["median_gap_us"] == pytest.approx(5.0)  # upper median of [0.5, 5.0]
+    assert out["Foo"]["median_gap_us"] == pytest.approx(-0.3)
+    assert out["bar"]["median_us"] == pytest.approx(1.0) and out["bar"]["min_us"] == pytest.approx(0.5)
+    assert "| bar | 2 | 1.00 | 0.50 | 1.00 | 0.50 |" in p.stdout
+    p = run([csv_path, "--by-name", "--match", "^Foo$"])
+    assert p.returncode == 0, p.stderr
+    assert "| Foo | 2 |" in p.stdout and "bar" not in p.stdout
+    p = run([csv_path, "--by-name", "--after", "^Foo$", "--json", json_path])  # only the bars
+    assert p.returncode == 0, p.stderr
+    assert set(json.loads(json_path.read_text())) == {"bar"}
+    p = run([csv_path, "--by-name", "--match", "("])
+    assert p.returncode != 0 and "--match" in p.stderr
+    p = run([csv_path])
+    assert p.returncode != 0 and "--per-step is required" in p.stderr

@@ -3,8 +3,9 @@
 //  * Device time with CUDA events after warm-up; the median (also min and p90) of many samples:
 //    at least min_samples, then until budget_ms of wall time has passed or max_samples.
 //  * Each sample is preceded by an L2 flush when the timed data would fit in L2 (a cudaMemsetAsync
-//    over a buffer of 2x DeviceInfo::l2_bytes) and by a spin kernel long enough to cover the host's
-//    enqueue of the call, so the start event never waits on the host: events time device work only.
+//    over a buffer of 2x DeviceInfo::l2_bytes) and by a spin kernel (at least 100 µs) long enough
+//    to cover the host's enqueue of the call, so the start event never waits on the host: events
+//    time device work only.
 //  * Callers rotate over several input sets (sample i uses set i mod K; see op_runner.cc for K).
 //  * Decode sizes (kernels of a few µs, where a single event pair measures launch latency rather
 //    than the kernel): R calls, rotating the sets, are captured into one CUDA graph, and one graph
