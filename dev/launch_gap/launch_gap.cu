@@ -12,6 +12,11 @@
 // Second table: an empty kernel and 1024 dependent FMAs as straight-line code or as a loop, with
 // and without a 2x-L2 memset before each sample (does a kernel's code size cost after an L2 flush?).
 //
+// Third table: the same after opfuse's bench spin kernel (a __nanosleep loop) instead of a busy one.
+//
+// Fourth table: empty kernels JIT-compiled from PTX with / without .reqntid, and a Triton cubin
+// (build/launch_gap CUBIN NAME), loaded as modules, launched with cuLaunchKernel after a flush.
+//
 // Build: nvcc -O2 -std=c++20 -gencode arch=compute_90,code=sm_90 -cudart static dev/launch_gap/launch_gap.cu -o build/launch_gap
 // Run:   build/launch_gap            (prints one table)
 #include <cuda.h>
@@ -20,6 +25,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #define CK(x)                                                                             \
@@ -37,6 +44,23 @@ __global__ void Spin(unsigned long long ns) {
   do {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   } while (t - t0 < ns);
+}
+
+// opfuse's bench spin (src/bench/cuda/bench_kernels.cu): the same wait, polling every 200 ns.
+__global__ void SpinSleep(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(200);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
+// PyTorch's torch.cuda._sleep (at::cuda::sleep's spin_kernel): clock64 cycles, not %globaltimer.
+__global__ void SpinClock(long long cycles) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
 }
 
 __global__ void Empty(float* p, int n) {
@@ -60,6 +84,8 @@ __global__ void Fmas(float* p, int n) {
 using LaunchFn = std::function<void(cudaStream_t)>;
 void* g_flush = nullptr;  // when set: a 2x-L2 memset before each sample's spin (bench ops' flush)
 size_t g_flush_bytes = 0;
+bool g_sleep_spin = false;  // spin with __nanosleep (opfuse's bench spin) instead of a busy loop
+bool g_clock_spin = false;  // spin on clock64 (PyTorch's) instead of %globaltimer
 
 double MedianUs(cudaStream_t s, const LaunchFn& launch) {
   std::vector<cudaEvent_t> ev(2 * 300);
@@ -68,7 +94,12 @@ double MedianUs(cudaStream_t s, const LaunchFn& launch) {
   CK(cudaStreamSynchronize(s));
   for (int i = 0; i < 300; ++i) {
     if (g_flush) CK(cudaMemsetAsync(g_flush, i & 0x7f, g_flush_bytes, s));
-    Spin<<<1, 1, 0, s>>>(50000);
+    if (g_clock_spin)
+      SpinClock<<<1, 1, 0, s>>>(50LL * 1980);  // ~50 µs at the H200's 1.98 GHz boost clock
+    else if (g_sleep_spin)
+      SpinSleep<<<1, 1, 0, s>>>(50000);
+    else
+      Spin<<<1, 1, 0, s>>>(50000);
     CK(cudaEventRecord(ev[2 * i], s));
     launch(s);
     CK(cudaEventRecord(ev[2 * i + 1], s));
@@ -85,7 +116,30 @@ double MedianUs(cudaStream_t s, const LaunchFn& launch) {
   return ms[ms.size() / 2] * 1e3;
 }
 
-int main() {
+// Empty kernels from PTX (JIT-compiled by the driver): with and without .reqntid (Triton's kernels
+// declare one), for the fourth table.
+const char kPtx[] = R"(
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry e_req(.param .u64 p) .reqntid 512 { ret; }
+.visible .entry e_max(.param .u64 p) .maxntid 512 { ret; }
+.visible .entry e_plain(.param .u64 p) { ret; }
+)";
+
+template <class F>
+F Entry(const char* name) {
+  void* fp = nullptr;
+  cudaDriverEntryPointQueryResult q;
+  CK(cudaGetDriverEntryPointByVersion(name, &fp, 12000, cudaEnableDefault, &q));
+  if (!fp || q != cudaDriverEntryPointSuccess) {
+    std::fprintf(stderr, "no %s entry point\n", name);
+    std::exit(1);
+  }
+  return reinterpret_cast<F>(fp);
+}
+
+int main(int argc, char** argv) {
   CK(cudaFree(nullptr));
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
@@ -158,5 +212,90 @@ int main() {
   pair("empty", [&](cudaStream_t st) { Empty<<<512, 256, 0, st>>>(p, n); });
   pair("1024 FMAs straight (16 KiB code)", [&](cudaStream_t st) { Fmas<1024><<<512, 256, 0, st>>>(p, n); });
   pair("1024 FMAs, loop of 8", [&](cudaStream_t st) { Fmas<8><<<512, 256, 0, st>>>(p, n); });
+  // Fourth table: kernels loaded as modules and launched with cuLaunchKernel, 512 blocks x 512
+  // threads after a flush: the PTX empties, and (argv[1], argv[2]) a Triton rms_norm cubin
+  // (triton_red_fused__fused_rms_norm_0: out, x, w, 512 rows, 4096 cols, 2 null scratch pointers).
+  {
+    auto load = Entry<decltype(&cuModuleLoadData)>("cuModuleLoadData");
+    auto get = Entry<decltype(&cuModuleGetFunction)>("cuModuleGetFunction");
+    CUmodule ptx_mod = nullptr;
+    if (load(&ptx_mod, kPtx) != CUDA_SUCCESS) {
+      std::fprintf(stderr, "cuModuleLoadData(ptx) failed\n");
+      return 1;
+    }
+    std::vector<std::pair<std::string, CUfunction>> fns;
+    for (const char* name : {"e_plain", "e_max", "e_req"}) {
+      CUfunction f = nullptr;
+      if (get(&f, ptx_mod, name) != CUDA_SUCCESS) return 1;
+      fns.emplace_back(std::string("ptx ") + name, f);
+    }
+    std::vector<char> cubin;
+    if (argc > 2) {
+      FILE* fh = std::fopen(argv[1], "rb");
+      if (!fh) {
+        std::fprintf(stderr, "cannot open %s\n", argv[1]);
+        return 1;
+      }
+      for (int ch; (ch = std::fgetc(fh)) != EOF;) cubin.push_back(static_cast<char>(ch));
+      std::fclose(fh);
+      CUmodule m = nullptr;
+      CUfunction f = nullptr;
+      if (load(&m, cubin.data()) != CUDA_SUCCESS || get(&f, m, argv[2]) != CUDA_SUCCESS) {
+        std::fprintf(stderr, "cannot load %s from %s\n", argv[2], argv[1]);
+        return 1;
+      }
+      fns.emplace_back(std::string("cubin ") + argv[2], f);
+    }
+    void *a = nullptr, *b = nullptr, *c = nullptr;
+    CK(cudaMalloc(&a, 512 * 4096 * 2));
+    CK(cudaMalloc(&b, 512 * 4096 * 2));
+    CK(cudaMalloc(&c, 512 * 4096 * 2));
+    CK(cudaMemset(b, 0x3c, 512 * 4096 * 2));
+    CK(cudaMemset(c, 0x3c, 512 * 4096 * 2));
+    int rows = 512, cols = 4096;
+    void* null = nullptr;
+    std::printf("\n| module kernel, 512x512, cuLaunchKernel | after flush us |\n|---|---:|\n");
+    for (auto& [name, f] : fns) {
+      const bool triton = name.rfind("cubin", 0) == 0;
+      void* ptx_args[] = {&a};
+      void* tr_args[] = {&a, &b, &c, &rows, &cols, &null, &null};
+      CUfunction fn2 = f;
+      const unsigned smem = triton ? 64 : 0;
+      const double us = MedianUs(nb, [&](cudaStream_t st) {
+        if (cuLaunch(fn2, 512, 1, 1, 512, 1, 1, smem, reinterpret_cast<CUstream>(st), triton ? tr_args : ptx_args,
+                     nullptr) != CUDA_SUCCESS) {
+          std::fprintf(stderr, "launch %s failed\n", name.c_str());
+          std::exit(1);
+        }
+      });
+      std::printf("| %s | %.2f |\n", name.c_str(), us);
+      if (triton) {
+        g_clock_spin = true;
+        const double uc = MedianUs(nb, [&](cudaStream_t st) {
+          cuLaunch(fn2, 512, 1, 1, 512, 1, 1, smem, reinterpret_cast<CUstream>(st), tr_args, nullptr);
+        });
+        g_clock_spin = false;
+        std::printf("| %s after a clock64 spin | %.2f |\n", name.c_str(), uc);
+      }
+    }
+    std::printf("| runtime Empty<<<512, 512>>> | %.2f |\n",
+                MedianUs(nb, [&](cudaStream_t st) { Empty<<<512, 512, 0, st>>>(p, n); }));
+  }
+
+  // The spin kernel before the start event: a busy loop, opfuse's __nanosleep loop, PyTorch's clock64 loop.
+  std::printf("\n| kernel (512x256) | after busy spin us | after nanosleep spin us | after clock64 spin us |\n"
+              "|---|---:|---:|---:|\n");
+  for (int k = 0; k < 2; ++k) {
+    const LaunchFn l = k == 0 ? LaunchFn([&](cudaStream_t st) { Empty<<<512, 256, 0, st>>>(p, n); })
+                              : LaunchFn([&](cudaStream_t st) { Fmas<8><<<512, 256, 0, st>>>(p, n); });
+    double us[3];
+    for (int m = 0; m < 3; ++m) {
+      g_sleep_spin = m == 1;
+      g_clock_spin = m == 2;
+      us[m] = MedianUs(nb, l);
+    }
+    g_sleep_spin = g_clock_spin = false;
+    std::printf("| %s | %.2f | %.2f | %.2f |\n", k == 0 ? "empty" : "1024 FMAs, loop of 8", us[0], us[1], us[2]);
+  }
   return 0;
 }
