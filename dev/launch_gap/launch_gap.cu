@@ -17,6 +17,10 @@
 // Fourth table: empty kernels JIT-compiled from PTX with / without .reqntid, and a Triton cubin
 // (build/launch_gap CUBIN NAME), loaded as modules, launched with cuLaunchKernel after a flush.
 //
+// The Triton cubin: on the device, `opfuse bench ops --list-cases --json --suite patterns --ops rmsnorm
+// --rows 512 --widths 4096 > cases.json`, then TORCHINDUCTOR_CACHE_DIR=/tmp/ind python3 tools/bench_peer.py
+// --cases cases.json --out p.json, and the .cubin under /tmp/ind/triton/.
+//
 // Build: nvcc -O2 -std=c++20 -gencode arch=compute_90,code=sm_90 -cudart static dev/launch_gap/launch_gap.cu -o build/launch_gap
 // Run:   build/launch_gap            (prints one table)
 #include <cuda.h>
