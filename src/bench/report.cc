@@ -14,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include "util/quote.h"
+
 namespace opfuse::bench {
 
 namespace fs = std::filesystem;
@@ -215,7 +217,7 @@ class Reader {
     }
     auto it = o.find(key);
     if (it == o.end() || it->is_null()) {
-      if (required) Fail(path + "." + key, "missing");
+      if (required) Fail(path + "." + PathKey(key), "missing");
       return nullptr;
     }
     return &*it;
@@ -224,7 +226,7 @@ class Reader {
     const json* f = Field(o, path, key, required);
     if (!f) return kNaN;
     if (!f->is_number()) {
-      Fail(path + "." + key, fmt::format("expected a number, got {}", f->dump()));
+      Fail(path + "." + PathKey(key), fmt::format("expected a number, got {}", f->dump()));
       return kNaN;
     }
     return f->get<double>();
@@ -233,7 +235,7 @@ class Reader {
     const json* f = Field(o, path, key, required);
     if (!f) return 0;
     if (!f->is_number_integer()) {
-      Fail(path + "." + key, fmt::format("expected an integer, got {}", f->dump()));
+      Fail(path + "." + PathKey(key), fmt::format("expected an integer, got {}", f->dump()));
       return 0;
     }
     return f->get<int64_t>();
@@ -242,7 +244,7 @@ class Reader {
     const json* f = Field(o, path, key, required);
     if (!f) return "";
     if (!f->is_string()) {
-      Fail(path + "." + key, fmt::format("expected a string, got {}", f->dump()));
+      Fail(path + "." + PathKey(key), fmt::format("expected a string, got {}", f->dump()));
       return "";
     }
     return f->get<std::string>();
@@ -252,12 +254,12 @@ class Reader {
     const json* f = Field(o, path, key, false);
     if (!f) return out;
     if (!f->is_array()) {
-      Fail(path + "." + key, "expected an array of strings");
+      Fail(path + "." + PathKey(key), "expected an array of strings");
       return out;
     }
     for (const auto& e : *f) {
       if (!e.is_string()) {
-        Fail(path + "." + key, fmt::format("expected strings, got {}", e.dump()));
+        Fail(path + "." + PathKey(key), fmt::format("expected strings, got {}", e.dump()));
         return out;
       }
       out.push_back(e.get<std::string>());
@@ -268,7 +270,7 @@ class Reader {
     const json* f = Field(o, path, key, false);
     if (!f) return def;
     if (!f->is_boolean()) {
-      Fail(path + "." + key, fmt::format("expected true or false, got {}", f->dump()));
+      Fail(path + "." + PathKey(key), fmt::format("expected true or false, got {}", f->dump()));
       return def;
     }
     return f->get<bool>();
@@ -369,12 +371,12 @@ StatusOr<BenchReport> ReportFromJson(const json& j) {
     c.flops = rd.Int(jc, path, "flops", true);
     c.check = rd.String(jc, path, "check");
     if (!rd.ok()) return rd.status();
-    if (!ids.insert(c.id).second) return InvalidArgument(fmt::format("bench_report.json: {}: duplicate case id '{}'", path, c.id));
+    if (!ids.insert(c.id).second) return InvalidArgument(fmt::format("bench_report.json: {}: duplicate case id {}", path, Quote(c.id)));
     if (const json* vars = rd.Field(jc, path, "variants", true)) {
       if (!vars->is_object()) rd.Fail(path + ".variants", "expected an object");
       else
         for (auto it = vars->begin(); it != vars->end(); ++it) {
-          const std::string vp = path + ".variants." + it.key();
+          const std::string vp = path + ".variants." + PathKey(it.key());
           const json& jv = it.value();
           VariantResult v;
           v.name = it.key();
@@ -487,9 +489,9 @@ Status MergePeer(BenchReport& r, const json& peer, bool allow_device_mismatch, s
   if (!rd.ok()) return rd.status();
   if (!allow_device_mismatch && !r.device.name.empty() && info.device != r.device.name)
     return InvalidArgument(fmt::format(
-        "peer.json was measured on '{}' but the report on '{}'; ratios across devices mean nothing "
+        "peer.json was measured on {} but the report on {}; ratios across devices mean nothing "
         "(pass --allow-device-mismatch to merge anyway)",
-        info.device, r.device.name));
+        Quote(info.device), Quote(r.device.name)));
   std::map<std::string, PeerResult> by_id;
   for (size_t i = 0; i < results->size(); ++i) {
     const json& e = (*results)[i];
@@ -512,7 +514,7 @@ Status MergePeer(BenchReport& r, const json& peer, bool allow_device_mismatch, s
     if (!rd.ok()) return rd.status();
     for (double v : {p.eager_us, p.compile_us, p.eager_host_us, p.compile_host_us})
       if (Has(v) && v <= 0) return InvalidArgument(fmt::format("peer.json: {} ({}): times must be positive", path, id));
-    if (!by_id.emplace(id, p).second) return InvalidArgument(fmt::format("peer.json: {}: duplicate id '{}'", path, id));
+    if (!by_id.emplace(id, p).second) return InvalidArgument(fmt::format("peer.json: {}: duplicate id {}", path, Quote(id)));
   }
   for (auto& c : r.cases) {
     auto it = by_id.find(c.id);
@@ -525,9 +527,9 @@ Status MergePeer(BenchReport& r, const json& peer, bool allow_device_mismatch, s
   if (warnings) {
     if (!info.unmatched.empty())
       warnings->push_back(fmt::format("{} peer result(s) name no case of the report (first: {})", info.unmatched.size(),
-                                      info.unmatched.front()));
+                                      Quote(info.unmatched.front())));
     if (info.device != r.device.name)
-      warnings->push_back(fmt::format("peer device '{}' differs from the report's '{}'", info.device, r.device.name));
+      warnings->push_back(fmt::format("peer device {} differs from the report's {}", Quote(info.device), Quote(r.device.name)));
   }
   r.peer = info;
   DeriveMetrics(r);

@@ -18,6 +18,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "util/quote.h"
+
 namespace opfuse {
 namespace {
 
@@ -116,23 +118,23 @@ StatusOr<StHeader> ParseSafetensorsHeader(std::span<const uint8_t> bytes, std::s
       if (!v.is_object()) return InvalidArgument(fmt::format("{}: __metadata__ must be an object of strings", what));
       for (auto m = v.begin(); m != v.end(); ++m) {
         if (!m.value().is_string())
-          return InvalidArgument(fmt::format("{}: __metadata__ value for '{}' is not a string", what, m.key()));
+          return InvalidArgument(fmt::format("{}: __metadata__ value for {} is not a string", what, Quote(m.key())));
         h.metadata[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
-    auto bad = [&](const std::string& why) { return InvalidArgument(fmt::format("{}: tensor '{}': {}", what, name, why)); };
+    auto bad = [&](const std::string& why) { return InvalidArgument(fmt::format("{}: tensor {}: {}", what, Quote(name), why)); };
     if (name.empty()) return bad("empty tensor name");
     if (!v.is_object()) return bad("entry is not an object");
     for (auto k = v.begin(); k != v.end(); ++k)
       if (k.key() != "dtype" && k.key() != "shape" && k.key() != "data_offsets")
-        return bad(fmt::format("unknown field '{}'", k.key()));
+        return bad(fmt::format("unknown field {}", Quote(k.key())));
     StTensorInfo t;
     t.name = name;
     auto dt = v.find("dtype");
     if (dt == v.end() || !dt->is_string()) return bad("missing or non-string 'dtype'");
     auto d = StDTypeFromName(dt->get<std::string>());
-    if (!d) return bad(fmt::format("unknown dtype '{}'", dt->get<std::string>()));
+    if (!d) return bad(fmt::format("unknown dtype {}", Quote(dt->get<std::string>())));
     t.dtype = *d;
     auto sh = v.find("shape");
     if (sh == v.end() || !sh->is_array()) return bad("missing or non-array 'shape'");
@@ -171,12 +173,12 @@ StatusOr<StHeader> ParseSafetensorsHeader(std::span<const uint8_t> bytes, std::s
   const StTensorInfo* prev = nullptr;
   for (const auto& t : h.tensors) {
     if (t.begin < pos)
-      return InvalidArgument(fmt::format("{}: tensor '{}' data_offsets [{}, {}] overlap tensor '{}' [{}, {}]", what, t.name,
-                                         t.begin, t.end, prev->name, prev->begin, prev->end));
+      return InvalidArgument(fmt::format("{}: tensor {} data_offsets [{}, {}] overlap tensor {} [{}, {}]", what, Quote(t.name),
+                                         t.begin, t.end, Quote(prev->name), prev->begin, prev->end));
     if (t.begin > pos)
-      return InvalidArgument(fmt::format("{}: gap of {} bytes before tensor '{}' (data_offsets [{}, {}]); the spec requires the "
+      return InvalidArgument(fmt::format("{}: gap of {} bytes before tensor {} (data_offsets [{}, {}]); the spec requires the "
                                          "data section to be fully indexed",
-                                         what, t.begin - pos, t.name, t.begin, t.end));
+                                         what, t.begin - pos, Quote(t.name), t.begin, t.end));
     pos = t.end;
     prev = &t;
   }
@@ -236,11 +238,11 @@ Status WriteSafetensors(const std::string& path, const std::vector<StTensorSpec>
   std::set<std::string> names;
   std::vector<uint64_t> sizes;
   for (const auto& t : tensors) {
-    if (t.name.empty() || t.name == "__metadata__") return InvalidArgument(fmt::format("safetensors writer: bad tensor name '{}'", t.name));
-    if (!names.insert(t.name).second) return InvalidArgument(fmt::format("safetensors writer: duplicate tensor '{}'", t.name));
+    if (t.name.empty() || t.name == "__metadata__") return InvalidArgument(fmt::format("safetensors writer: bad tensor name {}", Quote(t.name)));
+    if (!names.insert(t.name).second) return InvalidArgument(fmt::format("safetensors writer: duplicate tensor {}", Quote(t.name)));
     uint64_t n = StDTypeSize(t.dtype);
     for (auto d : t.shape) {
-      if (d < 0) return InvalidArgument(fmt::format("safetensors writer: tensor '{}' has a negative dim", t.name));
+      if (d < 0) return InvalidArgument(fmt::format("safetensors writer: tensor {} has a negative dim", Quote(t.name)));
       n *= static_cast<uint64_t>(d);
     }
     j[t.name] = {{"dtype", StDTypeName(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + n}}};
@@ -301,10 +303,10 @@ StatusOr<SafetensorsDir> SafetensorsDir::Open(const std::string& dir) {
     std::map<std::string, std::vector<std::string>> by_shard;
     for (auto it = wm->begin(); it != wm->end(); ++it) {
       if (!it.value().is_string())
-        return InvalidArgument(fmt::format("{}: weight_map['{}'] is not a file name", index_path.string(), it.key()));
+        return InvalidArgument(fmt::format("{}: weight_map[{}] is not a file name", index_path.string(), Quote(it.key())));
       const std::string shard = it.value().get<std::string>();
       if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..")
-        return InvalidArgument(fmt::format("{}: weight_map['{}'] = '{}' is not a plain file name", index_path.string(), it.key(), shard));
+        return InvalidArgument(fmt::format("{}: weight_map[{}] = {} is not a plain file name", index_path.string(), Quote(it.key()), Quote(shard)));
       by_shard[shard].push_back(it.key());
     }
     for (const auto& [shard, names] : by_shard) {
@@ -313,13 +315,13 @@ StatusOr<SafetensorsDir> SafetensorsDir::Open(const std::string& dir) {
       for (const auto& name : names) {
         const StTensorInfo* info = f->Find(name);
         if (!info)
-          return InvalidArgument(fmt::format("{}: lists tensor '{}' in {}, which does not contain it", index_path.string(), name, shard));
+          return InvalidArgument(fmt::format("{}: lists tensor {} in {}, which does not contain it", index_path.string(), Quote(name), Quote(shard)));
         d.tensors_[name] = {f.get(), info};
       }
       for (const auto& t : f->tensors())
         if (!listed.count(t.name))
-          return InvalidArgument(fmt::format("{}: tensor '{}' is in {} but the index does not list it there", index_path.string(),
-                                             t.name, shard));
+          return InvalidArgument(fmt::format("{}: tensor {} is in {} but the index does not list it there", index_path.string(),
+                                             Quote(t.name), Quote(shard)));
       d.files_.push_back(std::move(f));
     }
     return d;
@@ -335,7 +337,7 @@ StatusOr<SafetensorsDir> SafetensorsDir::Open(const std::string& dir) {
     for (const auto& t : f->tensors()) {
       auto [it, fresh] = d.tensors_.try_emplace(t.name, Entry{f.get(), &t});
       if (!fresh)
-        return InvalidArgument(fmt::format("{}: tensor '{}' is in both {} and {}", dir, t.name, it->second.file->path(), p.string()));
+        return InvalidArgument(fmt::format("{}: tensor {} is in both {} and {}", dir, Quote(t.name), it->second.file->path(), p.string()));
     }
     d.files_.push_back(std::move(f));
   }

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "opfuse/graph.h"
+#include "util/quote.h"
 
 namespace opfuse::scheduler {
 namespace {
@@ -54,15 +55,6 @@ Status GetInt(const Ctx& c, const Json& v, const std::string& path, int64_t min,
   if (i < min) return c.Err(path, fmt::format("must be >= {}", min));
   *out = i;
   return Status::Ok();
-}
-
-// A key as it appears in an error path: plain identifiers as they are, anything else JSON-quoted
-// (a key may hold a newline or control bytes; a message stays one printable line).
-std::string PathKey(const std::string& key) {
-  const bool plain = !key.empty() && std::all_of(key.begin(), key.end(), [](unsigned char ch) {
-    return std::isalnum(ch) || ch == '_';
-  });
-  return plain ? key : Json(key).dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 Status CheckKeys(const Ctx& c, const Json& obj, const std::string& path, std::initializer_list<const char*> known) {

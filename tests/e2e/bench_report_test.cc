@@ -264,6 +264,20 @@ TEST(BenchReport, JsonRoundTrip) {
   bad = j;
   bad["cases"][1]["id"] = bad["cases"][0]["id"];
   EXPECT_FALSE(ReportFromJson(bad).ok());
+  // Keys and ids from the file are quoted: the message stays one line.
+  bad = j;
+  bad["cases"][0]["variants"]["odd\nname"] = bad["cases"][0]["variants"].begin().value();
+  bad["cases"][0]["variants"]["odd\nname"]["us"] = "fast";
+  e = ReportFromJson(bad);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find(R"(cases[0].variants."odd\nname".us)"), std::string::npos) << e.status().message();
+  EXPECT_EQ(e.status().message().find('\n'), std::string::npos);
+  bad = j;
+  bad["cases"][0]["id"] = "dup\nid";
+  bad["cases"][1]["id"] = "dup\nid";
+  e = ReportFromJson(bad);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find(R"(duplicate case id "dup\nid")"), std::string::npos) << e.status().message();
 }
 
 TEST(BenchReport, MetricsRows) {

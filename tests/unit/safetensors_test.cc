@@ -194,6 +194,28 @@ TEST_F(SafetensorsTest, BadDtypeShapeAndFields) {
   EXPECT_NE(ErrorOf(Build("{\"a\": 3}", 0)).find("tensor 'a': entry is not an object"), std::string::npos);
 }
 
+// Names, keys and dtype strings from the file are quoted so a rejection stays one line (ErrorOf
+// checks that) even when they hold a newline, a quote or bytes outside ASCII.
+TEST_F(SafetensorsTest, OddNamesStayOnOneLine) {
+  json j = TwoTensors();
+  j["a\nb"] = j["a"];
+  j.erase("a");
+  j["a\nb"]["dtype"] = "F\n33";
+  const std::string m = ErrorOf(Build(j.dump(), 40));
+  EXPECT_NE(m.find(R"(tensor "a\nb": unknown dtype "F\n33")"), std::string::npos) << m;
+  j = TwoTensors();
+  j["a"]["it's\tx"] = 1;
+  EXPECT_NE(ErrorOf(Build(j.dump(), 40)).find(R"(unknown field "it's\tx")"), std::string::npos);
+  j = TwoTensors();
+  j["__metadata__"] = {{"k\r", 1}};
+  EXPECT_NE(ErrorOf(Build(j.dump(), 40)).find(R"(__metadata__ value for "k\r" is not a string)"), std::string::npos);
+  j = TwoTensors();
+  j["caf\u00e9\n"] = j["b"];
+  j.erase("b");
+  j["caf\u00e9\n"]["dtype"] = "X";
+  EXPECT_NE(ErrorOf(Build(j.dump(), 40)).find(R"(tensor "caf\u00e9\n")"), std::string::npos);
+}
+
 TEST_F(SafetensorsTest, OpenErrors) {
   auto missing = SafetensorsFile::Open((dir_ / "none.safetensors").string());
   ASSERT_FALSE(missing.ok());

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "util/quote.h"
+
 namespace opfuse::llama {
 namespace {
 
@@ -70,7 +72,7 @@ StatusOr<RopeScaling> ParseRopeScaling(const json& j) {
                             GetInt(j, "original_max_position_embeddings", std::nullopt, where));
   } else {
     return InvalidArgument(fmt::format(
-        "config.json: unsupported rope_scaling rope_type '{}' (supported: default, linear, llama3)", type));
+        "config.json: unsupported rope_scaling rope_type {} (supported: default, linear, llama3)", Quote(type)));
   }
   return r;
 }
@@ -136,7 +138,7 @@ Status ValidateConfig(const LlamaConfig& c) {
       return InvalidArgument("config.json: rope_scaling 'original_max_position_embeddings' must be positive");
   }
   if (c.torch_dtype != "float32" && c.torch_dtype != "float16" && c.torch_dtype != "bfloat16")
-    return InvalidArgument(fmt::format("config.json: unsupported torch_dtype '{}' (float32, float16, bfloat16)", c.torch_dtype));
+    return InvalidArgument(fmt::format("config.json: unsupported torch_dtype {} (float32, float16, bfloat16)", Quote(c.torch_dtype)));
   auto check_id = [&](const char* name, int64_t id) -> Status {
     if (id < 0 || id >= c.vocab_size)
       return InvalidArgument(fmt::format("config.json: {} {} is outside the vocabulary (size {})", name, id, c.vocab_size));
@@ -152,7 +154,7 @@ StatusOr<LlamaConfig> ParseConfig(const json& j) {
   LlamaConfig c;
   if (auto it = j.find("model_type"); it != j.end() && it->is_string()) c.model_type = it->get<std::string>();
   if (c.model_type != "llama" && c.model_type != "qwen2" && c.model_type != "mistral")
-    return InvalidArgument(fmt::format("config.json: unsupported model_type '{}' (llama, qwen2, mistral)", c.model_type));
+    return InvalidArgument(fmt::format("config.json: unsupported model_type {} (llama, qwen2, mistral)", Quote(c.model_type)));
   OPFUSE_ASSIGN_OR_RETURN(c.hidden_size, GetInt(j, "hidden_size", std::nullopt));
   OPFUSE_ASSIGN_OR_RETURN(c.intermediate_size, GetInt(j, "intermediate_size", std::nullopt));
   OPFUSE_ASSIGN_OR_RETURN(c.num_hidden_layers, GetInt(j, "num_hidden_layers", std::nullopt));
