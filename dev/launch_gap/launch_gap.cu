@@ -15,7 +15,8 @@
 // Third table: the same after opfuse's bench spin kernel (a __nanosleep loop) instead of a busy one.
 //
 // Fourth table: empty kernels JIT-compiled from PTX with / without .reqntid, and a Triton cubin
-// (build/launch_gap CUBIN NAME), loaded as modules, launched with cuLaunchKernel after a flush.
+// (build/launch_gap CUBIN NAME [OURS_CUBIN:NAME:THREADS ...]: with opfuse-signature rms_norm kernels
+// (in0 x, in1 w, out0 y) too, in interleaved rounds, one x/y set and 15 rotating ones), loaded as modules, launched with cuLaunchKernel after a flush.
 //
 // The Triton cubin: on the device, `opfuse bench ops --list-cases --json --suite patterns --ops rmsnorm
 // --rows 512 --widths 4096 > cases.json`, then TORCHINDUCTOR_CACHE_DIR=/tmp/ind python3 tools/bench_peer.py
@@ -85,7 +86,31 @@ __global__ void Fmas(float* p, int n) {
   if (p && threadIdx.x + blockIdx.x * blockDim.x == n) p[0] = x;  // never: n is out of range
 }
 
+// A flush that also removes lines other kernels tagged L2::evict_last (Triton's reduction kernels
+// load their inputs so): read the buffer with an evict_last policy, so its lines displace older
+// evict_last lines as equals, then demote them to evict_normal (applypriority), so L2 is left with
+// clean, normal-priority lines of the flush buffer only.
+__global__ void DeepFlush(const int4* __restrict__ p, long long n, int* sink) {
+  unsigned long long pol;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+  int acc = 0;
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    int4 v;
+    asm volatile("ld.global.L2::cache_hint.v4.s32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p + i), "l"(pol));
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x12345) *sink = acc;
+  __syncthreads();
+  // Every 128-byte line (8 int4) back to evict_normal.
+  for (long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * 8; i < n; i += stride * 8)
+    asm volatile("applypriority.global.L2::evict_normal [%0], 128;" ::"l"(p + i));
+}
+
 using LaunchFn = std::function<void(cudaStream_t)>;
+bool g_deep_flush = false;  // DeepFlush instead of the memset when g_flush is set
 void* g_flush = nullptr;  // when set: a 2x-L2 memset before each sample's spin (bench ops' flush)
 size_t g_flush_bytes = 0;
 bool g_sleep_spin = false;  // spin with __nanosleep (opfuse's bench spin) instead of a busy loop
@@ -97,7 +122,11 @@ double MedianUs(cudaStream_t s, const LaunchFn& launch) {
   for (int i = 0; i < 10; ++i) launch(s);
   CK(cudaStreamSynchronize(s));
   for (int i = 0; i < 300; ++i) {
-    if (g_flush) CK(cudaMemsetAsync(g_flush, i & 0x7f, g_flush_bytes, s));
+    if (g_flush && g_deep_flush)
+      DeepFlush<<<132 * 8, 256, 0, s>>>(static_cast<const int4*>(g_flush), g_flush_bytes / 16,
+                                         static_cast<int*>(g_flush) + g_flush_bytes / 4 - 1);
+    else if (g_flush)
+      CK(cudaMemsetAsync(g_flush, i & 0x7f, g_flush_bytes, s));
     if (g_clock_spin)
       SpinClock<<<1, 1, 0, s>>>(50LL * 1980);  // ~50 µs at the H200's 1.98 GHz boost clock
     else if (g_sleep_spin)
@@ -264,10 +293,11 @@ int main(int argc, char** argv) {
       void* ptx_args[] = {&a};
       void* tr_args[] = {&a, &b, &c, &rows, &cols, &null, &null};
       CUfunction fn2 = f;
-      const unsigned smem = triton ? 64 : 0;
+      const unsigned smem = triton ? 64 : 0, threads = 512;
+      void** args = triton ? tr_args : ptx_args;
       const double us = MedianUs(nb, [&](cudaStream_t st) {
-        if (cuLaunch(fn2, 512, 1, 1, 512, 1, 1, smem, reinterpret_cast<CUstream>(st), triton ? tr_args : ptx_args,
-                     nullptr) != CUDA_SUCCESS) {
+        if (cuLaunch(fn2, 512, 1, 1, threads, 1, 1, smem, reinterpret_cast<CUstream>(st), args, nullptr) !=
+            CUDA_SUCCESS) {
           std::fprintf(stderr, "launch %s failed\n", name.c_str());
           std::exit(1);
         }
@@ -281,6 +311,78 @@ int main(int argc, char** argv) {
         g_clock_spin = false;
         std::printf("| %s after a clock64 spin | %.2f |\n", name.c_str(), uc);
       }
+    }
+    // Interleaved rounds: Triton's kernel and each opfuse-signature kernel (argv[3..]: CUBIN:NAME:THREADS,
+    // in0 x, in1 w, out0 y, 512 blocks), each the median of 300 samples; with the same x / y every sample,
+    // and rotating 15 x / y sets (w shared) as bench ops does at this size.
+    if (argc > 3) {
+      CUfunction tr = fns.back().second;
+      struct Ours {
+        std::string name;
+        CUfunction f;
+        unsigned threads;
+      };
+      std::vector<Ours> ours_fns;
+      for (int i = 3; i < argc; ++i) {
+        const std::string spec = argv[i];
+        const auto c1 = spec.find(':'), c2 = spec.rfind(':');
+        std::vector<char> bin;
+        FILE* fh = std::fopen(spec.substr(0, c1).c_str(), "rb");
+        if (!fh) return 1;
+        for (int ch; (ch = std::fgetc(fh)) != EOF;) bin.push_back(static_cast<char>(ch));
+        std::fclose(fh);
+        CUmodule m = nullptr;
+        CUfunction f = nullptr;
+        const std::string kname = spec.substr(c1 + 1, c2 - c1 - 1);
+        if (load(&m, bin.data()) != CUDA_SUCCESS || get(&f, m, kname.c_str()) != CUDA_SUCCESS) {
+          std::fprintf(stderr, "cannot load %s\n", spec.c_str());
+          return 1;
+        }
+        ours_fns.push_back({spec.substr(0, c1) + ":" + kname, f, static_cast<unsigned>(std::stoi(spec.substr(c2 + 1)))});
+      }
+      constexpr int kSets = 30;  // modes 3-5 rotate 15 of them, modes 6-7 all 30
+      std::vector<void*> xs(kSets), ys(kSets);
+      for (int i = 0; i < kSets; ++i) {
+        CK(cudaMalloc(&xs[i], 512 * 4096 * 2));
+        CK(cudaMalloc(&ys[i], 512 * 4096 * 2));
+        CK(cudaMemset(xs[i], 0x3c + i, 512 * 4096 * 2));
+      }
+      void* keep_flush = g_flush;
+      for (int mode = 0; mode < 8; ++mode) {
+        // fm: 0 no flush, 1 memset, 2 deep flush; sets: 1, 15 or 30
+        const int rotate = mode >= 3, fm = mode < 6 ? mode % 3 : (mode - 6) * 2, nsets = mode < 3 ? 1 : mode < 6 ? 15 : 30;
+        g_flush = fm ? keep_flush : nullptr;
+        g_deep_flush = fm == 2;
+        std::printf("\n%d set(s), %s\n| round | Triton us |", nsets,
+                    fm == 0 ? "no flush" : fm == 1 ? "memset flush" : "deep flush (evict_last read + applypriority)");
+        for (auto& o : ours_fns) std::printf(" %s us |", o.name.c_str());
+        std::printf("\n|---|---:|");
+        for (size_t i = 0; i < ours_fns.size(); ++i) std::printf("---:|");
+        std::printf("\n");
+        for (int r = 0; r < 2; ++r) {
+          int k = 0;
+          std::printf("| %d | %.2f |", r + 1, MedianUs(nb, [&](cudaStream_t st) {
+            void* x = rotate ? xs[k % nsets] : b;
+            void* y = rotate ? ys[k % nsets] : a;
+            ++k;
+            void* args[] = {&y, &x, &c, &rows, &cols, &null, &null};
+            cuLaunch(tr, 512, 1, 1, 512, 1, 1, 64, reinterpret_cast<CUstream>(st), args, nullptr);
+          }));
+          for (auto& o : ours_fns) {
+            int k2 = 0;
+            std::printf(" %.2f |", MedianUs(nb, [&](cudaStream_t st) {
+              void* x = rotate ? xs[k2 % nsets] : b;
+              void* y = rotate ? ys[k2 % nsets] : a;
+              ++k2;
+              void* args[] = {&x, &c, &y};
+              cuLaunch(o.f, 512, 1, 1, o.threads, 1, 1, 0, reinterpret_cast<CUstream>(st), args, nullptr);
+            }));
+          }
+          std::printf("\n");
+        }
+      }
+      g_flush = keep_flush;
+      g_deep_flush = false;
     }
     std::printf("| runtime Empty<<<512, 512>>> | %.2f |\n",
                 MedianUs(nb, [&](cudaStream_t st) { Empty<<<512, 512, 0, st>>>(p, n); }));
