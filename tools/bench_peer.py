@@ -1110,6 +1110,64 @@ class Timer:
 
 
 # ---------------------------------------------------------------------------------------------
+# opfuse in this process (--opfuse-lib): its kernels timed by this Timer, beside torch.compile's
+# ---------------------------------------------------------------------------------------------
+
+class OpfuseLib:
+    """libopfuse_capi.so (capi/opfuse_capi.h) through ctypes. program(graph_text, variant) builds the
+    case's graph as `opfuse bench ops` does and returns fn(*inputs) -> outputs: it allocates the
+    outputs with torch (so they rotate through PyTorch's allocator exactly like torch.compile's
+    results) and enqueues opfuse's kernels on torch's current stream."""
+
+    def __init__(self, path):
+        import ctypes
+        self.ct = ctypes
+        self.lib = ctypes.CDLL(path)
+        L, P, C, S = self.lib, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t
+        L.opfuse_capi_create.restype, L.opfuse_capi_create.argtypes = P, [C, C, C, S]
+        for f in ("opfuse_capi_num_inputs", "opfuse_capi_num_outputs", "opfuse_capi_kernels_per_run"):
+            getattr(L, f).restype, getattr(L, f).argtypes = ctypes.c_int, [P]
+        for f in ("opfuse_capi_input_name", "opfuse_capi_output_name"):
+            getattr(L, f).restype, getattr(L, f).argtypes = C, [P, ctypes.c_int]
+        L.opfuse_capi_run.restype = ctypes.c_int
+        L.opfuse_capi_run.argtypes = [P, ctypes.POINTER(P), ctypes.POINTER(P), P, C, S]
+        L.opfuse_capi_destroy.restype, L.opfuse_capi_destroy.argtypes = None, [P]
+
+    def program(self, case, variant, device):
+        ct, L = self.ct, self.lib
+        err = ct.create_string_buffer(2048)
+        h = L.opfuse_capi_create(case["graph"].encode(), variant.encode(), err, len(err))
+        if not h:
+            raise RuntimeError(f"opfuse {variant}: {err.value.decode(errors='replace')}")
+        ins = [L.opfuse_capi_input_name(h, i).decode() for i in range(L.opfuse_capi_num_inputs(h))]
+        outs = [L.opfuse_capi_output_name(h, i).decode() for i in range(L.opfuse_capi_num_outputs(h))]
+        in_pos = {t["name"]: i for i, t in enumerate(case["inputs"])}
+        out_pos = {t["name"]: i for i, t in enumerate(case["outputs"])}
+        missing = [n for n in ins if n not in in_pos] + [n for n in outs if n not in out_pos]
+        if missing or len(outs) != len(case["outputs"]):
+            L.opfuse_capi_destroy(h)
+            raise RuntimeError(f"opfuse {variant}: graph names {missing or outs} do not match the case")
+        in_idx, out_idx = [in_pos[n] for n in ins], [out_pos[n] for n in outs]
+        decl = case["outputs"]
+        in_arr, out_arr = (ct.c_void_p * max(len(ins), 1))(), (ct.c_void_p * max(len(outs), 1))()
+
+        def fn(*xs):
+            res = [torch.empty(d["shape"], dtype=torch_dtype(d["dtype"]), device=device) for d in decl]
+            for j, i in enumerate(in_idx):
+                in_arr[j] = xs[i].data_ptr()
+            for j, i in enumerate(out_idx):
+                out_arr[j] = res[i].data_ptr()
+            stream = torch.cuda.current_stream(device).cuda_stream
+            if L.opfuse_capi_run(h, in_arr, out_arr, stream, err, len(err)) != 0:
+                raise RuntimeError(f"opfuse {variant} run: {err.value.decode(errors='replace')}")
+            return tuple(res)
+
+        fn.close = lambda: L.opfuse_capi_destroy(h)
+        fn.kernels = lambda: L.opfuse_capi_kernels_per_run(h)
+        return fn
+
+
+# ---------------------------------------------------------------------------------------------
 # Running one case
 # ---------------------------------------------------------------------------------------------
 
@@ -1229,6 +1287,27 @@ def run_case(case, ctx):
                 torch._dynamo.reset()
             except Exception:
                 pass
+    # opfuse, in this process (--opfuse-lib): the same sets, Timer, checks.
+    lib = ctx.get("opfuse")
+    for variant in (args.opfuse_variants.split(",") if lib else []):
+        tag = f"opfuse_{variant}"
+        ofn = None
+        try:
+            ofn = lib.program(case, variant, device)
+            with torch.no_grad():
+                outs = correctness(ofn, tag)
+                if out_e is not None:
+                    judge(f"{tag}_vs_eager", outs, out_e)
+                del outs
+                measure(ofn, tag)
+            res[f"{tag}_kernels"] = ofn.kernels()
+        except Exception as e:
+            res[f"{tag}_error"] = short_error(e)
+            res[f"{tag}_us"] = res[f"{tag}_host_us"] = None
+        finally:
+            if ofn is not None:
+                timer._sync()
+                ofn.close()
     sets = ref = out_e = None
     _free(device)
     return res
@@ -1315,6 +1394,11 @@ def parse_args(argv):
     p.add_argument("--no-rotate-outputs", action="store_true",
                    help="prefill: drop each call's result at once (the allocator then reuses one output block, "
                         "L2-hot at sizes that fit); by default results are kept for K calls, as opfuse rotates outputs")
+    p.add_argument("--opfuse-lib", help="libopfuse_capi.so (built with the cuda preset; tools/build_carry.sh packs it): "
+                                        "also time opfuse's kernels in this process, with this script's Timer, "
+                                        "beside torch.compile's (results opfuse_<variant>_us)")
+    p.add_argument("--opfuse-variants", default="library,jit",
+                   help="with --opfuse-lib: opfuse variants to time (default library,jit)")
     p.add_argument("--replays", type=int, default=25,
                    help="timed CUDA-graph replays per decode measurement (default 25)")
     p.add_argument("--warmup", type=int, default=5, help="untimed calls per input set before timing (default 5)")
@@ -1353,6 +1437,11 @@ def parse_args(argv):
             p.error(f"--ids: bad regular expression {args.ids!r}: {e}")
     else:
         args.ids_re = None
+    bad = [v for v in args.opfuse_variants.split(",") if v not in ("auto", "unfused", "library", "jit")]
+    if bad:
+        p.error(f"--opfuse-variants: unknown variant(s) {', '.join(bad)} (auto, unfused, library, jit)")
+    if args.opfuse_lib and not os.path.isfile(args.opfuse_lib):
+        p.error(f"--opfuse-lib {args.opfuse_lib}: no such file")
     if args.out and os.path.isdir(args.out):
         p.error(f"--out {args.out} is a directory")
     if args.out and not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
@@ -1456,7 +1545,16 @@ def main(argv=None):
 
     feat = Features(args.gqa)
     timer = Timer(args, device, l2)
-    ctx = {"args": args, "device": device, "timer": timer, "feat": feat, "budget": budget,
+    opfuse_lib = None
+    if args.opfuse_lib:
+        if device.type != "cuda":
+            sys.exit("--opfuse-lib needs a CUDA device")
+        try:
+            opfuse_lib = OpfuseLib(args.opfuse_lib)
+        except OSError as e:
+            print(f"bench_peer: --opfuse-lib {args.opfuse_lib}: {e}", file=sys.stderr)
+            sys.exit(2)
+    ctx = {"args": args, "device": device, "timer": timer, "feat": feat, "budget": budget, "opfuse": opfuse_lib,
            "unsupported": unsupported}
     try:
         import triton  # noqa: F401

@@ -7,7 +7,8 @@
 #   device: ROWS=512,2048,16384 bash tools/fused_probe.sh
 # Env: ROWS (bench rows), OPS (bench --ops regex), SWEEP=0 skips the sweep, OPFUSE_SWEEP_ROWS narrows
 # the sweep's rows, PEER_TIMEOUT (s), PEER_AB=1 adds the peer with --no-rotate-outputs and a table of both,
-# NCU_CASE='patterns/rmsnorm/bf16/rows=512/h=4096 ...' (case ids) adds ncu metrics of opfuse's and torch.compile's
+# OPFUSE_LIB=0 keeps opfuse out of the peer's process (by default libopfuse_capi.so, when carried, is timed
+# there too: the one-process comparison), NCU_CASE='patterns/rmsnorm/bf16/rows=512/h=4096 ...' (case ids) adds ncu metrics of opfuse's and torch.compile's
 # kernels for each case side by side (clocks left alone), FIT_ROWS='16384,32768,65536' adds bench ops (library)
 # at those rows and a least-squares line µs = a + bytes / B per case: a is the fixed cost of one call under
 # the timing rules, B the bandwidth the kernel streams at once running, ROUNDS=N repeats bench ops + peer N
@@ -34,8 +35,11 @@ t=$SECONDS
   --variants library,jit --out "$W/bench" > "$W/bench.md" 2> "$W/bench_stderr.log"
 echo "bench ops rc $? ($((SECONDS - t)) s)"
 t=$SECONDS
+# opfuse's kernels timed inside the peer's process too (one-process comparison) unless OPFUSE_LIB=0.
+PEER_OPFUSE=()
+[ "${OPFUSE_LIB:-1}" = 1 ] && [ -f "$B/libopfuse_capi.so" ] && PEER_OPFUSE=(--opfuse-lib "$B/libopfuse_capi.so")
 timeout "${PEER_TIMEOUT:-300}" python3 tools/bench_peer.py --cases "$W/bench/cases.json" --out "$W/bench/peer.json" \
-  > "$W/peer.txt" 2> "$W/peer_stderr.log"
+  "${PEER_OPFUSE[@]}" > "$W/peer.txt" 2> "$W/peer_stderr.log"
 echo "bench_peer rc $? ($((SECONDS - t)) s)"
 "$B/opfuse" bench report --dir "$W/bench" --peer "$W/bench/peer.json" > "$W/report.md" 2>&1
 echo "report rc $?"
@@ -65,7 +69,7 @@ if [ "${ROUNDS:-1}" -gt 1 ]; then
     "$B/opfuse" bench ops --suite patterns --ops "${OPS:-rmsnorm|add_rmsnorm|swiglu|softmax}" --rows "${ROWS:-512,2048,16384}" \
       --variants library,jit --out "$W/bench_r$r" > /dev/null 2>> "$W/bench_stderr.log"
     timeout "${PEER_TIMEOUT:-300}" python3 tools/bench_peer.py --cases "$W/bench_r$r/cases.json" --out "$W/bench_r$r/peer.json" \
-      > /dev/null 2>> "$W/peer_stderr.log"
+      "${PEER_OPFUSE[@]}" > /dev/null 2>> "$W/peer_stderr.log"
     "$B/opfuse" bench report --dir "$W/bench_r$r" --peer "$W/bench_r$r/peer.json" > /dev/null 2>&1
   done
   echo "rounds 2..$ROUNDS ($((SECONDS - t)) s)"
@@ -75,22 +79,29 @@ w, n = sys.argv[1], int(sys.argv[2])
 dirs = [f"{w}/bench"] + [f"{w}/bench_r{r}" for r in range(2, n + 1)]
 runs = [{c["id"]: c for c in json.load(open(f"{d}/bench_report.json"))["cases"]} for d in dirs]
 f = lambda x, p=2: f"{x:.{p}f}" if isinstance(x, (int, float)) else "-"
-print(f"| case | opfuse best µs, median of {n} | compile µs, median | compile / opfuse per round | median ratio |")
-print("|---|---:|---:|---|---:|")
+print(f"| case | opfuse best µs, median of {n} | compile µs, median | compile / opfuse per round | median ratio "
+      f"| one process: opfuse µs, median | one process: compile / opfuse per round | median |")
+print("|---|---:|---:|---|---:|---:|---|---:|")
 for cid in runs[0]:
-    best, comp, ratio = [], [], []
+    best, comp, ratio, one, one_ratio = [], [], [], [], []
     for run in runs:
         c = run.get(cid, {})
         b = (c.get("ratios") or {}).get("best_us")
         cu = (c.get("peer") or {}).get("compile_us")
+        ou = (c.get("peer") or {}).get("opfuse_us")
         if isinstance(b, (int, float)):
             best.append(b)
         if isinstance(cu, (int, float)):
             comp.append(cu)
+        if isinstance(ou, (int, float)):
+            one.append(ou)
         ratio.append(cu / b if isinstance(b, (int, float)) and isinstance(cu, (int, float)) else None)
+        one_ratio.append(cu / ou if isinstance(ou, (int, float)) and isinstance(cu, (int, float)) else None)
     med = lambda v: statistics.median(v) if v else None
     rs = [x for x in ratio if x is not None]
-    print(f"| {cid} | {f(med(best))} | {f(med(comp))} | {' '.join(f(x, 3) for x in ratio)} | **{f(med(rs), 3)}** |")
+    os_ = [x for x in one_ratio if x is not None]
+    print(f"| {cid} | {f(med(best))} | {f(med(comp))} | {' '.join(f(x, 3) for x in ratio)} | **{f(med(rs), 3)}** "
+          f"| {f(med(one))} | {' '.join(f(x, 3) for x in one_ratio)} | **{f(med(os_), 3)}** |")
 PY
 fi
 if [ -n "${ENV_AB:-}" ]; then

@@ -76,7 +76,9 @@ double Ceilings::GemmFor(const std::string& dtype) const {
 void DeriveMetrics(BenchReport& r) {
   for (auto& c : r.cases) {
     c.best_variant.clear();
-    c.best_us = c.eager_over_best = c.compile_over_best = kNaN;
+    c.best_us = c.eager_over_best = c.compile_over_best = c.compile_over_opfuse_one_process = kNaN;
+    if (c.peer && Has(c.peer->compile_us) && Has(c.peer->opfuse_us) && c.peer->opfuse_us > 0)
+      c.compile_over_opfuse_one_process = c.peer->compile_us / c.peer->opfuse_us;
     const double gemm = r.ceilings.GemmFor(c.dtype);
     for (auto& v : c.variants) {
       v.gbps = v.tflops = v.mbu = v.mfu = v.speedup_vs_eager = v.speedup_vs_compile = kNaN;
@@ -136,7 +138,8 @@ json PeerToJson(const PeerResult& p) {
   return {{"eager_us", Num(p.eager_us)},           {"compile_us", Num(p.compile_us)},
           {"eager_host_us", Num(p.eager_host_us)}, {"compile_host_us", Num(p.compile_host_us)},
           {"eager_error", Str(p.eager_error)},     {"compile_error", Str(p.compile_error)},
-          {"impl", Str(p.impl)},                   {"flags", p.flags}};
+          {"impl", Str(p.impl)},                   {"flags", p.flags},
+          {"opfuse_us", Num(p.opfuse_us)},         {"opfuse_variant", Str(p.opfuse_variant)}};
 }
 
 }  // namespace
@@ -153,7 +156,8 @@ json ReportToJson(const BenchReport& r) {
     jc["ratios"] = {{"best_variant", Str(c.best_variant)},
                     {"best_us", Num(c.best_us)},
                     {"eager_over_opfuse", Num(c.eager_over_best)},
-                    {"compile_over_opfuse", Num(c.compile_over_best)}};
+                    {"compile_over_opfuse", Num(c.compile_over_best)},
+                    {"compile_over_opfuse_one_process", Num(c.compile_over_opfuse_one_process)}};
     cases.push_back(std::move(jc));
   }
   json skipped = json::array();
@@ -416,6 +420,8 @@ StatusOr<BenchReport> ReportFromJson(const json& j) {
       pr.compile_error = rd.String(*p, path + ".peer", "compile_error");
       pr.impl = rd.String(*p, path + ".peer", "impl");
       pr.flags = rd.Strings(*p, path + ".peer", "flags");
+      pr.opfuse_us = rd.Number(*p, path + ".peer", "opfuse_us");
+      pr.opfuse_variant = rd.String(*p, path + ".peer", "opfuse_variant");
       c.peer = pr;
     }
     if (!rd.ok()) return rd.status();
@@ -505,6 +511,15 @@ Status MergePeer(BenchReport& r, const json& peer, bool allow_device_mismatch, s
     p.eager_error = rd.String(e, path, "eager_error");
     p.compile_error = rd.String(e, path, "compile_error");
     p.impl = rd.String(e, path, "impl");
+    // --opfuse-lib: opfuse_<variant>_us for each variant timed in the peer's process; the fastest.
+    for (const char* v : {"library", "jit", "auto", "unfused"}) {
+      const std::string key = fmt::format("opfuse_{}_us", v);
+      const double us = rd.Number(e, path, key.c_str());
+      if (Has(us) && us > 0 && (!Has(p.opfuse_us) || us < p.opfuse_us)) {
+        p.opfuse_us = us;
+        p.opfuse_variant = v;
+      }
+    }
     // The peer's flags: strings, or objects (shown as their JSON) — kept either way.
     if (const json* fl = rd.Field(e, path, "flags", false)) {
       if (!fl->is_array()) rd.Fail(path + ".flags", "expected an array");
@@ -553,10 +568,16 @@ std::string MarkdownSummary(const BenchReport& r) {
                                 r.device.name, r.synthetic ? " (SYNTHETIC)" : "", r.cases.size(), r.ceilings.copy_gbps,
                                 r.dtype, r.ceilings.GemmFor(r.dtype));
   const bool peer = r.peer.has_value();
+  // One-process columns when the peer also timed opfuse (tools/bench_peer.py --opfuse-lib).
+  const bool one = peer && std::any_of(r.cases.begin(), r.cases.end(), [](const CaseResult& c) {
+    return c.peer && Has(c.peer->opfuse_us);
+  });
   out += "| case | unfused µs | library µs | jit µs | best | MBU | MFU |";
-  out += peer ? " eager µs | compile µs | vs compile |\n" : "\n";
+  out += peer ? " eager µs | compile µs | vs compile |" : "";
+  out += one ? " opfuse µs, peer's process | vs compile, one process |\n" : "\n";
   out += "|---|---:|---:|---:|---|---:|---:|";
-  out += peer ? "---:|---:|---:|\n" : "\n";
+  out += peer ? "---:|---:|---:|" : "";
+  out += one ? "---:|---:|\n" : "\n";
   int wrong = 0, errors = 0;
   for (const auto& c : r.cases) {
     out += "| " + c.id + " |";
@@ -585,6 +606,13 @@ std::string MarkdownSummary(const BenchReport& r) {
       out += fmt::format(" {}{} | {}{} |", Us(p.eager_us), warn, Us(p.compile_us), warn);
       out += fmt::format(" {} |",
                          Has(c.compile_over_best) ? fmt::format("{:.2f}×", c.compile_over_best) : "—");
+    }
+    if (one) {
+      const PeerResult p = c.peer.value_or(PeerResult{});
+      out += fmt::format(" {}{} | {} |", Us(p.opfuse_us), p.opfuse_variant.empty() ? "" : " (" + p.opfuse_variant + ")",
+                         Has(c.compile_over_opfuse_one_process)
+                             ? fmt::format("{:.2f}×", c.compile_over_opfuse_one_process)
+                             : "—");
     }
     out += "\n";
   }

@@ -70,6 +70,10 @@ struct PeerResult {
   std::string eager_error, compile_error;
   std::string impl;                // what the peer ran, e.g. "F.rms_norm" (optional)
   std::vector<std::string> flags;  // the peer's own correctness flags (optional): shown, never hidden
+  // With tools/bench_peer.py --opfuse-lib: opfuse's fastest variant timed inside the peer's process by
+  // its own timer (opfuse_<variant>_us there), beside compile_us: the same-process comparison.
+  double opfuse_us = kNaN;
+  std::string opfuse_variant;
 };
 
 struct CaseResult {
@@ -81,6 +85,8 @@ struct CaseResult {
   // Derived by DeriveMetrics: the fastest measured, correct variant.
   std::string best_variant;
   double best_us = kNaN, eager_over_best = kNaN, compile_over_best = kNaN;
+  // peer compile_us / peer opfuse_us: both timed in the peer's process (NaN without --opfuse-lib).
+  double compile_over_opfuse_one_process = kNaN;
   const VariantResult* Find(const std::string& variant) const;
 };
 CaseResult CaseResultFor(const OpCase& c);

@@ -350,6 +350,43 @@ TEST(BenchReport, PeerMerge) {
   }
 }
 
+// tools/bench_peer.py --opfuse-lib: opfuse timed inside the peer's process; the fastest variant is
+// kept and set beside torch.compile's time from the same process.
+TEST(BenchReport, PeerWithOpfuseInItsProcess) {
+  BenchReport r = SyntheticReport();
+  nlohmann::json p = SyntheticPeer(r);
+  const std::string id = r.cases[0].id;
+  p["results"][0]["opfuse_library_us"] = 8.0;
+  p["results"][0]["opfuse_jit_us"] = 5.0;
+  p["results"][0]["opfuse_unfused_us"] = nullptr;
+  ASSERT_TRUE(MergePeer(r, p, false, nullptr).ok());
+  const CaseResult& c = r.cases[0];
+  ASSERT_TRUE(c.peer.has_value());
+  EXPECT_EQ(c.peer->opfuse_us, 5.0);
+  EXPECT_EQ(c.peer->opfuse_variant, "jit");
+  ASSERT_TRUE(Has(c.peer->compile_us));
+  EXPECT_NEAR(c.compile_over_opfuse_one_process, c.peer->compile_us / 5.0, 1e-12);
+  EXPECT_TRUE(std::isnan(r.cases[1].compile_over_opfuse_one_process));  // not timed there
+  const std::string md = MarkdownSummary(r);
+  EXPECT_NE(md.find("vs compile, one process"), std::string::npos);
+  EXPECT_NE(md.find("5.00 (jit)"), std::string::npos) << md.substr(0, 600);
+  auto back = ReportFromJson(ReportToJson(r));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->cases[0].peer->opfuse_variant, "jit");
+  EXPECT_EQ(ReportToJson(*back).dump(), ReportToJson(r).dump());
+  // Without one-process numbers there is no such column.
+  BenchReport plain = SyntheticReport();
+  ASSERT_TRUE(MergePeer(plain, SyntheticPeer(plain), false, nullptr).ok());
+  EXPECT_EQ(MarkdownSummary(plain).find("one process"), std::string::npos);
+  // A non-number is an error naming the field.
+  BenchReport bad = SyntheticReport();
+  p = SyntheticPeer(bad);
+  p["results"][0]["opfuse_jit_us"] = "fast";
+  auto st = MergePeer(bad, p, false, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("opfuse_jit_us"), std::string::npos) << st.message();
+}
+
 TEST(BenchReport, HtmlIsSelfContainedAndWellFormed) {
   BenchReport r = SyntheticReport();
   ASSERT_TRUE(MergePeer(r, SyntheticPeer(r), false, nullptr).ok());

@@ -232,6 +232,8 @@ def test_unreadable_cases_exit_2(tmp_path, content, needle):
     (["--cases", str(SAMPLE), "--out", "/nonexistent-dir/peer.json"], "does not exist"),
     (["--cases", str(SAMPLE), "--out", "X", "--gqa", "sometimes"], "--gqa"),
     (["--cases", str(SAMPLE), "--out", "X", "--bogus"], "unrecognized arguments"),
+    (["--cases", str(SAMPLE), "--out", "X", "--opfuse-variants", "library,fast"], "unknown variant(s) fast"),
+    (["--cases", str(SAMPLE), "--out", "X", "--opfuse-lib", "/nonexistent/libopfuse_capi.so"], "no such file"),
 ])
 def test_bad_arguments_exit_2(args, needle):
     p = run_script(*args)
