@@ -148,7 +148,8 @@ if [ -n "${TRACE_CASES:-}" ]; then
         --ops "^$op\$" --rows "$rows" --widths "$width" --variants library,jit --out "$W/trace_bench_$n" \
         > /dev/null 2> "$W/trace_${n}_opfuse.log"
       CUDA_INJECTION64_PATH=$LIB OPFUSE_CUPTI_TRACE_OUT=$W/trace_${n}_peer.csv timeout 300 python3 tools/bench_peer.py \
-        --cases "$W/trace_bench_$n/cases.json" --ids "$case" --out "$W/trace_peer_$n.json" > /dev/null 2> "$W/trace_${n}_peer.log"
+        --cases "$W/trace_bench_$n/cases.json" --ids "$case" --out "$W/trace_peer_$n.json" "${PEER_OPFUSE[@]}" \
+        > /dev/null 2> "$W/trace_${n}_peer.log"
       # Only the kernels right after a spin: the timed samples (not warm-up, checks or host loops);
       # the gap is then the spin's end to the kernel's start, what the start event sees beyond the kernel.
       { echo "## $case (CUPTI; kernels right after a spin kernel, seen >= 10 times)"; echo "opfuse bench ops:";
