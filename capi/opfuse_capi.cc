@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "opfuse/graph.h"
+#include "bench/cuda/op_runner.h"
 #include "runtime/cuda/executor.h"
 
 struct opfuse_capi_program {
@@ -49,14 +50,7 @@ extern "C" opfuse_capi_program* opfuse_capi_create(const char* graph_text, const
       SetError(err, err_len, v.status().message());
       return nullptr;
     }
-    cuda::ExecutorOptions eo;
-    eo.config = *config;
-    eo.variant = *v;
-    // As `opfuse bench ops` (src/bench/cuda/op_runner.cc RunVariant): a named fused variant is what
-    // runs, never turned into the op-by-op path by the small-tensor guess; single ops get a JIT kernel.
-    if (eo.variant == cuda::Variant::kLibrary || eo.variant == cuda::Variant::kJit) eo.config.min_tensor_elements = 0;
-    eo.jit_single_ops = true;
-    auto exe = cuda::CudaExecutable::Create(*graph, eo);
+    auto exe = cuda::CudaExecutable::Create(*graph, bench::BenchExecutorOptions(*config, *v));
     if (!exe.ok()) {
       SetError(err, err_len, "create: " + exe.status().message());
       return nullptr;

@@ -305,15 +305,7 @@ Status RunVariant(const OpCase& c, const Graph& graph, const CaseBuffers& b, con
       v.error = variant.status().message();
       return Status::Ok();
     }
-    cuda::ExecutorOptions eo;
-    eo.config = config;
-    eo.variant = *variant;
-    // A named fused variant is what gets measured: min_tensor_elements (the unprofiled guess that
-    // small groups do not pay for fusion) must not turn "library" or "jit" into the op-by-op path
-    // under that name (it did for the k rope at decode, rows 4 and 8, in `opfuse profile`).
-    if (eo.variant == cuda::Variant::kLibrary || eo.variant == cuda::Variant::kJit) eo.config.min_tensor_elements = 0;
-    eo.jit_single_ops = true;  // single-op cases (micro, gelu) get a generated kernel under jit
-    auto exe = cuda::CudaExecutable::Create(graph, eo);
+    auto exe = cuda::CudaExecutable::Create(graph, BenchExecutorOptions(config, *variant));
     if (!exe.ok()) {
       v.error = "create: " + exe.status().message();
       return IsStickyStatus(exe.status()) ? exe.status() : Status::Ok();
@@ -405,6 +397,15 @@ Status RunVariant(const OpCase& c, const Graph& graph, const CaseBuffers& b, con
 }
 
 }  // namespace
+
+cuda::ExecutorOptions BenchExecutorOptions(const FusionConfig& config, cuda::Variant variant) {
+  cuda::ExecutorOptions eo;
+  eo.config = config;
+  eo.variant = variant;
+  if (variant == cuda::Variant::kLibrary || variant == cuda::Variant::kJit) eo.config.min_tensor_elements = 0;
+  eo.jit_single_ops = true;
+  return eo;
+}
 
 StatusOr<BenchReport> RunOpBench(const OpSuite& suite, const OpBenchOptions& o) {
   OPFUSE_ASSIGN_OR_RETURN(cuda::DeviceInfo dev, cuda::QueryDevice());

@@ -31,6 +31,7 @@
 #include "bench/op_suite.h"
 #include "bench/report.h"
 #include "bench/cuda/timing.h"
+#include "runtime/cuda/executor.h"
 
 namespace opfuse::bench {
 
@@ -68,5 +69,12 @@ struct OpBenchOptions {
 // Unavailable("no CUDA device: ...") without a GPU. Errors of single cases/variants are recorded
 // in the report, not returned.
 StatusOr<BenchReport> RunOpBench(const OpSuite& suite, const OpBenchOptions& o);
+
+// The executor options a named variant is measured with, by `bench ops` and by libopfuse_capi
+// (tools/bench_peer.py --opfuse-lib), so both build the same kernels: for library / jit,
+// min_tensor_elements 0 (the unprofiled guess that small groups do not pay for fusion must not
+// turn them into the op-by-op path under that name: it did for the k rope at decode, rows 4 and 8,
+// in `opfuse profile`); single-op cases (micro, gelu) get a generated kernel under jit.
+cuda::ExecutorOptions BenchExecutorOptions(const FusionConfig& config, cuda::Variant variant);
 
 }  // namespace opfuse::bench
