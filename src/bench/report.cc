@@ -511,10 +511,11 @@ Status MergePeer(BenchReport& r, const json& peer, bool allow_device_mismatch, s
     p.eager_error = rd.String(e, path, "eager_error");
     p.compile_error = rd.String(e, path, "compile_error");
     p.impl = rd.String(e, path, "impl");
+    std::vector<double> times = {p.eager_us, p.compile_us, p.eager_host_us, p.compile_host_us};
     // --opfuse-lib: opfuse_<variant>_us for each variant timed in the peer's process; the fastest.
     for (const char* v : {"library", "jit", "auto", "unfused"}) {
-      const std::string key = fmt::format("opfuse_{}_us", v);
-      const double us = rd.Number(e, path, key.c_str());
+      const double us = rd.Number(e, path, fmt::format("opfuse_{}_us", v).c_str());
+      times.push_back(us);
       if (Has(us) && us > 0 && (!Has(p.opfuse_us) || us < p.opfuse_us)) {
         p.opfuse_us = us;
         p.opfuse_variant = v;
@@ -527,8 +528,8 @@ Status MergePeer(BenchReport& r, const json& peer, bool allow_device_mismatch, s
         for (const auto& x : *fl) p.flags.push_back(x.is_string() ? x.get<std::string>() : x.dump());
     }
     if (!rd.ok()) return rd.status();
-    for (double v : {p.eager_us, p.compile_us, p.eager_host_us, p.compile_host_us})
-      if (Has(v) && v <= 0) return InvalidArgument(fmt::format("peer.json: {} ({}): times must be positive", path, id));
+    for (double v : times)
+      if (Has(v) && v <= 0) return InvalidArgument(fmt::format("peer.json: {} ({}): times must be positive", path, Quote(id)));
     if (!by_id.emplace(id, p).second) return InvalidArgument(fmt::format("peer.json: {}: duplicate id {}", path, Quote(id)));
   }
   for (auto& c : r.cases) {

@@ -385,6 +385,13 @@ TEST(BenchReport, PeerWithOpfuseInItsProcess) {
   auto st = MergePeer(bad, p, false, nullptr);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("opfuse_jit_us"), std::string::npos) << st.message();
+  // A non-positive time is refused like the peer's own times.
+  BenchReport neg = SyntheticReport();
+  p = SyntheticPeer(neg);
+  p["results"][0]["opfuse_library_us"] = 0.0;
+  st = MergePeer(neg, p, false, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("times must be positive"), std::string::npos) << st.message();
 }
 
 TEST(BenchReport, HtmlIsSelfContainedAndWellFormed) {
