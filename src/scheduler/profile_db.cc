@@ -2,7 +2,6 @@
 #include "scheduler/profile_db.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -238,9 +237,9 @@ std::vector<const ProfileEntry*> ProfileDb::Series(std::string_view pattern, std
 
 Status CheckDevice(const DeviceInfo& recorded, const DeviceInfo& current) {
   if (recorded.name != current.name)
-    return Unavailable(fmt::format("profile measured on '{}', this device is '{}'", recorded.name, current.name));
+    return Unavailable(fmt::format("profile measured on {}, this device is {}", Quote(recorded.name), Quote(current.name)));
   if (recorded.sm != current.sm)
-    return Unavailable(fmt::format("profile measured on sm {}, this device is sm {}", recorded.sm, current.sm));
+    return Unavailable(fmt::format("profile measured on sm {}, this device is sm {}", Quote(recorded.sm), Quote(current.sm)));
   return Status::Ok();
 }
 
