@@ -1113,6 +1113,9 @@ class Timer:
 # opfuse in this process (--opfuse-lib): its kernels timed by this Timer, beside torch.compile's
 # ---------------------------------------------------------------------------------------------
 
+OPFUSE_VARIANTS = ("auto", "unfused", "library", "jit")  # capi/opfuse_capi.h opfuse_capi_create
+
+
 class OpfuseLib:
     """libopfuse_capi.so (capi/opfuse_capi.h) through ctypes. program(graph_text, variant) builds the
     case's graph as `opfuse bench ops` does and returns fn(*inputs) -> outputs: it allocates the
@@ -1437,9 +1440,9 @@ def parse_args(argv):
             p.error(f"--ids: bad regular expression {args.ids!r}: {e}")
     else:
         args.ids_re = None
-    bad = [v for v in args.opfuse_variants.split(",") if v not in ("auto", "unfused", "library", "jit")]
+    bad = [v for v in args.opfuse_variants.split(",") if v not in OPFUSE_VARIANTS]
     if bad:
-        p.error(f"--opfuse-variants: unknown variant(s) {', '.join(bad)} (auto, unfused, library, jit)")
+        p.error(f"--opfuse-variants: unknown variant(s) {', '.join(bad)} ({', '.join(OPFUSE_VARIANTS)})")
     if args.opfuse_lib and not os.path.isfile(args.opfuse_lib):
         p.error(f"--opfuse-lib {args.opfuse_lib}: no such file")
     if args.out and os.path.isdir(args.out):

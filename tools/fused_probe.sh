@@ -24,6 +24,19 @@ python3 -c "import tarfile; tarfile.open('build/carry.tar.xz').extractall('build
 B=build/c
 export OPFUSE_CACHE_DIR=/tmp/opfuse_cache
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$W/device.txt"
+# bench ops over the fused patterns (OPS, ROWS), library + jit, into directory $1; further arguments
+# go to bench ops. Its markdown goes to stdout, its stderr to bench_stderr.log.
+bench_fused() {
+  local dir=$1
+  shift
+  "$B/opfuse" bench ops --suite patterns --ops "${OPS:-rmsnorm|add_rmsnorm|swiglu|softmax}" --rows "${ROWS:-512,2048,16384}" \
+    --variants library,jit --out "$dir" "$@" 2>> "$W/bench_stderr.log"
+}
+# op, rows and width of a case id (patterns/<op>/<dtype>/rows=<R>/h=<W>) into $op $rows $width.
+case_parts() {
+  op=$(echo "$1" | cut -d/ -f2) rows=$(echo "$1" | sed -n 's/.*rows=\([0-9]*\).*/\1/p')
+  width=$(echo "$1" | sed -n 's/.*h=\([0-9]*\).*/\1/p')
+}
 if [ "${SWEEP:-1}" = 1 ]; then
   t=$SECONDS
   timeout "${SWEEP_TIMEOUT:-240}" "$B/tests/test_gpu" --gtest_also_run_disabled_tests \
@@ -31,8 +44,7 @@ if [ "${SWEEP:-1}" = 1 ]; then
   echo "sweep rc $? ($((SECONDS - t)) s), $(grep -c '^\[lib-bw\].*us' "$W/sweep.txt") rows"
 fi
 t=$SECONDS
-"$B/opfuse" bench ops --suite patterns --ops "${OPS:-rmsnorm|add_rmsnorm|swiglu|softmax}" --rows "${ROWS:-512,2048,16384}" \
-  --variants library,jit --out "$W/bench" > "$W/bench.md" 2> "$W/bench_stderr.log"
+bench_fused "$W/bench" > "$W/bench.md"
 echo "bench ops rc $? ($((SECONDS - t)) s)"
 t=$SECONDS
 # opfuse's kernels timed inside the peer's process too (one-process comparison) unless OPFUSE_LIB=0.
@@ -66,8 +78,7 @@ fi
 if [ "${ROUNDS:-1}" -gt 1 ]; then
   t=$SECONDS
   for r in $(seq 2 "$ROUNDS"); do
-    "$B/opfuse" bench ops --suite patterns --ops "${OPS:-rmsnorm|add_rmsnorm|swiglu|softmax}" --rows "${ROWS:-512,2048,16384}" \
-      --variants library,jit --out "$W/bench_r$r" > /dev/null 2>> "$W/bench_stderr.log"
+    bench_fused "$W/bench_r$r" > /dev/null
     timeout "${PEER_TIMEOUT:-300}" python3 tools/bench_peer.py --cases "$W/bench_r$r/cases.json" --out "$W/bench_r$r/peer.json" \
       "${PEER_OPFUSE[@]}" > /dev/null 2>> "$W/peer_stderr.log"
     "$B/opfuse" bench report --dir "$W/bench_r$r" --peer "$W/bench_r$r/peer.json" > /dev/null 2>&1
@@ -107,10 +118,8 @@ fi
 if [ -n "${ENV_AB:-}" ]; then
   t=$SECONDS
   for r in $(seq 1 "${AB_ROUNDS:-3}"); do
-    "$B/opfuse" bench ops --suite patterns --ops "${OPS:-rmsnorm|add_rmsnorm|swiglu|softmax}" --rows "${ROWS:-512,2048,16384}" \
-      --variants library,jit --out "$W/ab_off_$r" > /dev/null 2>> "$W/bench_stderr.log"
-    env $ENV_AB "$B/opfuse" bench ops --suite patterns --ops "${OPS:-rmsnorm|add_rmsnorm|swiglu|softmax}" \
-      --rows "${ROWS:-512,2048,16384}" --variants library,jit --out "$W/ab_on_$r" > /dev/null 2>> "$W/bench_stderr.log"
+    bench_fused "$W/ab_off_$r" > /dev/null
+    (export $ENV_AB && bench_fused "$W/ab_on_$r" > /dev/null)
   done
   echo "env A/B ($((SECONDS - t)) s)"
   python3 - "$W" "${AB_ROUNDS:-3}" "$ENV_AB" <<'PY' | tee "$W/env_ab.md"
@@ -142,8 +151,7 @@ if [ -n "${TRACE_CASES:-}" ]; then
     n=0
     for case in $TRACE_CASES; do
       n=$((n + 1))
-      op=$(echo "$case" | cut -d/ -f2) rows=$(echo "$case" | sed -n 's/.*rows=\([0-9]*\).*/\1/p')
-      width=$(echo "$case" | sed -n 's/.*h=\([0-9]*\).*/\1/p')
+      case_parts "$case"
       CUDA_INJECTION64_PATH=$LIB OPFUSE_CUPTI_TRACE_OUT=$W/trace_${n}_opfuse.csv "$B/opfuse" bench ops --suite patterns \
         --ops "^$op\$" --rows "$rows" --widths "$width" --variants library,jit --out "$W/trace_bench_$n" \
         > /dev/null 2> "$W/trace_${n}_opfuse.log"
@@ -204,8 +212,7 @@ if [ -n "${NCU_CASE:-}" ]; then
   n=0
   for case in $NCU_CASE; do
     n=$((n + 1))
-    op=$(echo "$case" | cut -d/ -f2) rows=$(echo "$case" | sed -n 's/.*rows=\([0-9]*\).*/\1/p')
-    width=$(echo "$case" | sed -n 's/.*h=\([0-9]*\).*/\1/p')
+    case_parts "$case"
     for v in library jit; do
       timeout 200 "$NCU_BIN" --clock-control none --csv --metrics "$M" --kernel-name regex:'Norm|Softmax|Glu|fz_' \
         --launch-skip 20 --launch-count 4 "$B/opfuse" bench ops --suite patterns --ops "^$op\$" --rows "$rows" \
