@@ -16,7 +16,7 @@
 # runs bench ops and the peer for each case under the CUPTI tracer (carry build/cupti_trace) and lists
 # each kernel's in-place duration and its launch gap after the spin, ENV_AB='VAR=value ...' runs bench ops
 # (no peer) AB_ROUNDS times (default 3) without and with those variables, in turn, and tabulates the
-# medians. Everything lands in $OUT/probe.tgz; a short table is printed last.
+# medians, MAIN=0 skips the default bench ops + peer + report (with ENV_AB etc.). Everything lands in $OUT/probe.tgz; a short table is printed last.
 set -uo pipefail
 W=${OUT:-/tmp/fused_probe}/work
 mkdir -p "$W" build/c
@@ -43,18 +43,20 @@ if [ "${SWEEP:-1}" = 1 ]; then
     --gtest_filter='LibraryFusedBandwidthTest.DISABLED_ShapeSweep' > "$W/sweep.txt" 2>&1
   echo "sweep rc $? ($((SECONDS - t)) s), $(grep -c '^\[lib-bw\].*us' "$W/sweep.txt") rows"
 fi
-t=$SECONDS
-bench_fused "$W/bench" > "$W/bench.md"
-echo "bench ops rc $? ($((SECONDS - t)) s)"
-t=$SECONDS
 # opfuse's kernels timed inside the peer's process too (one-process comparison) unless OPFUSE_LIB=0.
 PEER_OPFUSE=()
 [ "${OPFUSE_LIB:-1}" = 1 ] && [ -f "$B/libopfuse_capi.so" ] && PEER_OPFUSE=(--opfuse-lib "$B/libopfuse_capi.so")
-timeout "${PEER_TIMEOUT:-300}" python3 tools/bench_peer.py --cases "$W/bench/cases.json" --out "$W/bench/peer.json" \
-  "${PEER_OPFUSE[@]}" > "$W/peer.txt" 2> "$W/peer_stderr.log"
-echo "bench_peer rc $? ($((SECONDS - t)) s)"
-"$B/opfuse" bench report --dir "$W/bench" --peer "$W/bench/peer.json" > "$W/report.md" 2>&1
-echo "report rc $?"
+if [ "${MAIN:-1}" = 1 ]; then  # MAIN=0: only the modes asked for (ENV_AB, FIT_ROWS, ...)
+  t=$SECONDS
+  bench_fused "$W/bench" > "$W/bench.md"
+  echo "bench ops rc $? ($((SECONDS - t)) s)"
+  t=$SECONDS
+  timeout "${PEER_TIMEOUT:-300}" python3 tools/bench_peer.py --cases "$W/bench/cases.json" --out "$W/bench/peer.json" \
+    "${PEER_OPFUSE[@]}" > "$W/peer.txt" 2> "$W/peer_stderr.log"
+  echo "bench_peer rc $? ($((SECONDS - t)) s)"
+  "$B/opfuse" bench report --dir "$W/bench" --peer "$W/bench/peer.json" > "$W/report.md" 2>&1
+  echo "report rc $?"
+fi
 if [ "${PEER_AB:-0}" = 1 ]; then
   # The same peer with its results dropped at once (one L2-hot output block), for the A/B of the
   # output rotation; a table of torch.compile µs both ways beside opfuse's best variant.
@@ -251,4 +253,4 @@ PY
   done
 fi
 tar -C "$W" -czf "${OUT:-/tmp/fused_probe}/probe.tgz" .
-grep -E '^\|' "$W/report.md" | head -60
+[ -f "$W/report.md" ] && grep -E '^\|' "$W/report.md" | head -60

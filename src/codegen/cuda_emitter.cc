@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -26,6 +27,12 @@ template <> struct fz_cvt<unsigned char> { static __device__ __forceinline__ uns
 template <> struct fz_cvt<fz_bf16> { static __device__ __forceinline__ fz_bf16 from(float f) { fz_bf16 r; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r.x) : "f"(f)); return r; } };
 template <> struct fz_cvt<fz_f16> { static __device__ __forceinline__ fz_f16 from(float f) { fz_f16 r; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r.x) : "f"(f)); return r; } };
 template <typename T> __device__ __forceinline__ float fz_round(float f) { return fz_f32(fz_cvt<T>::from(f)); }
+// bf16 rounding in one instruction: the pair conversion with a zero low half is the rounded value's f32 bit pattern.
+template <> __device__ __forceinline__ float fz_round<fz_bf16>(float f) { unsigned u; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(u) : "f"(f), "f"(0.0f)); return __uint_as_float(u); }
+// Two f32 to one word of two 16-bit values (lo in the low half), one instruction.
+template <typename T> struct fz_cvt2;
+template <> struct fz_cvt2<fz_bf16> { static __device__ __forceinline__ unsigned pack(float lo, float hi) { unsigned u; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(u) : "f"(hi), "f"(lo)); return u; } };
+template <> struct fz_cvt2<fz_f16> { static __device__ __forceinline__ unsigned pack(float lo, float hi) { unsigned u; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(u) : "f"(hi), "f"(lo)); return u; } };
 __device__ __forceinline__ float fz_fmod_floor(float a, float b) { float r = fmodf(a, b); return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r; }
 // N consecutive elements from p[i] (p + i aligned to N * sizeof(T) bytes), widened to f32.
 template <int N, typename T> __device__ __forceinline__ void fz_load(const T* __restrict__ p, long long i, float* out) {
@@ -42,7 +49,13 @@ template <int N, typename T> __device__ __forceinline__ void fz_load(const T* __
 }
 template <int N, typename T> __device__ __forceinline__ void fz_store(T* __restrict__ p, long long i, const float* v) {
   constexpr int B = N * (int)sizeof(T);
-  if constexpr (B == 16 || B == 8) {
+  if constexpr ((B == 16 || B == 8) && sizeof(T) == 2) {
+    unsigned w[N / 2];
+#pragma unroll
+    for (int k = 0; k < N / 2; ++k) w[k] = fz_cvt2<T>::pack(v[2 * k], v[2 * k + 1]);
+    if constexpr (B == 16) *reinterpret_cast<uint4*>(p + i) = make_uint4(w[0], w[1], w[2], w[3]);
+    else *reinterpret_cast<uint2*>(p + i) = make_uint2(w[0], w[1]);
+  } else if constexpr (B == 16 || B == 8) {
     T e[N];
 #pragma unroll
     for (int k = 0; k < N; ++k) e[k] = fz_cvt<T>::from(v[k]);
@@ -233,9 +246,12 @@ class Emitter {
       s += fmt::format("//   out{} {} {} [{}]\n", i, k_.outputs[i].tensor.name, k_.outputs[i].tensor.type.ToString(), AccessName(k_.outputs[i].tensor.access));
     s += kPreamble;
     if (reg_rows_) {
-      EmitFunction(s, out.function, out.threads, [&](std::string& b) { EmitRowRegisters(b, tpr_p_, vpt_p_); });
+      // early stores (EarlyOutputs) in the decode function only: at prefill sizes they measured
+      // 1-4% slower (H200, add_rms_norm 2048 and 16384 rows); when both shapes are one function, none
+      const bool separate = out.decode_function != out.function;
+      EmitFunction(s, out.function, out.threads, [&](std::string& b) { EmitRowRegisters(b, tpr_p_, vpt_p_, false); });
       if (out.decode_function != out.function)
-        EmitFunction(s, out.decode_function, out.decode_threads, [&](std::string& b) { EmitRowRegisters(b, tpr_d_, vpt_d_); });
+        EmitFunction(s, out.decode_function, out.decode_threads, [&](std::string& b) { EmitRowRegisters(b, tpr_d_, vpt_d_, separate); });
     } else {
       EmitFunction(s, out.function, threads_, [&](std::string& b) {
         if (k_.is_row()) EmitRowLooped(b);
@@ -323,7 +339,10 @@ class Emitter {
     vpt_p_ = vpt;
     // Decode (few rows): the fewest vectors per thread whose row group fits decode_row_threads, so
     // a row's loads and MUFU work spread over many threads.
-    const int cap = std::clamp(o_.decode_row_threads, 1, 1024);
+    // Two or more 16-byte packs of row data per vector (add_rms_norm's x and residual): twice the
+    // threads, so a thread holds one vector (H200, add_rms_norm 512 x 4096: t512x1 8.51 us against
+    // t256x2 8.74 us; 1 and 32 rows within 1%; docs/BENCHMARKS.md).
+    const int cap = std::clamp(o_.decode_row_threads * (words >= 8 ? 2 : 1), 1, 1024);
     for (int cand : {1, 2, 4, 8}) {
       const int t = RoundThreads(CeilDiv(v, cand));
       if ((t > 0 && t <= cap) || cand == 8) {
@@ -334,6 +353,33 @@ class Emitter {
     }
     if (tpr_d_ == 0) tpr_d_ = tpr_p_, vpt_d_ = vpt_p_;
     reg_rows_ = true;
+  }
+
+  // Register path, decode function: per-element outputs that depend on no reduction (depth 0), when
+  // the kernel has reductions at all and EmitOptions::early_store is on; stored right after the
+  // row's loads and re-read in the epilogue.
+  std::vector<int> EarlyOutputs() const {
+    std::vector<int> out;
+    if (!o_.early_store || k_.num_passes == 0) return out;
+    for (size_t o = 0; o < k_.outputs.size(); ++o)
+      if (k_.outputs[o].tensor.access != Access::kRowScalar && k_.exprs[k_.outputs[o].expr].depth == 0)
+        out.push_back(static_cast<int>(o));
+    return out;
+  }
+
+  // Whether element expr `e` is among what `targets` compute (row-level values excluded).
+  bool Needs(const std::vector<int>& targets, int e) const {
+    std::vector<bool> seen(k_.exprs.size(), false);
+    std::vector<int> stack(targets.begin(), targets.end());
+    while (!stack.empty()) {
+      const int x = stack.back();
+      stack.pop_back();
+      if (seen[x] || k_.exprs[x].row_level) continue;
+      if (x == e) return true;
+      seen[x] = true;
+      for (int a : k_.exprs[x].args) stack.push_back(a);
+    }
+    return false;
   }
 
   // Which exprs the outputs need.
@@ -425,10 +471,24 @@ class Emitter {
       stack.pop_back();
       if (need[e] || k_.exprs[e].row_level) continue;
       need[e] = true;
+      if (reload_.count(e)) continue;  // re-read from its output: a leaf
       for (int a : k_.exprs[e].args) stack.push_back(a);
     }
-    for (size_t e = 0; e < k_.exprs.size(); ++e)
-      if (need[e]) s += fmt::format("{}const float e{} = {};\n", ind, e, ExprText(static_cast<int>(e)));
+    for (size_t e = 0; e < k_.exprs.size(); ++e) {
+      if (!need[e]) continue;
+      auto rl = reload_.find(static_cast<int>(e));
+      s += rl != reload_.end() ? fmt::format("{}const float e{} = rl{}.get(j);\n", ind, e, rl->second)
+                               : fmt::format("{}const float e{} = {};\n", ind, e, ExprText(static_cast<int>(e)));
+    }
+  }
+
+  // The expression an output's store converts: a rounding to the output's own dtype is left to the
+  // store (the same round-to-nearest-even), not done twice.
+  int StoredExpr(size_t o) const {
+    const int e = k_.outputs[o].expr;
+    const Expr& x = k_.exprs[e];
+    if (x.kind == ExprKind::kRound && x.dtype == k_.outputs[o].tensor.type.dtype && !x.args.empty()) return x.args[0];
+    return e;
   }
 
   // Row-level definitions ready after pass `depth` (emitted once per row).
@@ -448,7 +508,7 @@ class Emitter {
     while (!stack.empty()) {
       int e = stack.back();
       stack.pop_back();
-      if (seen[e] || k_.exprs[e].row_level) continue;
+      if (seen[e] || k_.exprs[e].row_level || reload_.count(e)) continue;
       seen[e] = true;
       if (k_.exprs[e].kind == ExprKind::kLoad && VectorLoaded(k_.exprs[e].input)) used.insert(k_.exprs[e].input);
       for (int a : k_.exprs[e].args) stack.push_back(a);
@@ -481,7 +541,7 @@ class Emitter {
   // slower (src/kernels/glu.cu), so the emitter follows it.
   void EmitPointwise(std::string& s) {
     std::vector<int> targets;
-    for (const auto& o : k_.outputs) targets.push_back(o.expr);
+    for (size_t o = 0; o < k_.outputs.size(); ++o) targets.push_back(StoredExpr(o));
     const bool rc = PointwiseNeedsRowCol();
     s += "  const long long NV = R * C / " + std::to_string(vec_) + ";\n";
     s += "  for (long long v = (long long)blockIdx.x * blockDim.x + threadIdx.x; v < NV; v += (long long)gridDim.x * blockDim.x) {\n";
@@ -495,7 +555,7 @@ class Emitter {
     s += fmt::format("#pragma unroll\n    for (int j = 0; j < {}; ++j) {{\n", vec_);
     if (rc) s += "      const long long c = c0 + j;\n      (void)c;\n";
     EmitElementDefs(s, targets, "      ");
-    for (size_t o = 0; o < k_.outputs.size(); ++o) s += fmt::format("      o{}[j] = e{};\n", o, k_.outputs[o].expr);
+    for (size_t o = 0; o < k_.outputs.size(); ++o) s += fmt::format("      o{}[j] = e{};\n", o, StoredExpr(o));
     s += "    }\n";
     for (size_t o = 0; o < k_.outputs.size(); ++o) EmitStore(s, static_cast<int>(o), "    ", "i0");
     s += "  }\n";
@@ -559,7 +619,7 @@ class Emitter {
     s += fmt::format("{}  }}\n{}}}\n", ind, ind);
   }
 
-  void EmitRowRegisters(std::string& s, int tpr, int vpt) {
+  void EmitRowRegisters(std::string& s, int tpr, int vpt, bool early_store) {
     const std::set<int> cached = CachedInputs();
     reg_channels_ = ChannelInputs(vpt);
     s += fmt::format("  constexpr int TPR = {}, VPT = {};  // threads per row, vectors per thread\n", tpr, vpt);
@@ -574,8 +634,47 @@ class Emitter {
     s += "    const long long r = valid ? r0 + g : R - 1;  // an idle group re-reads the last row and stores nothing\n";
     EmitPackLoads(s, cached, "xr", "r", "    ");
     EmitRowDefs(s, 0, "    ");
-    auto launder = [&] {
-      for (int in : cached) s += fmt::format("#pragma unroll\n    for (int it = 0; it < VPT; ++it) xr{}[it].launder();\n", in);
+    // Outputs that need no reduction (add_rms_norm's sum) are stored now, before the first
+    // reduction: their writes overlap the reductions instead of queueing behind the epilogue's
+    // (every element was loaded above, so an output aliasing its input is still read first).
+    const std::vector<int> early = early_store ? EarlyOutputs() : std::vector<int>{};
+    auto is_early = [&](size_t o) { return std::find(early.begin(), early.end(), static_cast<int>(o)) != early.end(); };
+    if (!early.empty()) {
+      std::vector<int> targets;
+      for (int o : early) targets.push_back(StoredExpr(o));
+      s += "    // outputs that need no reduction, stored before the first one\n";
+      EmitRegLoop(s, targets, "valid && c0 < C", [&](std::string& b) {
+        for (int o : early) b += fmt::format("        float o{}[{}];\n", o, vec_);
+      }, [&](std::string& b) {
+        for (int o : early) b += fmt::format("          o{}[j] = e{};\n", o, StoredExpr(o));
+      }, [&](std::string& b) {
+        for (int o : early) EmitStore(b, o, "        ", "r * C + c0");
+      });
+    }
+    // The epilogue's vector outputs, and the early outputs it re-reads from memory (add_rms_norm's
+    // sum) rather than rebuilding them from the row's input packs — those packs then die after the
+    // reductions: fewer registers and instructions (H200, 512 x 4096 add_rms_norm: docs/BENCHMARKS.md).
+    // Only outputs that hold the value exactly (a rounding to their own dtype, or f32) are re-read.
+    std::vector<int> vec_targets;
+    auto late = [&](size_t o) { return k_.outputs[o].tensor.access != Access::kRowScalar && !is_early(o); };
+    for (size_t o = 0; o < k_.outputs.size(); ++o)
+      if (late(o)) vec_targets.push_back(StoredExpr(o));
+    std::map<int, int> reloads;
+    for (int o : early) {
+      const int e = k_.outputs[o].expr;
+      const Expr& x = k_.exprs[e];
+      const DType dt = k_.outputs[o].tensor.type.dtype;
+      const bool exact = dt == DType::kF32 || (x.kind == ExprKind::kRound && x.dtype == dt);
+      if (exact && k_.outputs[o].tensor.access == Access::kFull && Needs(vec_targets, e)) reloads[e] = o;
+    }
+    reload_ = reloads;
+    const std::set<int> epilogue_inputs = UsedVectorInputs(vec_targets);
+    reload_.clear();
+    // launder() after each pass; after the last only the packs the epilogue still reads
+    auto launder = [&](bool last) {
+      for (int in : cached)
+        if (!last || epilogue_inputs.count(in))
+          s += fmt::format("#pragma unroll\n    for (int it = 0; it < VPT; ++it) xr{}[it].launder();\n", in);
     };
     for (int p = 1; p <= k_.num_passes; ++p) {
       std::vector<int> reds, args;
@@ -595,24 +694,26 @@ class Emitter {
       for (int rd : reds)
         s += fmt::format("    acc{0} = fz_row_reduce<TPR, {1}>(acc{0}, smem, phase);\n", rd, k_.exprs[rd].op == OpKind::kMax ? "true" : "false");
       EmitRowDefs(s, p, "    ");
-      launder();
+      launder(p == k_.num_passes);
     }
     s += "    // epilogue\n";
-    std::vector<int> vec_targets;
-    for (const auto& o : k_.outputs)
-      if (o.tensor.access != Access::kRowScalar) vec_targets.push_back(o.expr);
+    reload_ = reloads;
     if (!vec_targets.empty()) {
       EmitRegLoop(s, vec_targets, "valid && c0 < C", [&](std::string& b) {
+        for (const auto& [e, o] : reload_)
+          b += fmt::format("        fz_pack<{0}, {1}> rl{2};\n        rl{2}.load(out{2}, r * C + c0);\n",
+                           CType(k_.outputs[o].tensor.type.dtype), vec_, o);
         for (size_t o = 0; o < k_.outputs.size(); ++o)
-          if (k_.outputs[o].tensor.access != Access::kRowScalar) b += fmt::format("        float o{}[{}];\n", o, vec_);
+          if (late(o)) b += fmt::format("        float o{}[{}];\n", o, vec_);
       }, [&](std::string& b) {
         for (size_t o = 0; o < k_.outputs.size(); ++o)
-          if (k_.outputs[o].tensor.access != Access::kRowScalar) b += fmt::format("          o{}[j] = e{};\n", o, k_.outputs[o].expr);
+          if (late(o)) b += fmt::format("          o{}[j] = e{};\n", o, StoredExpr(o));
       }, [&](std::string& b) {
         for (size_t o = 0; o < k_.outputs.size(); ++o)
-          if (k_.outputs[o].tensor.access != Access::kRowScalar) EmitStore(b, static_cast<int>(o), "        ", "r * C + c0");
+          if (late(o)) EmitStore(b, static_cast<int>(o), "        ", "r * C + c0");
       });
     }
+    reload_.clear();
     for (size_t o = 0; o < k_.outputs.size(); ++o)
       if (k_.outputs[o].tensor.access == Access::kRowScalar)
         s += fmt::format("    if (valid && t == 0) out{}[r] = fz_cvt<{}>::from(e{});\n", o, CType(k_.outputs[o].tensor.type.dtype),
@@ -666,15 +767,15 @@ class Emitter {
     // Epilogue: outputs.
     s += "    // epilogue\n";
     std::vector<int> vec_targets;
-    for (const auto& o : k_.outputs)
-      if (o.tensor.access != Access::kRowScalar) vec_targets.push_back(o.expr);
+    for (size_t o = 0; o < k_.outputs.size(); ++o)
+      if (k_.outputs[o].tensor.access != Access::kRowScalar) vec_targets.push_back(StoredExpr(o));
     if (!vec_targets.empty()) {
       EmitLoopedLoop(s, vec_targets, [&](std::string& b) {
         for (size_t o = 0; o < k_.outputs.size(); ++o)
           if (k_.outputs[o].tensor.access != Access::kRowScalar) b += fmt::format("        float o{}[{}];\n", o, vec_);
       }, [&](std::string& b) {
         for (size_t o = 0; o < k_.outputs.size(); ++o)
-          if (k_.outputs[o].tensor.access != Access::kRowScalar) b += fmt::format("          o{}[j] = e{};\n", o, k_.outputs[o].expr);
+          if (k_.outputs[o].tensor.access != Access::kRowScalar) b += fmt::format("          o{}[j] = e{};\n", o, StoredExpr(o));
       }, [&](std::string& b) {
         for (size_t o = 0; o < k_.outputs.size(); ++o)
           if (k_.outputs[o].tensor.access != Access::kRowScalar) EmitStore(b, static_cast<int>(o), "        ", "r * C + c0");
@@ -693,6 +794,7 @@ class Emitter {
   bool reg_rows_ = false;                                   // register path
   int tpr_p_ = 0, vpt_p_ = 0, tpr_d_ = 0, vpt_d_ = 0;       // prefill / decode row shapes
   std::set<int> reg_channels_;  // ChannelInputs of the register-path function being emitted
+  std::map<int, int> reload_;   // register-path epilogue: element expr -> output it is re-read from (rl<o>)
   std::vector<bool> live_;
   std::set<int> emitted_row_;
 };

@@ -16,7 +16,11 @@
 // row data per thread, 32 for multi-pass kernels with a MUFU op per element — the library's measured
 // best per family) and `decode_function` for fewer rows (the fewest vectors per thread whose group
 // fits EmitOptions::decode_row_threads, so one row's loads and exponentials spread over many
-// threads). Rows with a symbolic width (or wider than 1024 x 8 vectors): one block per row,
+// threads; twice decode_row_threads for two or more 16-byte packs of row data per vector). In the
+// decode function, outputs that need no reduction (add_rms_norm's sum) are stored right after the
+// loads and re-read from memory in the epilogue (EmitOptions::early_store). Stores convert 16-bit
+// pairs with one cvt.rn.{bf16,f16}x2.f32, and a rounding to the output's own dtype is left to the
+// store. Rows with a symbolic width (or wider than 1024 x 8 vectors): one block per row,
 // streamed per pass (looped). All grid-stride over rows, so any grid size is correct.
 // ABI: kernel(inputs..., outputs..., long long <symbol>...) in Kernel order; launch geometry in
 // src/jit/cuda/cuda_launcher.cc.
@@ -30,7 +34,7 @@
 
 namespace opfuse::codegen {
 
-inline constexpr int kEmitterVersion = 4;
+inline constexpr int kEmitterVersion = 5;
 inline constexpr int kPrefillRowBlock = 128;   // prefill row kernels: rows per block fill ~this many threads
 inline constexpr int kDecodeRowsPerSm = 4;     // rows < this x SMs: the decode function (as the library)
 // Decode row groups up to 256 threads: on an H200 (CUDA-graph replay, rows 1/8/32, h2048/h4096 bf16)
@@ -41,6 +45,10 @@ struct EmitOptions {
   bool aligned = true;  // every pointer 16-byte aligned: allows vector accesses
   int max_threads = 256;  // pointwise and looped row kernels: threads per block
   int decode_row_threads = kDefaultDecodeRowThreads;  // decode row shape: widest row group wanted
+  // Register-path row kernels, decode function: outputs that need no reduction (add_rms_norm's
+  // residual sum) are stored right after the row's loads and re-read in the epilogue instead of
+  // kept in registers; off only for A/B timing (OPFUSE_JIT_EARLY_STORE=0).
+  bool early_store = true;
 };
 
 struct EmittedKernel {

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <string>
 #include <thread>
 
 #include <fmt/format.h>
@@ -41,11 +42,24 @@ int DecodeRowThreads() {
   return v;
 }
 
+// OPFUSE_JIT_EARLY_STORE=0: row kernels store every output in the epilogue (codegen::EmitOptions::
+// early_store off), for A/B timing; read once, reported on stderr when set.
+bool EarlyStore() {
+  static const bool v = [] {
+    const char* env = std::getenv("OPFUSE_JIT_EARLY_STORE");
+    if (!env || std::string(env) != "0") return true;
+    fmt::print(stderr, "opfuse jit: outputs that need no reduction are stored in the epilogue (OPFUSE_JIT_EARLY_STORE=0)\n");
+    return false;
+  }();
+  return v;
+}
+
 codegen::EmitOptions EmitOptionsFor(bool aligned) {
   codegen::EmitOptions o;
   o.aligned = aligned;
   o.max_threads = 256;
   o.decode_row_threads = DecodeRowThreads();
+  o.early_store = EarlyStore();
   return o;
 }
 

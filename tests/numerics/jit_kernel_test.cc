@@ -2,6 +2,7 @@
 // group (1) emits CUDA that NVRTC compiles for sm_90, aligned and unaligned variants, and (2) run
 // by the CPU interpreter equals the op-by-op CPU reference within per-dtype bounds, on fresh signed
 // random inputs with poisoned outputs. This is how CI checks generated-kernel semantics with no GPU.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -109,6 +110,45 @@ TEST(JitKernel, NameAndSpecialisation) {
   EXPECT_EQ(e->vec, 8);  // 16-byte accesses of bf16
   EXPECT_TRUE(e->row_in_registers);
   EXPECT_NE(e->source.find("long long s_T"), std::string::npos);
+}
+
+// add_rms_norm's sum needs no reduction: in the decode function it is stored right after the row's
+// loads and re-read from its output in the epilogue (the x / residual packs are not converted again
+// there); with early_store off, and in the prefill function, it is stored in the epilogue from the
+// packs. Both variants compile.
+TEST(JitKernel, EarlyStoreAndReload) {
+  for (const char* dt : {"bf16", "f32"}) {
+    SCOPED_TRACE(dt);
+    auto g = ParseGraph(fmt::format("graph g\ninput x: {0}[512, 4096]\ninput r: {0}[512, 4096]\nparam w: {0}[4096]\n"
+                                    "y, s = add_rms_norm(x, r, w)\noutput y, s\n", dt));
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    auto k = codegen::BuildKernel(*g, std::vector<int>{0});
+    ASSERT_TRUE(k.ok()) << k.status().message();
+    auto count = [](const std::string& s, const std::string& what) {
+      size_t n = 0;
+      for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+      return n;
+    };
+    for (bool early : {true, false}) {
+      codegen::EmitOptions o;
+      o.early_store = early;
+      auto e = codegen::EmitCuda(*k, o);
+      ASSERT_TRUE(e.ok()) << e.status().message();
+      ASSERT_TRUE(e->row_in_registers);
+      // early stores only in a decode function of its own (bf16: t512x1 beside the prefill t256x2)
+      const size_t functions = e->decode_function == e->function ? 1 : 2;
+      const size_t early_fns = early && functions == 2 ? 1 : 0;
+      if (std::string(dt) == "bf16") EXPECT_EQ(functions, 2u) << e->source;
+      EXPECT_EQ(count(e->source, "stored before the first one"), early_fns) << e->source;
+      EXPECT_EQ(count(e->source, "rl1.load(out1, r * C + c0)"), early_fns) << e->source;
+      // packs of x read: early loop + pass 1 (early), pass 1 + epilogue (late)
+      EXPECT_EQ(count(e->source, "= xr0[it].get(j)"), 2 * functions) << e->source;
+      if (jit::NvrtcAvailable()) {
+        auto c = jit::CompileCuda(e->source, e->function, "sm_90");
+        EXPECT_TRUE(c.ok()) << c.status().message() << "\n" << e->source;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,246 @@
+// kernel_ab: scratch probe (dev/, not part of the build): several cubin kernels over the same
+// bf16 row tensors, timed in ONE process, interleaved in rounds, under opfuse's bench rule (a 100 µs
+// __nanosleep spin, then start event, one launch, end event; median of 300 samples; the tensors
+// rotate over --sets sets). Questions it answers (session 9, issue 4): is opfuse's JIT kernel for a
+// 512-row norm slower than torch.compile's Triton kernel in place, and does the way the cubin is
+// loaded and launched (driver module + cuLaunchKernel as Triton does, cudaLibrary + cudaLaunchKernel
+// as opfuse's JIT launcher does, or that with the PDL attribute) move the start after the spin?
+//
+// Usage: kernel_ab [--rows R] [--cols C] [--sets N (default: bench ops' rule)] [--rounds K] [--flush] SPEC...
+//   SPEC  label=CUBIN:FUNCTION:GRID:BLOCK:SMEM:LOAD:ARGS
+//   LOAD  module | library | pdl (library + cudaLaunchKernelExC with programmatic stream serialization)
+//   ARGS  comma list, each one kernel parameter: x r (bf16 R x C inputs, rotated), w (bf16 C, shared),
+//         y h (bf16 R x C outputs, rotated), i / I / N (int32 R / C / R x C), l / L (int64 R / C),
+//         n (null pointer)
+// e.g. triton=tri.cubin:triton_red_fused__fused_rms_norm_0:512:512:64:module:x,w,y,i,I,n,n
+//      jit=ours.cubin:fz_rms_norm_bf16_h4096_x512_v8_decode:512:256:0:library:x,w,y
+// --flush: a 2 x L2 memset before each sample's spin. Prints one markdown table (µs per round, median).
+// Build: nvcc -O2 -std=c++20 -gencode arch=compute_90,code=sm_90 -cudart static dev/kernel_ab/kernel_ab.cu -o build/kernel_ab
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#define CK(x)                                                                                 \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                           \
+    }                                                                                         \
+  } while (0)
+
+// opfuse's bench spin (src/bench/cuda/bench_kernels.cu): wait on %globaltimer, polling every 200 ns.
+__global__ void SpinSleep(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(200);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
+template <class F>
+F Entry(const char* name) {
+  void* fp = nullptr;
+  cudaDriverEntryPointQueryResult q;
+  CK(cudaGetDriverEntryPointByVersion(name, &fp, 12000, cudaEnableDefault, &q));
+  if (!fp || q != cudaDriverEntryPointSuccess) {
+    std::fprintf(stderr, "no %s entry point\n", name);
+    std::exit(2);
+  }
+  return reinterpret_cast<F>(fp);
+}
+
+struct Spec {
+  std::string label, cubin, function, load, args;
+  unsigned grid = 0, block = 0, smem = 0;
+  CUfunction fn = nullptr;      // module
+  cudaKernel_t kern = nullptr;  // library / pdl
+  std::vector<char> bin;
+};
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string p; std::getline(ss, p, sep);) out.push_back(p);
+  return out;
+}
+
+int main(int argc, char** argv) {
+  long long rows = 512, cols = 4096;
+  int sets = 0, rounds = 3;  // sets 0: opfuse's rule, ceil(2 L2 / rotated bytes of the first kernel) <= 32
+  bool flush = false;
+  std::vector<Spec> specs;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&] {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return std::string(argv[++i]);
+    };
+    if (a == "--rows") rows = std::stoll(next());
+    else if (a == "--cols") cols = std::stoll(next());
+    else if (a == "--sets") sets = std::stoi(next());
+    else if (a == "--rounds") rounds = std::stoi(next());
+    else if (a == "--flush") flush = true;
+    else {
+      const auto eq = a.find('=');
+      const auto f = Split(eq == std::string::npos ? "" : a.substr(eq + 1), ':');
+      if (f.size() != 7) {
+        std::fprintf(stderr, "bad spec '%s' (label=CUBIN:FUNCTION:GRID:BLOCK:SMEM:LOAD:ARGS)\n", a.c_str());
+        return 2;
+      }
+      Spec s;
+      s.label = a.substr(0, eq), s.cubin = f[0], s.function = f[1], s.grid = std::stoul(f[2]), s.block = std::stoul(f[3]);
+      s.smem = std::stoul(f[4]), s.load = f[5], s.args = f[6];
+      specs.push_back(s);
+    }
+  }
+  if (specs.empty()) {
+    std::fprintf(stderr, "no kernels given (see the header of dev/kernel_ab/kernel_ab.cu)\n");
+    return 2;
+  }
+  CK(cudaFree(nullptr));
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  auto mod_load = Entry<decltype(&cuModuleLoadData)>("cuModuleLoadData");
+  auto mod_get = Entry<decltype(&cuModuleGetFunction)>("cuModuleGetFunction");
+  auto launch = Entry<decltype(&cuLaunchKernel)>("cuLaunchKernel");
+  for (auto& s : specs) {
+    std::ifstream in(s.cubin, std::ios::binary);
+    if (!in) {
+      std::fprintf(stderr, "cannot open %s\n", s.cubin.c_str());
+      return 2;
+    }
+    s.bin.assign(std::istreambuf_iterator<char>(in), {});
+    if (s.load == "module") {
+      CUmodule m = nullptr;
+      if (mod_load(&m, s.bin.data()) != CUDA_SUCCESS || mod_get(&s.fn, m, s.function.c_str()) != CUDA_SUCCESS) {
+        std::fprintf(stderr, "cannot load %s from %s\n", s.function.c_str(), s.cubin.c_str());
+        return 2;
+      }
+    } else if (s.load == "library" || s.load == "pdl") {
+      cudaLibrary_t lib = nullptr;
+      CK(cudaLibraryLoadData(&lib, s.bin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+      CK(cudaLibraryGetKernel(&s.kern, lib, s.function.c_str()));
+    } else {
+      std::fprintf(stderr, "bad load '%s' (module, library or pdl)\n", s.load.c_str());
+      return 2;
+    }
+  }
+  if (sets <= 0) {  // bench ops' rule (src/bench/cuda/op_runner.cc): the rotated bytes of one call
+    long long rotated = 0;
+    for (const auto& a : Split(specs[0].args, ','))
+      if (a == "x" || a == "r" || a == "y" || a == "h") rotated += rows * cols * 2;
+    const long long target = 2LL * prop.l2CacheSize;
+    sets = static_cast<int>(std::clamp<long long>((target + rotated - 1) / std::max(rotated, 1LL), 1, 32));
+  }
+  // Buffers: per set x, r, y, h (rows x cols bf16), one w; inputs filled with small bf16 values.
+  const size_t mat = static_cast<size_t>(rows * cols) * 2;
+  struct Set {
+    void *x, *r, *y, *h;
+  };
+  std::vector<Set> bufs(sets);
+  for (auto& b : bufs) {
+    for (void** p : {&b.x, &b.r, &b.y, &b.h}) CK(cudaMalloc(p, mat));
+    CK(cudaMemset(b.x, 0x3c, mat));
+    CK(cudaMemset(b.r, 0x3b, mat));
+  }
+  void* w = nullptr;
+  CK(cudaMalloc(&w, cols * 2));
+  CK(cudaMemset(w, 0x3f, cols * 2));
+  void* flush_buf = nullptr;
+  const size_t flush_bytes = 2 * static_cast<size_t>(prop.l2CacheSize);
+  if (flush) CK(cudaMalloc(&flush_buf, flush_bytes));
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  int ri = static_cast<int>(rows), ci = static_cast<int>(cols), numel = static_cast<int>(rows * cols);
+  void* null = nullptr;
+
+  auto launch_one = [&](Spec& s, Set& b) {
+    std::vector<void*> args;
+    for (const auto& a : Split(s.args, ',')) {
+      if (a == "x") args.push_back(&b.x);
+      else if (a == "r") args.push_back(&b.r);
+      else if (a == "y") args.push_back(&b.y);
+      else if (a == "h") args.push_back(&b.h);
+      else if (a == "w") args.push_back(&w);
+      else if (a == "i") args.push_back(&ri);
+      else if (a == "I") args.push_back(&ci);
+      else if (a == "l") args.push_back(&rows);
+      else if (a == "L") args.push_back(&cols);
+      else if (a == "N") args.push_back(&numel);
+      else if (a == "n") args.push_back(&null);
+      else {
+        std::fprintf(stderr, "bad argument '%s' in %s\n", a.c_str(), s.label.c_str());
+        std::exit(2);
+      }
+    }
+    if (s.load == "module") {
+      if (launch(s.fn, s.grid, 1, 1, s.block, 1, 1, s.smem, reinterpret_cast<CUstream>(st), args.data(), nullptr) != CUDA_SUCCESS) {
+        std::fprintf(stderr, "launch of %s failed\n", s.label.c_str());
+        std::exit(1);
+      }
+    } else if (s.load == "library") {
+      CK(cudaLaunchKernel(s.kern, dim3(s.grid), dim3(s.block), args.data(), s.smem, st));
+    } else {
+      cudaLaunchAttribute at[1];
+      at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      at[0].val.programmaticStreamSerializationAllowed = 1;
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = dim3(s.grid), cfg.blockDim = dim3(s.block), cfg.dynamicSmemBytes = s.smem, cfg.stream = st;
+      cfg.attrs = at, cfg.numAttrs = 1;
+      CK(cudaLaunchKernelExC(&cfg, reinterpret_cast<const void*>(s.kern), args.data()));
+    }
+  };
+
+  constexpr int kSamples = 300;
+  std::vector<cudaEvent_t> ev(2 * kSamples);
+  for (auto& e : ev) CK(cudaEventCreate(&e));
+  auto median_us = [&](Spec& s) {
+    for (int i = 0; i < 10; ++i) launch_one(s, bufs[i % sets]);
+    CK(cudaStreamSynchronize(st));
+    for (int i = 0; i < kSamples; ++i) {
+      if (flush) CK(cudaMemsetAsync(flush_buf, i & 0x7f, flush_bytes, st));
+      SpinSleep<<<1, 1, 0, st>>>(100000);
+      CK(cudaEventRecord(ev[2 * i], st));
+      launch_one(s, bufs[i % sets]);
+      CK(cudaEventRecord(ev[2 * i + 1], st));
+    }
+    CK(cudaStreamSynchronize(st));
+    std::vector<float> ms;
+    for (int i = 0; i < kSamples; ++i) {
+      float t;
+      CK(cudaEventElapsedTime(&t, ev[2 * i], ev[2 * i + 1]));
+      ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2] * 1e3;
+  };
+  std::vector<std::vector<double>> us(specs.size());
+  for (int r = 0; r < rounds; ++r)
+    for (size_t k = 0; k < specs.size(); ++k) us[k].push_back(median_us(specs[k]));
+  std::printf("%s, %lld x %lld, %d set(s)%s, %d rounds (each the median of %d samples)\n\n", prop.name, rows, cols, sets,
+              flush ? ", 2 x L2 memset before each" : "", rounds, kSamples);
+  std::printf("| kernel | load | grid x block | µs per round | median µs |\n|---|---|---|---|---:|\n");
+  for (size_t k = 0; k < specs.size(); ++k) {
+    std::string per;
+    for (double v : us[k]) per += (per.empty() ? "" : " ") + std::to_string(v).substr(0, 5);
+    auto sorted = us[k];
+    std::sort(sorted.begin(), sorted.end());
+    std::printf("| %s | %s | %u x %u | %s | %.2f |\n", specs[k].label.c_str(), specs[k].load.c_str(), specs[k].grid, specs[k].block,
+                per.c_str(), sorted[sorted.size() / 2]);
+  }
+  return 0;
+}
