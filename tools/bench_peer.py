@@ -1264,53 +1264,83 @@ def run_case(case, ctx):
         out_e = None
         _free(device)
 
-    # torch.compile.
-    if args.no_compile:
-        res["compile_error"] = "skipped (--no-compile)"
-    else:
-        cfn = None
-        try:
-            torch._dynamo.reset()
-            cfn = torch.compile(fn, dynamic=False, fullgraph=True)
-            t0 = time.perf_counter()
-            with torch.no_grad():
-                out_c = correctness(cfn, "compile")
-            res["compile_s"] = time.perf_counter() - t0
-            if out_e is not None:
-                judge("compile_vs_eager", out_c, out_e)
-            del out_c
-            with torch.no_grad():
-                measure(cfn, "compile")
-        except Exception as e:
-            res["compile_error"] = short_error(e)
-            res["compile_us"] = res["compile_host_us"] = None
-        finally:
-            del cfn
+    # torch.compile and opfuse (--opfuse-lib: the same sets, Timer and checks, in this process): each
+    # built and checked first, then timed in --interleave rounds, in turn (compile, opfuse variants,
+    # compile, ...), each round a full measurement; the result is the median of the rounds, so slow
+    # drift over the run (clocks, the GPU warming) does not favour whichever is timed first.
+    timed = []   # (tag, fn)
+    cfn = None
+    owned = []   # opfuse programs to close
+    try:
+        if args.no_compile:
+            res["compile_error"] = "skipped (--no-compile)"
+        else:
             try:
                 torch._dynamo.reset()
+                cfn = torch.compile(fn, dynamic=False, fullgraph=True)
+                t0 = time.perf_counter()
+                with torch.no_grad():
+                    out_c = correctness(cfn, "compile")
+                res["compile_s"] = time.perf_counter() - t0
+                if out_e is not None:
+                    judge("compile_vs_eager", out_c, out_e)
+                del out_c
+                timed.append(("compile", cfn))
+            except Exception as e:
+                res["compile_error"] = short_error(e)
+                res["compile_us"] = res["compile_host_us"] = None
+        lib = ctx.get("opfuse")
+        for variant in (args.opfuse_variants.split(",") if lib else []):
+            tag = f"opfuse_{variant}"
+            try:
+                ofn = lib.program(case, variant, device)
+                owned.append(ofn)
+                with torch.no_grad():
+                    outs = correctness(ofn, tag)
+                    if out_e is not None:
+                        judge(f"{tag}_vs_eager", outs, out_e)
+                    del outs
+                res[f"{tag}_kernels"] = ofn.kernels()
+                timed.append((tag, ofn))
+            except Exception as e:
+                res[f"{tag}_error"] = short_error(e)
+                res[f"{tag}_us"] = res[f"{tag}_host_us"] = None
+        hosts, rounds, hows = {}, {}, {}
+        for tag, f in list(timed):
+            try:
+                with torch.no_grad():
+                    timer.warm(f, sets)
+                    hosts[tag] = timer.host_time(f, sets)
+            except Exception as e:
+                res[f"{tag}_error"] = short_error(e)
+                timed.remove((tag, f))
+        for _ in range(max(1, args.interleave)):
+            for tag, f in list(timed):
+                try:
+                    with torch.no_grad():
+                        us, hows[tag] = timer.device_time(f, sets, case["phase"], flush, hosts[tag])
+                    rounds.setdefault(tag, []).append(us)
+                except Exception as e:
+                    res[f"{tag}_error"] = short_error(e)
+                    rounds.pop(tag, None)
+                    timed.remove((tag, f))
+        for tag, _ in timed:
+            n = len(rounds[tag])
+            res[f"{tag}_host_us"], res[f"{tag}_us"] = hosts[tag], statistics.median(rounds[tag])
+            res[f"{tag}_timing"] = hows[tag] + (f"; median of {n} rounds interleaved with "
+                                                f"{', '.join(t for t, _ in timed if t != tag) or 'nothing'}" if n > 1 else "")
+    finally:
+        for ofn in owned:
+            try:
+                timer._sync()
             except Exception:
                 pass
-    # opfuse, in this process (--opfuse-lib): the same sets, Timer, checks.
-    lib = ctx.get("opfuse")
-    for variant in (args.opfuse_variants.split(",") if lib else []):
-        tag = f"opfuse_{variant}"
-        ofn = None
+            ofn.close()
+        del cfn
         try:
-            ofn = lib.program(case, variant, device)
-            with torch.no_grad():
-                outs = correctness(ofn, tag)
-                if out_e is not None:
-                    judge(f"{tag}_vs_eager", outs, out_e)
-                del outs
-                measure(ofn, tag)
-            res[f"{tag}_kernels"] = ofn.kernels()
-        except Exception as e:
-            res[f"{tag}_error"] = short_error(e)
-            res[f"{tag}_us"] = res[f"{tag}_host_us"] = None
-        finally:
-            if ofn is not None:
-                timer._sync()
-                ofn.close()
+            torch._dynamo.reset()
+        except Exception:
+            pass
     sets = ref = out_e = None
     _free(device)
     return res
@@ -1409,6 +1439,9 @@ def parse_args(argv):
                    help="back-to-back calls for the host time per call (default 200)")
     p.add_argument("--graph-calls", type=int, default=64,
                    help="decode: calls per captured graph, rounded up to a multiple of the sets (default 64)")
+    p.add_argument("--interleave", type=int, default=1,
+                   help="time torch.compile and each opfuse variant in this many rounds, in turn, and keep each one's "
+                        "median over the rounds (default 1: one measurement each)")
     p.add_argument("--max-sets", type=int, default=32, help="most rotated input sets per case (default 32, as opfuse)")
     p.add_argument("--max-sets-mib", type=int, default=None,
                    help="memory budget for one case's input/output sets, MiB (default: half the free device memory)")
@@ -1425,7 +1458,7 @@ def parse_args(argv):
     p.add_argument("--check", action="store_true",
                    help="validate cases.json, list the cases that would run, and exit (no torch needed)")
     args = p.parse_args(argv)
-    for name in ("reps", "replays", "host_calls", "graph_calls", "max_sets", "max_sets_mib"):
+    for name in ("reps", "replays", "host_calls", "graph_calls", "max_sets", "max_sets_mib", "interleave"):
         v = getattr(args, name)
         if v is not None and v < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")

@@ -8,7 +8,7 @@
 # Env: ROWS (bench rows), OPS (bench --ops regex), SWEEP=0 skips the sweep, OPFUSE_SWEEP_ROWS narrows
 # the sweep's rows, PEER_TIMEOUT (s), PEER_AB=1 adds the peer with --no-rotate-outputs and a table of both,
 # OPFUSE_LIB=0 keeps opfuse out of the peer's process (by default libopfuse_capi.so, when carried, is timed
-# there too: the one-process comparison), NCU_CASE='patterns/rmsnorm/bf16/rows=512/h=4096 ...' (case ids) adds ncu metrics of opfuse's and torch.compile's
+# there too: the one-process comparison, torch.compile and opfuse timed in PEER_INTERLEAVE rounds in turn, default 3), NCU_CASE='patterns/rmsnorm/bf16/rows=512/h=4096 ...' (case ids) adds ncu metrics of opfuse's and torch.compile's
 # kernels for each case side by side (clocks left alone), FIT_ROWS='16384,32768,65536' adds bench ops (library)
 # at those rows and a least-squares line µs = a + bytes / B per case: a is the fixed cost of one call under
 # the timing rules, B the bandwidth the kernel streams at once running, ROUNDS=N repeats bench ops + peer N
@@ -45,7 +45,8 @@ if [ "${SWEEP:-1}" = 1 ]; then
 fi
 # opfuse's kernels timed inside the peer's process too (one-process comparison) unless OPFUSE_LIB=0.
 PEER_OPFUSE=()
-[ "${OPFUSE_LIB:-1}" = 1 ] && [ -f "$B/libopfuse_capi.so" ] && PEER_OPFUSE=(--opfuse-lib "$B/libopfuse_capi.so")
+[ "${OPFUSE_LIB:-1}" = 1 ] && [ -f "$B/libopfuse_capi.so" ] &&
+  PEER_OPFUSE=(--opfuse-lib "$B/libopfuse_capi.so" --interleave "${PEER_INTERLEAVE:-3}")
 if [ "${MAIN:-1}" = 1 ]; then  # MAIN=0: only the modes asked for (ENV_AB, FIT_ROWS, ...)
   t=$SECONDS
   bench_fused "$W/bench" > "$W/bench.md"

@@ -14,7 +14,8 @@
 //         n (null pointer)
 // e.g. triton=tri.cubin:triton_red_fused__fused_rms_norm_0:512:512:64:module:x,w,y,i,I,n,n
 //      jit=ours.cubin:fz_rms_norm_bf16_h4096_x512_v8_decode:512:256:0:library:x,w,y
-// --flush: a 2 x L2 memset before each sample's spin. Prints one markdown table (µs per round, median).
+// --flush: a 2 x L2 memset before each sample's spin. --spin clock: PyTorch's clock64 spin (torch.cuda._sleep)
+// instead of opfuse's __nanosleep loop. --fill random: signed pseudo-random bf16 inputs (default: constant memset). Prints one markdown table (µs per round, median).
 // Build: nvcc -O2 -std=c++20 -gencode arch=compute_90,code=sm_90 -cudart static dev/kernel_ab/kernel_ab.cu -o build/kernel_ab
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -48,6 +49,23 @@ __global__ void SpinSleep(unsigned long long ns) {
   } while (t - t0 < ns);
 }
 
+// Signed pseudo-random bf16 in about [-2, 2) (a hash of the index and a seed): --fill random.
+__global__ void FillRandom(unsigned short* p, long long n, unsigned seed) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    unsigned h = static_cast<unsigned>(i) * 2654435761u ^ seed * 2246822519u;
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13, h *= 3266489917u, h ^= h >> 16;
+    const float f = (static_cast<float>(h & 0xffffff) / 16777216.0f - 0.5f) * 4.0f;
+    p[i] = static_cast<unsigned short>(__float_as_uint(f) >> 16);
+  }
+}
+
+// PyTorch's torch.cuda._sleep (the peer's spin): clock64 cycles.
+__global__ void SpinClock(long long cycles) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+}
+
 template <class F>
 F Entry(const char* name) {
   void* fp = nullptr;
@@ -79,6 +97,7 @@ int main(int argc, char** argv) {
   long long rows = 512, cols = 4096;
   int sets = 0, rounds = 3;  // sets 0: opfuse's rule, ceil(2 L2 / rotated bytes of the first kernel) <= 32
   bool flush = false;
+  std::string spin = "sleep", fill = "const";
   std::vector<Spec> specs;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -94,6 +113,8 @@ int main(int argc, char** argv) {
     else if (a == "--sets") sets = std::stoi(next());
     else if (a == "--rounds") rounds = std::stoi(next());
     else if (a == "--flush") flush = true;
+    else if (a == "--spin") spin = next();
+    else if (a == "--fill") fill = next();
     else {
       const auto eq = a.find('=');
       const auto f = Split(eq == std::string::npos ? "" : a.substr(eq + 1), ':');
@@ -114,6 +135,8 @@ int main(int argc, char** argv) {
   CK(cudaFree(nullptr));
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
+  int clock_khz = 0;
+  CK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
   auto mod_load = Entry<decltype(&cuModuleLoadData)>("cuModuleLoadData");
   auto mod_get = Entry<decltype(&cuModuleGetFunction)>("cuModuleGetFunction");
   auto launch = Entry<decltype(&cuLaunchKernel)>("cuLaunchKernel");
@@ -154,9 +177,16 @@ int main(int argc, char** argv) {
   std::vector<Set> bufs(sets);
   for (auto& b : bufs) {
     for (void** p : {&b.x, &b.r, &b.y, &b.h}) CK(cudaMalloc(p, mat));
-    CK(cudaMemset(b.x, 0x3c, mat));
-    CK(cudaMemset(b.r, 0x3b, mat));
+    if (fill == "random") {
+      static unsigned seed = 1;
+      FillRandom<<<1024, 256>>>(static_cast<unsigned short*>(b.x), rows * cols, seed++);
+      FillRandom<<<1024, 256>>>(static_cast<unsigned short*>(b.r), rows * cols, seed++);
+    } else {
+      CK(cudaMemset(b.x, 0x3c, mat));
+      CK(cudaMemset(b.r, 0x3b, mat));
+    }
   }
+  CK(cudaDeviceSynchronize());
   void* w = nullptr;
   CK(cudaMalloc(&w, cols * 2));
   CK(cudaMemset(w, 0x3f, cols * 2));
@@ -213,7 +243,8 @@ int main(int argc, char** argv) {
     CK(cudaStreamSynchronize(st));
     for (int i = 0; i < kSamples; ++i) {
       if (flush) CK(cudaMemsetAsync(flush_buf, i & 0x7f, flush_bytes, st));
-      SpinSleep<<<1, 1, 0, st>>>(100000);
+      if (spin == "clock") SpinClock<<<1, 1, 0, st>>>(100LL * clock_khz / 1000);  // ~100 µs at the boost clock
+      else SpinSleep<<<1, 1, 0, st>>>(100000);
       CK(cudaEventRecord(ev[2 * i], st));
       launch_one(s, bufs[i % sets]);
       CK(cudaEventRecord(ev[2 * i + 1], st));
@@ -231,8 +262,8 @@ int main(int argc, char** argv) {
   std::vector<std::vector<double>> us(specs.size());
   for (int r = 0; r < rounds; ++r)
     for (size_t k = 0; k < specs.size(); ++k) us[k].push_back(median_us(specs[k]));
-  std::printf("%s, %lld x %lld, %d set(s)%s, %d rounds (each the median of %d samples)\n\n", prop.name, rows, cols, sets,
-              flush ? ", 2 x L2 memset before each" : "", rounds, kSamples);
+  std::printf("%s, %lld x %lld, %s inputs, %d set(s)%s, %s spin, %d rounds (each the median of %d samples)\n\n", prop.name, rows, cols, fill.c_str(), sets,
+              flush ? ", 2 x L2 memset before each" : "", spin == "clock" ? "clock64" : "__nanosleep", rounds, kSamples);
   std::printf("| kernel | load | grid x block | µs per round | median µs |\n|---|---|---|---|---:|\n");
   for (size_t k = 0; k < specs.size(); ++k) {
     std::string per;
