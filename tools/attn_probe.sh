@@ -4,10 +4,10 @@
 # ncu (--clock-control none) with its warp-state sections. Carry build/carry.tar.xz.
 #   device: bash tools/attn_probe.sh "" "OPFUSE_ATTENTION_MIN_CHUNK=256" ...
 set -uo pipefail
-mkdir -p build/c "$OUT"
-python3 -c "import tarfile; tarfile.open('build/carry.tar.xz').extractall('build/c')" || exit 1
-B=build/c M=/tmp/opfuse_tinyllama_bf16
-export OPFUSE_CACHE_DIR=/tmp/opfuse_cache
+mkdir -p "$OUT"
+. "$(dirname "$0")/device_common.sh"
+opfuse_device_setup || exit 1
+M=/tmp/opfuse_tinyllama_bf16
 "$B/opfuse" init-weights --config tinyllama-1.1b --dtype bf16 --out "$M" > /dev/null 2>&1 || exit 1
 NCU_BIN=$(command -v ncu || ls /usr/local/cuda/bin/ncu)
 declare -a SUMMARY

@@ -16,10 +16,9 @@
 set -uo pipefail
 FINAL_OUT=${OUT:-/tmp/decode_out}
 OUT=$FINAL_OUT/work
-mkdir -p "$OUT" build/c
-python3 -c "import tarfile; tarfile.open('build/carry.tar.xz').extractall('build/c')" || exit 1
-B=build/c
-export OPFUSE_CACHE_DIR=/tmp/opfuse_cache
+mkdir -p "$OUT"
+. "$(dirname "$0")/device_common.sh"
+opfuse_device_setup || exit 1
 DEV=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
 echo "device: $DEV" | tee "$OUT/device.txt"
 declare -a SUMMARY

@@ -19,10 +19,9 @@
 # medians, MAIN=0 skips the default bench ops + peer + report (with ENV_AB etc.). Everything lands in $OUT/probe.tgz; a short table is printed last.
 set -uo pipefail
 W=${OUT:-/tmp/fused_probe}/work
-mkdir -p "$W" build/c
-python3 -c "import tarfile; tarfile.open('build/carry.tar.xz').extractall('build/c')" || exit 1
-B=build/c
-export OPFUSE_CACHE_DIR=/tmp/opfuse_cache
+mkdir -p "$W"
+. "$(dirname "$0")/device_common.sh"
+opfuse_device_setup || exit 1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$W/device.txt"
 # bench ops over the fused patterns (OPS, ROWS), library + jit, into directory $1; further arguments
 # go to bench ops. Its markdown goes to stdout, its stderr to bench_stderr.log.
