@@ -15,7 +15,8 @@
 // e.g. triton=tri.cubin:triton_red_fused__fused_rms_norm_0:512:512:64:module:x,w,y,i,I,n,n
 //      jit=ours.cubin:fz_rms_norm_bf16_h4096_x512_v8_decode:512:256:0:library:x,w,y
 // --flush: a 2 x L2 memset before each sample's spin. --spin clock: PyTorch's clock64 spin (torch.cuda._sleep)
-// instead of opfuse's __nanosleep loop. --fill random: signed pseudo-random bf16 inputs (default: constant memset). Prints one markdown table (µs per round, median).
+// instead of opfuse's __nanosleep loop. --pool: buffers carved from 20 MiB segments at 512-byte
+// alignment (PyTorch's caching allocator) instead of one cudaMalloc each. --fill random: signed pseudo-random bf16 inputs (default: constant memset). Prints one markdown table (µs per round, median).
 // Build: nvcc -O2 -std=c++20 -gencode arch=compute_90,code=sm_90 -cudart static dev/kernel_ab/kernel_ab.cu -o build/kernel_ab
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -98,6 +99,7 @@ int main(int argc, char** argv) {
   int sets = 0, rounds = 3;  // sets 0: opfuse's rule, ceil(2 L2 / rotated bytes of the first kernel) <= 32
   bool flush = false;
   std::string spin = "sleep", fill = "const";
+  bool pool = false;
   std::vector<Spec> specs;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -115,6 +117,7 @@ int main(int argc, char** argv) {
     else if (a == "--flush") flush = true;
     else if (a == "--spin") spin = next();
     else if (a == "--fill") fill = next();
+    else if (a == "--pool") pool = true;
     else {
       const auto eq = a.find('=');
       const auto f = Split(eq == std::string::npos ? "" : a.substr(eq + 1), ':');
@@ -176,7 +179,22 @@ int main(int argc, char** argv) {
   };
   std::vector<Set> bufs(sets);
   for (auto& b : bufs) {
-    for (void** p : {&b.x, &b.r, &b.y, &b.h}) CK(cudaMalloc(p, mat));
+    for (void** p : {&b.x, &b.r, &b.y, &b.h}) {
+      if (pool) {  // carved one after another from 20 MiB segments at 512-byte alignment, as PyTorch's allocator does
+        static char* seg = nullptr;
+        static size_t used = 0, cap = 0;
+        const size_t need = (mat + 511) / 512 * 512;
+        if (!seg || used + need > cap) {
+          cap = std::max<size_t>(20u << 20, need);
+          CK(cudaMalloc(reinterpret_cast<void**>(&seg), cap));
+          used = 0;
+        }
+        *p = seg + used;
+        used += need;
+      } else {
+        CK(cudaMalloc(p, mat));
+      }
+    }
     if (fill == "random") {
       static unsigned seed = 1;
       FillRandom<<<1024, 256>>>(static_cast<unsigned short*>(b.x), rows * cols, seed++);
@@ -262,7 +280,7 @@ int main(int argc, char** argv) {
   std::vector<std::vector<double>> us(specs.size());
   for (int r = 0; r < rounds; ++r)
     for (size_t k = 0; k < specs.size(); ++k) us[k].push_back(median_us(specs[k]));
-  std::printf("%s, %lld x %lld, %s inputs, %d set(s)%s, %s spin, %d rounds (each the median of %d samples)\n\n", prop.name, rows, cols, fill.c_str(), sets,
+  std::printf("%s, %lld x %lld, %s inputs%s, %d set(s)%s, %s spin, %d rounds (each the median of %d samples)\n\n", prop.name, rows, cols, fill.c_str(), pool ? " (pooled)" : "", sets,
               flush ? ", 2 x L2 memset before each" : "", spin == "clock" ? "clock64" : "__nanosleep", rounds, kSamples);
   std::printf("| kernel | load | grid x block | µs per round | median µs |\n|---|---|---|---|---:|\n");
   for (size_t k = 0; k < specs.size(); ++k) {

@@ -76,7 +76,7 @@ double Ceilings::GemmFor(const std::string& dtype) const {
 void DeriveMetrics(BenchReport& r) {
   for (auto& c : r.cases) {
     c.best_variant.clear();
-    c.best_us = c.eager_over_best = c.compile_over_best = c.compile_over_opfuse_one_process = kNaN;
+    c.best_us = c.eager_over_best = c.compile_over_best = c.compile_over_opfuse_one_process = c.best_of_copy_same = kNaN;
     if (c.peer && Has(c.peer->compile_us) && Has(c.peer->opfuse_us) && c.peer->opfuse_us > 0)
       c.compile_over_opfuse_one_process = c.peer->compile_us / c.peer->opfuse_us;
     const double gemm = r.ceilings.GemmFor(c.dtype);
@@ -95,6 +95,7 @@ void DeriveMetrics(BenchReport& r) {
         c.best_variant = v.name;
       }
     }
+    if (Has(c.best_us) && c.best_us > 0 && Has(c.copy_same_us)) c.best_of_copy_same = c.copy_same_us / c.best_us;
     if (Has(c.best_us) && c.peer) {
       if (Has(c.peer->eager_us)) c.eager_over_best = c.peer->eager_us / c.best_us;
       if (Has(c.peer->compile_us)) c.compile_over_best = c.peer->compile_us / c.best_us;
@@ -152,12 +153,15 @@ json ReportToJson(const BenchReport& r) {
     json jc = {{"id", c.id},       {"suite", c.suite}, {"op", c.op},       {"dtype", c.dtype},
                {"phase", c.phase}, {"rows", c.rows},   {"width", c.width}, {"bytes", c.bytes},
                {"flops", c.flops}, {"check", Str(c.check)}, {"variants", vars}};
+    jc["copy_same_us"] = Num(c.copy_same_us);
+    jc["copy_same_method"] = Str(c.copy_same_method);
     jc["peer"] = c.peer ? PeerToJson(*c.peer) : json(nullptr);
     jc["ratios"] = {{"best_variant", Str(c.best_variant)},
                     {"best_us", Num(c.best_us)},
                     {"eager_over_opfuse", Num(c.eager_over_best)},
                     {"compile_over_opfuse", Num(c.compile_over_best)},
-                    {"compile_over_opfuse_one_process", Num(c.compile_over_opfuse_one_process)}};
+                    {"compile_over_opfuse_one_process", Num(c.compile_over_opfuse_one_process)},
+                    {"best_of_same_size_copy", Num(c.best_of_copy_same)}};
     cases.push_back(std::move(jc));
   }
   json skipped = json::array();
@@ -374,6 +378,8 @@ StatusOr<BenchReport> ReportFromJson(const json& j) {
     c.bytes = rd.Int(jc, path, "bytes", true);
     c.flops = rd.Int(jc, path, "flops", true);
     c.check = rd.String(jc, path, "check");
+    c.copy_same_us = rd.Number(jc, path, "copy_same_us");
+    c.copy_same_method = rd.String(jc, path, "copy_same_method");
     if (!rd.ok()) return rd.status();
     if (!ids.insert(c.id).second) return InvalidArgument(fmt::format("bench_report.json: {}: duplicate case id {}", path, Quote(c.id)));
     if (const json* vars = rd.Field(jc, path, "variants", true)) {
@@ -573,10 +579,14 @@ std::string MarkdownSummary(const BenchReport& r) {
   const bool one = peer && std::any_of(r.cases.begin(), r.cases.end(), [](const CaseResult& c) {
     return c.peer && Has(c.peer->opfuse_us);
   });
+  // The same-size copy column when the run measured it (bench ops' default).
+  const bool same = std::any_of(r.cases.begin(), r.cases.end(), [](const CaseResult& c) { return Has(c.copy_same_us); });
   out += "| case | unfused µs | library µs | jit µs | best | MBU | MFU |";
+  out += same ? " of same-size copy |" : "";
   out += peer ? " eager µs | compile µs | vs compile |" : "";
   out += one ? " opfuse µs, peer's process | vs compile, one process |\n" : "\n";
   out += "|---|---:|---:|---:|---|---:|---:|";
+  out += same ? "---:|" : "";
   out += peer ? "---:|---:|---:|" : "";
   out += one ? "---:|---:|\n" : "\n";
   int wrong = 0, errors = 0;
@@ -601,6 +611,7 @@ std::string MarkdownSummary(const BenchReport& r) {
     const VariantResult* b = c.best_variant.empty() ? nullptr : c.Find(c.best_variant);
     out += fmt::format(" {} | {} | {} |", c.best_variant.empty() ? "—" : c.best_variant, Pct(b ? b->mbu : kNaN),
                        Pct(b ? b->mfu : kNaN));
+    if (same) out += fmt::format(" {} |", Pct(c.best_of_copy_same));
     if (peer) {
       const PeerResult p = c.peer.value_or(PeerResult{});
       const std::string warn = p.flags.empty() ? "" : " ⚠";

@@ -7,8 +7,8 @@
 //    bench_report.json, and that every other output is rendered from. So `opfuse bench report`
 //    (host-only) can read a report written on the GPU machine, merge the PyTorch peer's timings
 //    (peer.json from tools/bench_peer.py) and regenerate the HTML and metrics without a GPU.
-//  * Only measurements are stored as inputs (µs, host µs, rel_err, ceilings); every derived figure
-//    (GB/s, TFLOP/s, MBU, MFU, speedups) is recomputed by DeriveMetrics from them and the case's
+//  * Only measurements are stored as inputs (µs, host µs, rel_err, ceilings, the same-size copy's µs);
+//    every derived figure (GB/s, TFLOP/s, MBU, MFU, speedups, share of the same-size copy) is recomputed by DeriveMetrics from them and the case's
 //    bytes/flops, so a merge or a rewrite can never leave stale ratios behind.
 //  * A missing number is NaN in memory and null in JSON (never 0, which would read as "infinitely
 //    fast" or "0% utilisation").
@@ -87,6 +87,13 @@ struct CaseResult {
   double best_us = kNaN, eager_over_best = kNaN, compile_over_best = kNaN;
   // peer compile_us / peer opfuse_us: both timed in the peer's process (NaN without --opfuse-lib).
   double compile_over_opfuse_one_process = kNaN;
+  // The bandwidth reference at this size: a copy of the case's bytes (half read, half written) with
+  // the ceiling's copy kernel, timed as the variants are (sets rule, flush, spin, events or graph
+  // replay). NaN when not measured (bench ops --no-copy-reference; eval, profile).
+  double copy_same_us = kNaN;
+  std::string copy_same_method;
+  // Derived: copy_same_us / best_us, the best variant's bandwidth as a fraction of that copy's.
+  double best_of_copy_same = kNaN;
   const VariantResult* Find(const std::string& variant) const;
 };
 CaseResult CaseResultFor(const OpCase& c);

@@ -424,7 +424,10 @@ std::string ResultsTable(const BenchReport& r, bool with_peer) {
       if (!v.check_error.empty()) notes = "check: " + v.check_error + "; " + notes;
       if (first && c.peer && !c.peer->flags.empty())
         notes = fmt::format("PEER FLAGGED: {}; ", fmt::join(c.peer->flags, "; ")) + notes;
-      if (first && c.peer && !c.peer->impl.empty()) notes += "; torch: " + c.peer->impl;
+      if (first && c.peer && !c.peer->impl.empty()) notes += "torch: " + c.peer->impl + "; ";
+      if (first && Has(c.copy_same_us))
+        notes += fmt::format("a copy of the same bytes: {} µs ({}), the best variant {} of its bandwidth; ", Us(c.copy_same_us),
+                             c.copy_same_method, Pct(c.best_of_copy_same));
       if (!v.kernels.empty()) notes += fmt::format("{}", fmt::join(v.kernels, ", "));
       if (!v.error.empty()) {
         o += fmt::format("<td colspan=\"9\" class=\"l bad wrap\">error: {}</td>", Esc(v.error));

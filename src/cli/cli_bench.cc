@@ -37,7 +37,7 @@ namespace fs = std::filesystem;
 
 struct OpsArgs {
   std::string suite = "all", ops, rows, widths, dtype = "bf16", variants = "unfused,library,jit", out = "bench_out";
-  bool list_cases = false, json = false, quick = false;
+  bool list_cases = false, json = false, quick = false, no_copy_reference = false;
   int min_samples = 0;
   uint64_t seed = 0x0f5e;
 };
@@ -113,6 +113,7 @@ int RunOps(const OpsArgs& a) {
     o.timing.max_samples = std::max(o.timing.max_samples, a.min_samples);
   }
   o.seed = a.seed;
+  o.measure_copy_same = !a.no_copy_reference;
   o.command = CommandLine("opfuse bench ops");
   Progress progress;
   const auto t0 = std::chrono::steady_clock::now();
@@ -182,11 +183,15 @@ void RegisterBenchOps(CLI::App& bench) {
   cmd->add_option("--min-samples", a->min_samples, "timed samples per variant at least (default 25)");
   cmd->add_flag("--quick", a->quick, "fewer samples and shorter budgets (a smoke run, not for publishing)");
   cmd->add_option("--seed", a->seed, "seed of the random inputs");
+  cmd->add_flag("--no-copy-reference", a->no_copy_reference,
+                "skip the per-case copy of the same bytes (the 'of same-size copy' column)");
   cmd->footer(
       "Each case runs through the CUDA executor in every variant, is checked once against the CPU\n"
       "reference (rel_err with a per-dtype bound; ✗ in the report when it fails) and timed: CUDA events\n"
       "after warm-up, median of many samples, L2 flushed, rotated inputs; decode sizes (rows <= 64) by\n"
-      "CUDA-graph replay. MBU/MFU are against ceilings measured at start (copy kernel, cuBLASLt GEMM).\n"
+      "CUDA-graph replay. MBU/MFU are against ceilings measured at start (copy kernel over 1 GiB, cuBLASLt\n"
+      "GEMM); 'of same-size copy' is the best variant's bandwidth against a copy of the case's own bytes,\n"
+      "timed the same way (what a kernel of that size can reach when each call is timed).\n"
       "Peer: python3 tools/bench_peer.py --cases DIR/cases.json --out peer.json, then\n"
       "      opfuse bench report --dir DIR --peer peer.json.   See docs/bench.md.\n"
       "Exit 0 ok, 2 bad flags or no CUDA device, 1 internal error / run stopped early.");

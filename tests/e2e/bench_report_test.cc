@@ -394,6 +394,38 @@ TEST(BenchReport, PeerWithOpfuseInItsProcess) {
   EXPECT_NE(st.message().find("times must be positive"), std::string::npos) << st.message();
 }
 
+// The per-case copy of the same bytes: stored as measured, best_of_copy_same derived from it, a
+// markdown column only when some case has it, JSON round trip, a bad value names the field.
+TEST(BenchReport, SameSizeCopyReference) {
+  BenchReport r = SyntheticReport();
+  EXPECT_EQ(MarkdownSummary(r).find("of same-size copy"), std::string::npos);
+  CaseResult& c = r.cases[0];
+  DeriveMetrics(r);
+  ASSERT_TRUE(Has(c.best_us));
+  EXPECT_TRUE(std::isnan(c.best_of_copy_same));
+  c.copy_same_us = 0.9 * c.best_us;
+  c.copy_same_method = "16-byte copy kernel, synthetic";
+  DeriveMetrics(r);
+  EXPECT_NEAR(c.best_of_copy_same, 0.9, 1e-12);
+  EXPECT_TRUE(std::isnan(r.cases[1].best_of_copy_same));  // not measured there
+  const std::string md = MarkdownSummary(r);
+  EXPECT_NE(md.find("| of same-size copy |"), std::string::npos) << md.substr(0, 400);
+  EXPECT_NE(md.find("| 90% |"), std::string::npos) << md.substr(0, 800);
+  EXPECT_NE(RenderHtml(r).find("a copy of the same bytes"), std::string::npos);
+  const nlohmann::json j = ReportToJson(r);
+  EXPECT_NEAR(j["cases"][0]["ratios"]["best_of_same_size_copy"].get<double>(), 0.9, 1e-12);
+  EXPECT_TRUE(j["cases"][1]["copy_same_us"].is_null());
+  auto back = ReportFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->cases[0].copy_same_method, c.copy_same_method);
+  EXPECT_EQ(ReportToJson(*back).dump(), j.dump());
+  nlohmann::json bad = j;
+  bad["cases"][0]["copy_same_us"] = "quick";
+  auto e = ReportFromJson(bad);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("cases[0].copy_same_us"), std::string::npos) << e.status().message();
+}
+
 TEST(BenchReport, HtmlIsSelfContainedAndWellFormed) {
   BenchReport r = SyntheticReport();
   ASSERT_TRUE(MergePeer(r, SyntheticPeer(r), false, nullptr).ok());

@@ -188,6 +188,37 @@ TEST_F(BenchTiming, DecodeCaseTimesThroughTheExecutor) {
       EXPECT_GT(v.host_us, 0.0);
       EXPECT_GT(v.mbu, 0.0);
     }
+    EXPECT_TRUE(std::isnan(c.copy_same_us)) << "measured without measure_copy_same";
+  }
+}
+
+// The per-case copy of the same bytes (bench ops' default): timed by the case's method (graph replay
+// at decode, events at prefill), positive, and in the range of the case's own kernels.
+TEST_F(BenchTiming, SameSizeCopyReference) {
+  SuiteFilter f;
+  f.ops_regex = "rmsnorm";
+  f.rows = {8, 2048};
+  f.widths = {2048};
+  auto suite = BuildOpSuite(f);
+  ASSERT_TRUE(suite.ok()) << suite.status().ToString();
+  ASSERT_EQ(suite->cases.size(), 2u);
+  OpBenchOptions o;
+  o.timing = TimingOptions::Quick();
+  o.variants = {"library"};
+  o.measure_copy_same = true;
+  o.measure_gemm = false;
+  auto r = RunOpBench(*suite, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->complete) << r->aborted;
+  for (const auto& c : r->cases) {
+    std::printf("[bench] %s: same-size copy %.2f us (%s), library %.2f us, best = %.0f%% of the copy's bandwidth\n",
+                c.id.c_str(), c.copy_same_us, c.copy_same_method.c_str(), c.best_us, 100 * c.best_of_copy_same);
+    ASSERT_TRUE(Has(c.copy_same_us)) << c.id << ": " << c.copy_same_method;
+    EXPECT_GT(c.copy_same_us, 0.0);
+    EXPECT_NE(c.copy_same_method.find(c.phase == "decode" ? "graph x" : "events"), std::string::npos) << c.copy_same_method;
+    ASSERT_TRUE(Has(c.best_of_copy_same)) << c.id;
+    EXPECT_GT(c.best_of_copy_same, 0.1) << c.id;  // a norm is not 10x slower than a copy of its bytes
+    EXPECT_LT(c.best_of_copy_same, 3.0) << c.id;  // nor 3x faster
   }
 }
 

@@ -396,6 +396,52 @@ Status RunVariant(const OpCase& c, const Graph& graph, const CaseBuffers& b, con
   return Status::Ok();
 }
 
+// A copy of `c.bytes` bytes (half read, half written: the bytes the case moves) with the ceiling's
+// 16-byte copy kernel, timed by the variants' rules: K sets by the same rule (all of it rotated),
+// the flush when the K sets stay under 2x L2, the spin, events, or one CUDA-graph replay of R calls
+// for decode cases. At 16384 x 2048 the 1 GiB copy ceiling is out of reach for any kernel timed per
+// call (the events' fixed cost, docs/BENCHMARKS.md issue 4 session 8); this is the reference at the size.
+StatusOr<std::pair<double, std::string>> TimeSameSizeCopy(const OpCase& c, Harness& h, const TimingOptions& t) {
+  cudaStream_t s = h.stream();
+  const int64_t half = std::max<int64_t>(16, (c.bytes / 2 + 15) / 16 * 16);
+  const int64_t rotated = 2 * half, target = 2 * h.device().l2_bytes;
+  int64_t k = std::clamp<int64_t>((target + rotated - 1) / rotated, 1, std::max(t.max_sets, 1));
+  size_t free_b = 0, total_b = 0;
+  OPFUSE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  k = std::min<int64_t>(k, static_cast<int64_t>(free_b / 2) / rotated);
+  if (k < 1) return Internal(fmt::format("{} bytes of copy do not fit in half of the free device memory", rotated));
+  const bool flush = k * rotated < target;
+  std::vector<cuda::DeviceBuffer> src, dst;
+  for (int64_t i = 0; i < k; ++i) {
+    OPFUSE_ASSIGN_OR_RETURN(auto a, cuda::DeviceBuffer::Make(h.allocator(), static_cast<size_t>(half), s));
+    OPFUSE_ASSIGN_OR_RETURN(auto b, cuda::DeviceBuffer::Make(h.allocator(), static_cast<size_t>(half), s));
+    OPFUSE_RETURN_IF_ERROR(LaunchFillUniform(a.get(), DType::kF32, half / 4, 0xc0b1 + static_cast<uint64_t>(i), false,
+                                             h.device().sm_count, s));
+    src.push_back(std::move(a));
+    dst.push_back(std::move(b));
+  }
+  auto run = [&](int i) {
+    return LaunchCopy16(src[i % k].get(), dst[i % k].get(), static_cast<size_t>(half), h.device().sm_count, s);
+  };
+  for (int64_t i = 0; i < k * std::max(t.warmup, 1); ++i) OPFUSE_RETURN_IF_ERROR(run(static_cast<int>(i)));
+  OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
+  OPFUSE_ASSIGN_OR_RETURN(double host, h.HostUsPerCall(run, t.host_calls));
+  std::string method = "events";
+  StatusOr<SampleStats> stats = Internal("not timed");
+  if (c.phase == "decode") {
+    const int runs = static_cast<int>(k) * ((std::max(t.graph_runs, 1) + static_cast<int>(k) - 1) / static_cast<int>(k));
+    OPFUSE_ASSIGN_OR_RETURN(GraphExec g, h.Capture(run, runs));
+    stats = h.TimeGraph(g, runs, flush, t);
+    method = fmt::format("graph x{}", runs);
+  } else {
+    stats = h.TimeEvents(run, flush, host, t);
+  }
+  if (!stats.ok()) return stats.status();
+  OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
+  return std::make_pair(stats->median_us, fmt::format("16-byte copy kernel, {} B each way, {} over {} set(s){}", half, method, k,
+                                                      flush ? ", L2 flushed" : ""));
+}
+
 }  // namespace
 
 cuda::ExecutorOptions BenchExecutorOptions(const FusionConfig& config, cuda::Variant variant) {
@@ -538,6 +584,17 @@ StatusOr<BenchReport> RunOpBench(const OpSuite& suite, const OpBenchOptions& o) 
         }
       }
       buffers = Internal("released");  // frees the case's device buffers before the next case
+      if (o.measure_copy_same && fatal.ok() && c.bytes > 0) {
+        auto copy = TimeSameSizeCopy(c, *harness, o.timing);
+        if (copy.ok()) {
+          cr.copy_same_us = copy->first;
+          cr.copy_same_method = copy->second;
+        } else if (IsStickyStatus(copy.status())) {
+          fatal = copy.status();
+        } else {
+          cr.copy_same_method = "not measured: " + copy.status().message();
+        }
+      }
     }
     r.cases.push_back(std::move(cr));
     if (!fatal.ok()) {

@@ -60,6 +60,9 @@ struct OpBenchOptions {
   std::string command;  // recorded in the report
   bool measure_gemm = true;     // the GEMM ceiling (MFU); `opfuse profile` needs only bandwidth
   bool measure_launch = false;  // Ceilings::launch_us (MeasureLaunchUs), for the profile's cost model
+  // Per case: a copy of the case's bytes timed as its variants are (CaseResult::copy_same_us), the
+  // bandwidth reference at that size; `bench ops` sets it unless --no-copy-reference.
+  bool measure_copy_same = false;
   // Called before case i (0-based) of n starts.
   std::function<void(int i, int n, const std::string& id)> on_case_start;
   // Called after each case with the report so far (complete = false), e.g. to checkpoint it.
