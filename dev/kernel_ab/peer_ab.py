@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""peer_ab: scratch probe (dev/, session 9, issue 4). Inside the peer's process (tools/bench_peer.py's
+Timer, input sets, output rotation), time one case four ways, in interleaved rounds:
+
+  compile      torch.compile(fn), as bench_peer times it (Triton's launcher)
+  opfuse       libopfuse_capi.so (the executor; the JIT kernel through opfuse's static cudart)
+  ours_drv     opfuse's JIT kernel from a cubin, launched with the driver's cuLaunchKernel (ctypes)
+  triton_drv   torch.compile's own winning Triton kernel from its cubin, launched the same way
+
+Question: when torch.compile is ahead of opfuse in the peer's process but not kernel against kernel
+(dev/kernel_ab), is it the kernel, the launch path or the process?
+
+  python3 dev/kernel_ab/peer_ab.py --cases build/kab/cases.json --id 'patterns/swiglu/bf16/rows=512/h=5632' \\
+      --opfuse-lib build/c/libopfuse_capi.so --ours build/kab/n_swi.cubin:fz_swiglu_bf16_w5632_x512_v8:1408:256:g,u,y
+The Triton kernel is found in TORCHINDUCTOR_CACHE_DIR (set it to an empty directory) by its
+*.best_config after the compile; its arguments are the case's inputs, then its outputs in the order
+given by --triton-outs, the i32 sizes and two null scratch pointers.
+"""
+import argparse
+import ctypes
+import glob
+import json
+import os
+import statistics
+import sys
+import types
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
+import bench_peer as bp  # noqa: E402
+
+torch = bp.load_torch()
+
+
+def cuda_driver():
+    lib = ctypes.CDLL("libcuda.so.1")
+    lib.cuModuleLoadData.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p]
+    lib.cuModuleGetFunction.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p]
+    lib.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 6 + [ctypes.c_uint, ctypes.c_void_p,
+                                                                           ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
+    return lib
+
+
+def load(lib, path, name):
+    data = open(path, "rb").read()
+    mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
+    assert lib.cuModuleLoadData(ctypes.byref(mod), data) == 0, f"cuModuleLoadData {path}"
+    assert lib.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode()) == 0, f"cuModuleGetFunction {name}"
+    return fn, data  # keep the bytes alive
+
+
+def launcher(lib, fn, grid, block, smem, argspec, case, device):
+    """fn(*inputs) -> outputs: allocates the outputs with torch, launches on torch's current stream.
+    argspec: names of the case's inputs / outputs, 'N' (i32 numel of the first input), 'R' / 'C'
+    (i32 rows / cols), 'null'."""
+    in_names = [t["name"] for t in case["inputs"]]
+    decl = case["outputs"]
+    out_names = [t["name"] for t in decl]
+    shape0 = case["inputs"][0]["shape"]
+
+    def f(*xs):
+        res = [torch.empty(d["shape"], dtype=bp.torch_dtype(d["dtype"]), device=device) for d in decl]
+        store = []
+        for a in argspec:
+            if a in in_names:
+                store.append(ctypes.c_void_p(xs[in_names.index(a)].data_ptr()))
+            elif a in out_names:
+                store.append(ctypes.c_void_p(res[out_names.index(a)].data_ptr()))
+            elif a == "N":
+                n = 1
+                for d in shape0:
+                    n *= d
+                store.append(ctypes.c_int32(n))
+            elif a == "R":
+                store.append(ctypes.c_int32(shape0[0]))
+            elif a == "C":
+                store.append(ctypes.c_int32(shape0[-1]))
+            elif a == "null":
+                store.append(ctypes.c_void_p(0))
+            else:
+                raise ValueError(f"bad argument {a!r}")
+        params = (ctypes.c_void_p * len(store))(*[ctypes.cast(ctypes.pointer(s), ctypes.c_void_p) for s in store])
+        stream = torch.cuda.current_stream(device).cuda_stream
+        rc = lib.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, smem, ctypes.c_void_p(stream), params, None)
+        if rc != 0:
+            raise RuntimeError(f"cuLaunchKernel: {rc}")
+        return tuple(res)
+    return f
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--cases", required=True)
+    p.add_argument("--id", required=True)
+    p.add_argument("--opfuse-lib", required=True)
+    p.add_argument("--ours", required=True, help="CUBIN:FUNCTION:GRID:BLOCK:ARG,ARG,...")
+    p.add_argument("--triton-outs", default="", help="the Triton kernel's output order (default: the case's)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--reps", type=int, default=100)
+    p.add_argument("--side-stream", action="store_true",
+                   help="run everything on a stream torch creates instead of the legacy default stream")
+    a = p.parse_args()
+    case = next(c for c in json.load(open(a.cases))["cases"] if c["id"] == a.id)
+    device = torch.device("cuda", 0)
+    torch.cuda.set_device(device)
+    l2 = int(torch.cuda.get_device_properties(device).L2_cache_size)
+    args = types.SimpleNamespace(reps=a.reps, no_rotate_outputs=False, warmup=5, host_calls=50, replays=25,
+                                 graph_calls=64, no_graph=False, max_sets=32)
+    timer = bp.Timer(args, device, l2)
+    feat = bp.Features("auto")
+    fn, _ = bp.OPS[case["op"]].build(case, feat, device)
+    k, flush = bp.plan_sets(case, l2, torch.cuda.mem_get_info(device)[0] // 2, 32)
+    gen = torch.Generator(device=device)
+    gen.manual_seed(1)
+    sets = [bp.make_inputs(case, device, gen)]
+    while len(sets) < k:
+        sets.append(bp.make_inputs(case, device, gen, share_from=sets[0]))
+    cfn = torch.compile(fn, dynamic=False, fullgraph=True)
+    with torch.no_grad():
+        ref = bp.as_tuple(cfn(*sets[0]))
+    torch.cuda.synchronize()
+    lib = cuda_driver()
+    fns = {"compile": cfn, "opfuse": bp.OpfuseLib(a.opfuse_lib).program(case, "jit", device)}
+    path, name, grid, block, spec = a.ours.split(":")
+    ofn, keep1 = load(lib, path, name)
+    fns["ours_drv"] = launcher(lib, ofn, int(grid), int(block), 0, spec.split(","), case, device)
+    # torch.compile's winner: the best_config's triton_cache_hash names the directory of its cubin.
+    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")
+    best = [json.load(open(f)) for f in glob.glob(os.path.join(cache, "**", "*.best_config"), recursive=True)]
+    keep2 = None
+    for b in best:
+        cubins = glob.glob(os.path.join(cache, "triton", "**", b["triton_cache_hash"], "*.cubin"), recursive=True)
+        if not cubins:
+            continue
+        meta = json.load(open(cubins[0][:-len(".cubin")] + ".json"))
+        tname = meta["name"]
+        threads = 32 * meta["num_warps"]
+        n = 1
+        for d in case["inputs"][0]["shape"]:
+            n *= d
+        rows = case["inputs"][0]["shape"][0]
+        xblock = b.get("XBLOCK", 1)
+        grid = rows // xblock if "R0_BLOCK" in b else n // xblock
+        outs = a.triton_outs.split(",") if a.triton_outs else [t["name"] for t in case["outputs"]]
+        tspec = [t["name"] for t in case["inputs"]] + outs + (["R", "C"] if "R0_BLOCK" in b else ["N"]) + ["null", "null"]
+        tfn, keep2 = load(lib, cubins[0], tname)
+        fns["triton_drv"] = launcher(lib, tfn, grid, threads, meta["shared"], tspec, case, device)
+        print(f"triton: {tname} grid {grid} x {threads}, smem {meta['shared']}, args {','.join(tspec)}")
+        break
+    # Every path's outputs against torch.compile's (catches a wrong argument order).
+    with torch.no_grad():
+        for tag, f in fns.items():
+            outs = bp.as_tuple(f(*sets[0]))
+            torch.cuda.synchronize()
+            for o, r in zip(outs, ref):
+                err = ((o.float() - r.float()).norm() / r.float().norm()).item()
+                print(f"check {tag}: rel err vs compile {err:.2e}")
+                if not err < 2e-2:
+                    sys.exit(f"{tag}: outputs differ from torch.compile's ({err:.2e})")
+    hosts = {}
+    side = torch.cuda.Stream(device=device) if a.side_stream else torch.cuda.current_stream(device)
+    torch.cuda.synchronize()
+    with torch.no_grad(), torch.cuda.stream(side):
+        for tag, f in fns.items():
+            timer.warm(f, sets)
+            hosts[tag] = timer.host_time(f, sets)
+        rounds = {t: [] for t in fns}
+        for _ in range(a.rounds):
+            for tag, f in fns.items():
+                rounds[tag].append(timer.events(f, sets, flush, hosts[tag]))
+    torch.cuda.synchronize()
+    print(f"{torch.cuda.get_device_name(device)}, {a.id}, {k} sets, flush {flush}, {a.reps} samples per round, "
+          f"stream {'torch.cuda.Stream()' if a.side_stream else 'default (legacy)'}")
+    print("| path | µs per round | median | host µs |\n|---|---|---:|---:|")
+    for tag, v in rounds.items():
+        print(f"| {tag} | {' '.join(f'{x:.2f}' for x in v)} | {statistics.median(v):.2f} | {hosts[tag]:.1f} |")
+    del keep1, keep2
+
+
+if __name__ == "__main__":
+    main()
