@@ -13,7 +13,7 @@
 // (converted to f32 on use, laundered between passes), all loads issued before the first use,
 // shuffle reductions plus one shared-memory exchange for groups wider than a warp. Two shapes are
 // emitted when they differ: `function` for prefill (rows >= kDecodeRowsPerSm x SMs; ~16 registers of
-// row data per thread, 32 for multi-pass kernels with a MUFU op per element — the library's measured
+// row data per thread, 8 for multi-pass kernels with a MUFU op per element (softmax: 2 vectors) — measured
 // best per family) and `decode_function` for fewer rows (the fewest vectors per thread whose group
 // fits EmitOptions::decode_row_threads, so one row's loads and exponentials spread over many
 // threads; twice decode_row_threads for two or more 16-byte packs of row data per vector). In the
