@@ -196,24 +196,33 @@ __global__ void __launch_bounds__(kWarpRowsThreads) RedWarpPerRow(RedParams p) {
   }
 }
 
+// One state per thread combined over the block: warp shuffles, one partial per warp in `partial`
+// (nwarps entries), then warp 0 reduces those. The block's state is valid in warp 0 only; the
+// caller syncs before `partial` is written again.
+template <class R>
+__device__ __forceinline__ typename R::State BlockReduce(typename R::State s, typename R::State* partial, int nwarps) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  s = WarpReduce<R>(s);
+  if (lane == 0) partial[warp] = s;
+  __syncthreads();
+  if (warp == 0) {
+    s = lane < nwarps ? partial[lane] : R::Init();
+    s = WarpReduce<R>(s);
+  }
+  return s;
+}
+
 template <class R, class T, int VEC>
 __global__ void __launch_bounds__(1024) RedBlockPerRow(RedParams p) {
   PdlEnter();  // launched with PDL: nothing is touched before the wait
   __shared__ typename R::State partial[32];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nwarps = blockDim.x / 32;
   const T* in = static_cast<const T*>(p.in);
   auto* out = static_cast<typename R::Out*>(p.out);
   for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
     typename R::State s = R::Init();
     FoldRow<R, T, VEC>(in + r * p.cols, p.cols, int64_t{threadIdx.x} * VEC, int64_t{blockDim.x} * VEC, s);
-    s = WarpReduce<R>(s);
-    if (lane == 0) partial[warp] = s;
-    __syncthreads();
-    if (warp == 0) {
-      s = lane < nwarps ? partial[lane] : R::Init();
-      s = WarpReduce<R>(s);
-      if (lane == 0) out[r] = R::Final(s, p.cols);
-    }
+    s = BlockReduce<R>(s, partial, blockDim.x / 32);
+    if (threadIdx.x == 0) out[r] = R::Final(s, p.cols);
     __syncthreads();  // `partial` is reused by the next row
   }
 }
@@ -242,14 +251,8 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kCluste
   const int64_t beg = rank * per, len = max(int64_t{0}, min(p.cols, beg + per) - beg);
   typename R::State s = R::Init();
   FoldRow<R, T, VEC>(in + r * p.cols + beg, len, int64_t{threadIdx.x} * VEC, int64_t{kClusterThreads} * VEC, s, beg);
-  s = WarpReduce<R>(s);
-  if (lane == 0) partial[warp] = s;
-  __syncthreads();
-  if (warp == 0) {
-    s = lane < kClusterThreads / 32 ? partial[lane] : R::Init();
-    s = WarpReduce<R>(s);
-    if (lane == 0) block_state = s;
-  }
+  s = BlockReduce<R>(s, partial, kClusterThreads / 32);
+  if (threadIdx.x == 0) block_state = s;
   cluster.sync();  // every block's state is written
   if (rank == 0 && warp == 0) {
     s = lane < kClusterBlocks ? *cluster.map_shared_rank(&block_state, lane) : R::Init();
