@@ -201,6 +201,7 @@ bool Transcendental(OpKind op) {
 
 class Emitter {
  public:
+  using Reloads = std::map<int, int>;  // register-path epilogue: element expr -> output it is re-read from (rl<o>)
   Emitter(const Kernel& k, const EmitOptions& o) : k_(k), o_(o) {}
 
   StatusOr<EmittedKernel> Run() {
@@ -250,8 +251,8 @@ class Emitter {
       // 1-4% slower (H200, add_rms_norm 2048 and 16384 rows); when both shapes are one function, none
       const bool separate = out.decode_function != out.function;
       EmitFunction(s, out.function, out.threads, [&](std::string& b) { EmitRowRegisters(b, tpr_p_, vpt_p_, false); });
-      if (out.decode_function != out.function)
-        EmitFunction(s, out.decode_function, out.decode_threads, [&](std::string& b) { EmitRowRegisters(b, tpr_d_, vpt_d_, separate); });
+      if (separate)
+        EmitFunction(s, out.decode_function, out.decode_threads, [&](std::string& b) { EmitRowRegisters(b, tpr_d_, vpt_d_, true); });
     } else {
       EmitFunction(s, out.function, threads_, [&](std::string& b) {
         if (k_.is_row()) EmitRowLooped(b);
@@ -369,21 +370,6 @@ class Emitter {
     return out;
   }
 
-  // Whether element expr `e` is among what `targets` compute (row-level values excluded).
-  bool Needs(const std::vector<int>& targets, int e) const {
-    std::vector<bool> seen(k_.exprs.size(), false);
-    std::vector<int> stack(targets.begin(), targets.end());
-    while (!stack.empty()) {
-      const int x = stack.back();
-      stack.pop_back();
-      if (seen[x] || k_.exprs[x].row_level) continue;
-      if (x == e) return true;
-      seen[x] = true;
-      for (int a : k_.exprs[x].args) stack.push_back(a);
-    }
-    return false;
-  }
-
   // Which exprs the outputs need.
   void MarkLive() {
     live_.assign(k_.exprs.size(), false);
@@ -464,34 +450,43 @@ class Emitter {
     return "0.0f";
   }
 
-  // Emits element-level definitions needed by `targets` (in id order) into s.
-  void EmitElementDefs(std::string& s, const std::vector<int>& targets, const std::string& ind) const {
-    std::vector<bool> need(k_.exprs.size(), false);
+  // The element-level exprs `targets` compute: reached through args, not through row-level values
+  // (defined once per row) and not past `reloads` (re-read from an output: leaves).
+  std::vector<bool> Reached(const std::vector<int>& targets, const Reloads& reloads = {}) const {
+    std::vector<bool> seen(k_.exprs.size(), false);
     std::vector<int> stack(targets.begin(), targets.end());
     while (!stack.empty()) {
-      int e = stack.back();
+      const int e = stack.back();
       stack.pop_back();
-      if (need[e] || k_.exprs[e].row_level) continue;
-      need[e] = true;
-      if (reload_.count(e)) continue;  // re-read from its output: a leaf
-      for (int a : k_.exprs[e].args) stack.push_back(a);
+      if (seen[e] || k_.exprs[e].row_level) continue;
+      seen[e] = true;
+      if (!reloads.count(e))
+        for (int a : k_.exprs[e].args) stack.push_back(a);
     }
+    return seen;
+  }
+
+  // Emits element-level definitions needed by `targets` (in id order) into s; `reloads` are read
+  // from the register-path epilogue's rl<o> packs.
+  void EmitElementDefs(std::string& s, const std::vector<int>& targets, const std::string& ind, const Reloads& reloads = {}) const {
+    const std::vector<bool> need = Reached(targets, reloads);
     for (size_t e = 0; e < k_.exprs.size(); ++e) {
       if (!need[e]) continue;
-      auto rl = reload_.find(static_cast<int>(e));
-      s += rl != reload_.end() ? fmt::format("{}const float e{} = rl{}.get(j);\n", ind, e, rl->second)
+      auto rl = reloads.find(static_cast<int>(e));
+      s += rl != reloads.end() ? fmt::format("{}const float e{} = rl{}.get(j);\n", ind, e, rl->second)
                                : fmt::format("{}const float e{} = {};\n", ind, e, ExprText(static_cast<int>(e)));
     }
   }
 
-  // The expression an output's store converts: a rounding to the output's own dtype is left to the
-  // store (the same round-to-nearest-even), not done twice.
-  int StoredExpr(size_t o) const {
-    const int e = k_.outputs[o].expr;
-    const Expr& x = k_.exprs[e];
-    if (x.kind == ExprKind::kRound && x.dtype == k_.outputs[o].tensor.type.dtype && !x.args.empty()) return x.args[0];
-    return e;
+  // Whether output `o` is a rounding to its own dtype: its store does that rounding (the same
+  // round-to-nearest-even), and the stored value is exactly the expression's.
+  bool StoreRounds(size_t o) const {
+    const Expr& x = k_.exprs[k_.outputs[o].expr];
+    return x.kind == ExprKind::kRound && x.dtype == k_.outputs[o].tensor.type.dtype && !x.args.empty();
   }
+  // The expression an output's store converts: a rounding to the output's own dtype is left to the
+  // store, not done twice.
+  int StoredExpr(size_t o) const { return StoreRounds(o) ? k_.exprs[k_.outputs[o].expr].args[0] : k_.outputs[o].expr; }
 
   // Row-level definitions ready after pass `depth` (emitted once per row).
   void EmitRowDefs(std::string& s, int depth, const std::string& ind) {
@@ -503,18 +498,12 @@ class Emitter {
     }
   }
 
-  std::set<int> UsedVectorInputs(const std::vector<int>& targets) const {
+  std::set<int> UsedVectorInputs(const std::vector<int>& targets, const Reloads& reloads = {}) const {
     std::set<int> used;
-    std::vector<bool> seen(k_.exprs.size(), false);
-    std::vector<int> stack(targets.begin(), targets.end());
-    while (!stack.empty()) {
-      int e = stack.back();
-      stack.pop_back();
-      if (seen[e] || k_.exprs[e].row_level || reload_.count(e)) continue;
-      seen[e] = true;
-      if (k_.exprs[e].kind == ExprKind::kLoad && VectorLoaded(k_.exprs[e].input)) used.insert(k_.exprs[e].input);
-      for (int a : k_.exprs[e].args) stack.push_back(a);
-    }
+    const std::vector<bool> reached = Reached(targets, reloads);
+    for (size_t e = 0; e < k_.exprs.size(); ++e)
+      if (reached[e] && !reloads.count(static_cast<int>(e)) && k_.exprs[e].kind == ExprKind::kLoad && VectorLoaded(k_.exprs[e].input))
+        used.insert(k_.exprs[e].input);
     return used;
   }
 
@@ -584,15 +573,16 @@ class Emitter {
   // ---------------------------------------------------------------- register path (static rows)
   // One loop over this thread's VPT vectors; `inner` is emitted inside the element loop with the
   // element exprs of `targets` defined, `pre` / `after` around it; vectors where `guard` holds.
+  // `reloads`: exprs read from rl<o> packs that `pre` declares (EmitElementDefs).
   void EmitRegLoop(std::string& s, const std::vector<int>& targets, const std::string& guard,
                    const std::function<void(std::string&)>& pre, const std::function<void(std::string&)>& inner,
-                   const std::function<void(std::string&)>& after) {
+                   const std::function<void(std::string&)>& after, const Reloads& reloads = {}) {
     const std::set<int> cached = CachedInputs();
     const std::set<int>& channels = reg_channels_;
     s += "#pragma unroll\n    for (int it = 0; it < VPT; ++it) {\n";
     s += fmt::format("      const long long c0 = ((long long)it * TPR + t) * {};\n", vec_);
     s += fmt::format("      if ({}) {{\n", guard);
-    for (int in : UsedVectorInputs(targets)) {
+    for (int in : UsedVectorInputs(targets, reloads)) {
       if (cached.count(in))
         s += fmt::format("        float x{0}[{1}];\n#pragma unroll\n        for (int j = 0; j < {1}; ++j) x{0}[j] = xr{0}[it].get(j);\n", in, vec_);
       else if (channels.count(in))
@@ -602,7 +592,7 @@ class Emitter {
     }
     pre(s);
     s += fmt::format("#pragma unroll\n        for (int j = 0; j < {}; ++j) {{\n          const long long c = c0 + j;\n          (void)c;\n", vec_);
-    EmitElementDefs(s, targets, "          ");
+    EmitElementDefs(s, targets, "          ", reloads);
     inner(s);
     s += "        }\n";
     after(s);
@@ -661,17 +651,14 @@ class Emitter {
     auto late = [&](size_t o) { return k_.outputs[o].tensor.access != Access::kRowScalar && !is_early(o); };
     for (size_t o = 0; o < k_.outputs.size(); ++o)
       if (late(o)) vec_targets.push_back(StoredExpr(o));
-    std::map<int, int> reloads;
+    Reloads reloads;
+    const std::vector<bool> epilogue_exprs = Reached(vec_targets);
     for (int o : early) {
       const int e = k_.outputs[o].expr;
-      const Expr& x = k_.exprs[e];
-      const DType dt = k_.outputs[o].tensor.type.dtype;
-      const bool exact = dt == DType::kF32 || (x.kind == ExprKind::kRound && x.dtype == dt);
-      if (exact && k_.outputs[o].tensor.access == Access::kFull && Needs(vec_targets, e)) reloads[e] = o;
+      const bool exact = k_.outputs[o].tensor.type.dtype == DType::kF32 || StoreRounds(o);
+      if (exact && k_.outputs[o].tensor.access == Access::kFull && epilogue_exprs[e]) reloads[e] = o;
     }
-    reload_ = reloads;
-    const std::set<int> epilogue_inputs = UsedVectorInputs(vec_targets);
-    reload_.clear();
+    const std::set<int> epilogue_inputs = UsedVectorInputs(vec_targets, reloads);
     // launder() after each pass; after the last only the packs the epilogue still reads
     auto launder = [&](bool last) {
       for (int in : cached)
@@ -699,10 +686,9 @@ class Emitter {
       launder(p == k_.num_passes);
     }
     s += "    // epilogue\n";
-    reload_ = reloads;
     if (!vec_targets.empty()) {
       EmitRegLoop(s, vec_targets, "valid && c0 < C", [&](std::string& b) {
-        for (const auto& [e, o] : reload_)
+        for (const auto& [e, o] : reloads)
           b += fmt::format("        fz_pack<{0}, {1}> rl{2};\n        rl{2}.load(out{2}, r * C + c0);\n",
                            CType(k_.outputs[o].tensor.type.dtype), vec_, o);
         for (size_t o = 0; o < k_.outputs.size(); ++o)
@@ -713,9 +699,8 @@ class Emitter {
       }, [&](std::string& b) {
         for (size_t o = 0; o < k_.outputs.size(); ++o)
           if (late(o)) EmitStore(b, static_cast<int>(o), "        ", "r * C + c0");
-      });
+      }, reloads);
     }
-    reload_.clear();
     for (size_t o = 0; o < k_.outputs.size(); ++o)
       if (k_.outputs[o].tensor.access == Access::kRowScalar)
         s += fmt::format("    if (valid && t == 0) out{}[r] = fz_cvt<{}>::from(e{});\n", o, CType(k_.outputs[o].tensor.type.dtype),
@@ -796,7 +781,6 @@ class Emitter {
   bool reg_rows_ = false;                                   // register path
   int tpr_p_ = 0, vpt_p_ = 0, tpr_d_ = 0, vpt_d_ = 0;       // prefill / decode row shapes
   std::set<int> reg_channels_;  // ChannelInputs of the register-path function being emitted
-  std::map<int, int> reload_;   // register-path epilogue: element expr -> output it is re-read from (rl<o>)
   std::vector<bool> live_;
   std::set<int> emitted_row_;
 };
