@@ -31,24 +31,7 @@
 #include <string>
 #include <vector>
 
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
-
-// opfuse's bench spin (src/bench/cuda/bench_kernels.cu): wait on %globaltimer, polling every 200 ns.
-__global__ void SpinSleep(unsigned long long ns) {
-  unsigned long long t0, t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  do {
-    __nanosleep(200);
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  } while (t - t0 < ns);
-}
+#include "../probe_common.cuh"
 
 // Signed pseudo-random bf16 in about [-2, 2) (a hash of the index and a seed): --fill random.
 __global__ void FillRandom(unsigned short* p, long long n, unsigned seed) {
@@ -58,25 +41,6 @@ __global__ void FillRandom(unsigned short* p, long long n, unsigned seed) {
     const float f = (static_cast<float>(h & 0xffffff) / 16777216.0f - 0.5f) * 4.0f;
     p[i] = static_cast<unsigned short>(__float_as_uint(f) >> 16);
   }
-}
-
-// PyTorch's torch.cuda._sleep (the peer's spin): clock64 cycles.
-__global__ void SpinClock(long long cycles) {
-  const long long t0 = clock64();
-  while (clock64() - t0 < cycles) {
-  }
-}
-
-template <class F>
-F Entry(const char* name) {
-  void* fp = nullptr;
-  cudaDriverEntryPointQueryResult q;
-  CK(cudaGetDriverEntryPointByVersion(name, &fp, 12000, cudaEnableDefault, &q));
-  if (!fp || q != cudaDriverEntryPointSuccess) {
-    std::fprintf(stderr, "no %s entry point\n", name);
-    std::exit(2);
-  }
-  return reinterpret_cast<F>(fp);
 }
 
 struct Spec {

@@ -34,14 +34,7 @@
 #include <utility>
 #include <vector>
 
-#define CK(x)                                                                             \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
+#include "../probe_common.cuh"
 
 __global__ void Spin(unsigned long long ns) {
   unsigned long long t0, t;
@@ -49,23 +42,6 @@ __global__ void Spin(unsigned long long ns) {
   do {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   } while (t - t0 < ns);
-}
-
-// opfuse's bench spin (src/bench/cuda/bench_kernels.cu): the same wait, polling every 200 ns.
-__global__ void SpinSleep(unsigned long long ns) {
-  unsigned long long t0, t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  do {
-    __nanosleep(200);
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  } while (t - t0 < ns);
-}
-
-// PyTorch's torch.cuda._sleep (at::cuda::sleep's spin_kernel): clock64 cycles, not %globaltimer.
-__global__ void SpinClock(long long cycles) {
-  const long long t0 = clock64();
-  while (clock64() - t0 < cycles) {
-  }
 }
 
 __global__ void Empty(float* p, int n) {
@@ -231,30 +207,11 @@ const char kPtx[] = R"(
 .visible .entry e_plain(.param .u64 p) { ret; }
 )";
 
-template <class F>
-F Entry(const char* name) {
-  void* fp = nullptr;
-  cudaDriverEntryPointQueryResult q;
-  CK(cudaGetDriverEntryPointByVersion(name, &fp, 12000, cudaEnableDefault, &q));
-  if (!fp || q != cudaDriverEntryPointSuccess) {
-    std::fprintf(stderr, "no %s entry point\n", name);
-    std::exit(1);
-  }
-  return reinterpret_cast<F>(fp);
-}
-
 int main(int argc, char** argv) {
   CK(cudaFree(nullptr));
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
-  void* fp = nullptr;
-  cudaDriverEntryPointQueryResult q;
-  CK(cudaGetDriverEntryPointByVersion("cuLaunchKernel", &fp, 12000, cudaEnableDefault, &q));
-  if (!fp || q != cudaDriverEntryPointSuccess) {
-    std::fprintf(stderr, "no cuLaunchKernel entry point\n");
-    return 1;
-  }
-  auto cuLaunch = reinterpret_cast<decltype(&cuLaunchKernel)>(fp);
+  auto cuLaunch = Entry<decltype(&cuLaunchKernel)>("cuLaunchKernel");
   CUfunction fn = nullptr;
   CK(cudaGetFuncBySymbol(reinterpret_cast<cudaFunction_t*>(&fn), reinterpret_cast<const void*>(&Empty)));
   float* p = nullptr;

@@ -1,0 +1,49 @@
+// Shared by the dev/ scratch probes (launch_gap, kernel_ab), which are built by hand with nvcc (the
+// commands are in their headers) and run on the device: the CUDA check, the spin kernels that stand
+// before a timed sample, and driver entry points without linking libcuda.
+#pragma once
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#define CK(x)                                                                                 \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                           \
+    }                                                                                         \
+  } while (0)
+
+// opfuse's bench spin (src/bench/cuda/bench_kernels.cu): wait on %globaltimer, polling every 200 ns.
+__global__ void SpinSleep(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(200);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
+// PyTorch's torch.cuda._sleep (at::cuda::sleep's spin_kernel, the peer's spin): clock64 cycles, not %globaltimer.
+__global__ void SpinClock(long long cycles) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+}
+
+// A driver API function (cuModuleLoadData, cuLaunchKernel, ...) through the runtime's entry point
+// lookup, so the probe needs no libcuda link; exits when the driver lacks it.
+template <class F>
+F Entry(const char* name) {
+  void* fp = nullptr;
+  cudaDriverEntryPointQueryResult q;
+  CK(cudaGetDriverEntryPointByVersion(name, &fp, 12000, cudaEnableDefault, &q));
+  if (!fp || q != cudaDriverEntryPointSuccess) {
+    std::fprintf(stderr, "no %s entry point\n", name);
+    std::exit(1);
+  }
+  return reinterpret_cast<F>(fp);
+}
