@@ -48,6 +48,14 @@ class BenchTiming : public ::testing::Test {
     if (stream_) cudaStreamDestroy(stream_);
   }
   cuda::CachingAllocator& alloc() { return cuda::CachingAllocator::ForDevice(dev_.ordinal); }
+  // The op suite's cases of the ops matching `ops` at `rows` rows, width 2048.
+  static StatusOr<OpSuite> Cases(const std::string& ops, std::vector<int64_t> rows) {
+    SuiteFilter f;
+    f.ops_regex = ops;
+    f.rows = std::move(rows);
+    f.widths = {2048};
+    return BuildOpSuite(f);
+  }
   cuda::DeviceInfo dev_;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<Harness> h_;
@@ -157,11 +165,7 @@ TEST_F(BenchTiming, CeilingsArePlausible) {
 }
 
 TEST_F(BenchTiming, DecodeCaseTimesThroughTheExecutor) {
-  SuiteFilter f;
-  f.ops_regex = "rmsnorm|exp2";
-  f.rows = {8};
-  f.widths = {2048};
-  auto suite = BuildOpSuite(f);
+  auto suite = Cases("rmsnorm|exp2", {8});
   ASSERT_TRUE(suite.ok()) << suite.status().ToString();
   ASSERT_EQ(suite->cases.size(), 2u);
   OpBenchOptions o;
@@ -195,11 +199,7 @@ TEST_F(BenchTiming, DecodeCaseTimesThroughTheExecutor) {
 // The per-case copy of the same bytes (bench ops' default): timed by the case's method (graph replay
 // at decode, events at prefill), positive, and in the range of the case's own kernels.
 TEST_F(BenchTiming, SameSizeCopyReference) {
-  SuiteFilter f;
-  f.ops_regex = "rmsnorm";
-  f.rows = {8, 2048};
-  f.widths = {2048};
-  auto suite = BuildOpSuite(f);
+  auto suite = Cases("rmsnorm", {8, 2048});
   ASSERT_TRUE(suite.ok()) << suite.status().ToString();
   ASSERT_EQ(suite->cases.size(), 2u);
   OpBenchOptions o;
