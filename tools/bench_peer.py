@@ -1314,7 +1314,7 @@ def run_case(case, ctx):
             except Exception as e:
                 res[f"{tag}_error"] = short_error(e)
                 timed.remove((tag, f))
-        for _ in range(max(1, args.interleave)):
+        for _ in range(args.interleave):
             for tag, f in list(timed):
                 try:
                     with torch.no_grad():

@@ -3,12 +3,12 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <string>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "jit/nvrtc_compiler.h"
+#include "kernels/kernel_env.h"
 
 namespace opfuse::jit {
 
@@ -46,8 +46,7 @@ int DecodeRowThreads() {
 // early_store off), for A/B timing; read once, reported on stderr when set.
 bool EarlyStore() {
   static const bool v = [] {
-    const char* env = std::getenv("OPFUSE_JIT_EARLY_STORE");
-    if (!env || std::string(env) != "0") return true;
+    if (!kernels::EnvFlagOff("OPFUSE_JIT_EARLY_STORE")) return true;
     fmt::print(stderr, "opfuse jit: outputs that need no reduction are stored in the epilogue (OPFUSE_JIT_EARLY_STORE=0)\n");
     return false;
   }();
