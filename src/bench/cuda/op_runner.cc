@@ -85,6 +85,51 @@ uint64_t Mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// The timing of one kind of call (a variant, the same-size copy) under the measuring rules of
+// timing.h: warm-up (every set at least once: plans built, nothing allocated later; then more
+// calls), the host time per call, then the device time by the case's phase — decode, one CUDA-graph
+// replay of R calls over the sets / R (events per call when capture fails, the reason in `note`);
+// prefill, events per call. Filled as far as it got; on failure `stage` names the step and the
+// status is returned as it came (a sticky error stays recognisable).
+struct TimedCalls {
+  double host_us = kNaN;
+  SampleStats stats;
+  std::string method, note;
+};
+Status TimeCalls(Harness& h, const Harness::RunFn& run, int sets, bool flush, const std::string& phase, const TimingOptions& t,
+                 TimedCalls& out, const char*& stage) {
+  cudaStream_t s = h.stream();
+  stage = "warm-up";
+  for (int i = 0; i < sets * std::max(t.warmup, 1); ++i) OPFUSE_RETURN_IF_ERROR(run(i));
+  OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
+  stage = "host timing";
+  OPFUSE_ASSIGN_OR_RETURN(out.host_us, h.HostUsPerCall(run, t.host_calls));
+  StatusOr<SampleStats> stats = Internal("not timed");
+  if (phase == "decode") {
+    stage = "capture";
+    const int runs = sets * ((std::max(t.graph_runs, 1) + sets - 1) / sets);
+    auto g = h.Capture(run, runs);
+    if (g.ok()) {
+      stats = h.TimeGraph(*g, runs, flush, t);
+      out.method = fmt::format("graph x{}", runs);  // one CUDA-graph replay of `runs` calls, / runs
+    } else {
+      if (IsStickyStatus(g.status())) return g.status();
+      OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
+      out.note = fmt::format("CUDA-graph capture failed ({}); timed with events per call, which includes launch latency",
+                             g.status().message());
+    }
+  }
+  if (out.method.empty()) {
+    stats = h.TimeEvents(run, flush, out.host_us, t);
+    out.method = "events";
+  }
+  stage = "timing";
+  if (!stats.ok()) return stats.status();
+  OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
+  out.stats = *stats;
+  return Status::Ok();
+}
+
 // The device buffers of one case: K sets of inputs (shared ones once) and outputs.
 struct CaseBuffers {
   std::vector<cuda::DeviceBuffer> owned;
@@ -93,25 +138,37 @@ struct CaseBuffers {
   bool flush = true;  // K sets together stay under 2x L2: flush before each sample
 };
 
-StatusOr<CaseBuffers> AllocateCase(const OpCase& c, Harness& h, const TimingOptions& t, uint64_t seed) {
-  cudaStream_t s = h.stream();
-  int64_t rotated = 0, shared = 0;
-  for (const auto& x : c.inputs) (x.rotate ? rotated : shared) += x.nbytes();
-  for (const auto& x : c.outputs) rotated += x.nbytes();
+// How many sets of `rotated` bytes a timed call rotates over (beside `shared` bytes every set
+// uses): K = ceil(2 L2 / rotated) within [1, max_sets] and half of free memory (the rest is for the
+// executor's intermediates and workspaces); flush L2 before each sample when the K sets together
+// stay under 2 L2. `what` names the data in the error when not even one set fits.
+struct SetPlan {
+  int sets = 0;
+  bool flush = true;
+};
+StatusOr<SetPlan> PlanSets(const std::string& what, int64_t rotated, int64_t shared, const Harness& h, const TimingOptions& t) {
   rotated = std::max<int64_t>(rotated, 1);
   const int64_t flush_target = 2 * h.device().l2_bytes;
   int64_t k = std::clamp<int64_t>((flush_target + rotated - 1) / rotated, 1, std::max(t.max_sets, 1));
   size_t free_b = 0, total_b = 0;
   OPFUSE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  // Half of free memory for the sets; the rest for the executor's intermediates and workspaces.
   const int64_t budget = static_cast<int64_t>(free_b / 2) - shared;
   k = std::min<int64_t>(k, budget / rotated);
   if (k < 1)
-    return Internal(fmt::format("{} needs {:.2f} GiB for one input/output set; {:.2f} GiB of device memory is free", c.id,
+    return Internal(fmt::format("{} needs {:.2f} GiB for one input/output set; {:.2f} GiB of device memory is free", what,
                                 static_cast<double>(rotated + shared) / (1ull << 30), static_cast<double>(free_b) / (1ull << 30)));
+  return SetPlan{static_cast<int>(k), k * rotated < flush_target};
+}
+
+StatusOr<CaseBuffers> AllocateCase(const OpCase& c, Harness& h, const TimingOptions& t, uint64_t seed) {
+  cudaStream_t s = h.stream();
+  int64_t rotated = 0, shared = 0;
+  for (const auto& x : c.inputs) (x.rotate ? rotated : shared) += x.nbytes();
+  for (const auto& x : c.outputs) rotated += x.nbytes();
+  OPFUSE_ASSIGN_OR_RETURN(SetPlan plan, PlanSets(c.id, rotated, shared, h, t));
   CaseBuffers b;
-  b.sets = static_cast<int>(k);
-  b.flush = k * rotated < flush_target;
+  b.sets = plan.sets;
+  b.flush = plan.flush;
   b.in.assign(b.sets, std::vector<void*>(c.inputs.size(), nullptr));
   b.out.assign(b.sets, std::vector<void*>(c.outputs.size(), nullptr));
   const uint64_t case_seed = Mix(seed ^ std::hash<std::string>{}(c.id));
@@ -361,56 +418,29 @@ Status RunVariant(const OpCase& c, const Graph& graph, const CaseBuffers& b, con
 
   if (Status st = CheckVariant(c, trials, call, s, o.reject_all_zero, v); !st.ok()) return fail(st, "check run");
   if (exe_owner) v.kernels_per_run = exe_owner->kernels_per_run();  // counted from the plan the check run used
-  // Warm-up: every set at least once (plans built, nothing allocated later), then more calls.
-  for (int i = 0; i < b.sets * std::max(o.timing.warmup, 1); ++i)
-    if (Status st = run(i); !st.ok()) return fail(st, "warm-up");
-  if (Status st = SyncChecked(s); !st.ok()) return fail(st, "warm-up");
-  auto host = h.HostUsPerCall(run, o.timing.host_calls);
-  if (!host.ok()) return fail(host.status(), "host timing");
-  v.host_us = *host;
-
-  StatusOr<SampleStats> stats = Internal("not timed");
-  if (c.phase == "decode") {
-    const int runs = b.sets * ((std::max(o.timing.graph_runs, 1) + b.sets - 1) / b.sets);
-    auto g = h.Capture(run, runs);
-    if (g.ok()) {
-      stats = h.TimeGraph(*g, runs, b.flush, o.timing);
-      v.method = fmt::format("graph x{}", runs);  // one CUDA-graph replay of `runs` calls, / runs
-    } else {
-      if (IsStickyStatus(g.status())) return fail(g.status(), "capture");
-      if (Status st = SyncChecked(s); !st.ok()) return fail(st, "capture");
-      v.note += fmt::format("{}CUDA-graph capture failed ({}); timed with events per call, which includes launch latency",
-                            v.note.empty() ? "" : "; ", g.status().message());
-    }
-  }
-  if (v.method.empty()) {
-    stats = h.TimeEvents(run, b.flush, v.host_us, o.timing);
-    v.method = "events";
-  }
-  if (!stats.ok()) return fail(stats.status(), "timing");
-  if (Status st = SyncChecked(s); !st.ok()) return fail(st, "timing");
-  v.us = stats->median_us;
-  v.us_min = stats->min_us;
-  v.us_p90 = stats->p90_us;
-  v.samples = stats->samples;
+  TimedCalls tc;
+  const char* stage = "";
+  const Status timed = TimeCalls(h, run, b.sets, b.flush, c.phase, o.timing, tc, stage);
+  v.host_us = tc.host_us;
+  v.method = tc.method;
+  if (!tc.note.empty()) v.note += fmt::format("{}{}", v.note.empty() ? "" : "; ", tc.note);
+  if (!timed.ok()) return fail(timed, stage);
+  v.us = tc.stats.median_us;
+  v.us_min = tc.stats.min_us;
+  v.us_p90 = tc.stats.p90_us;
+  v.samples = tc.stats.samples;
   return Status::Ok();
 }
 
 // A copy of `c.bytes` bytes (half read, half written: the bytes the case moves) with the ceiling's
-// 16-byte copy kernel, timed by the variants' rules: K sets by the same rule (all of it rotated),
-// the flush when the K sets stay under 2x L2, the spin, events, or one CUDA-graph replay of R calls
-// for decode cases. At 16384 x 2048 the 1 GiB copy ceiling is out of reach for any kernel timed per
-// call (the events' fixed cost, docs/BENCHMARKS.md issue 4 session 8); this is the reference at the size.
+// 16-byte copy kernel, timed by the variants' rules (PlanSets with all of it rotated, TimeCalls).
+// At 16384 x 2048 the 1 GiB copy ceiling is out of reach for any kernel timed per call (the events'
+// fixed cost, docs/BENCHMARKS.md issue 4 session 8); this is the reference at the size.
 StatusOr<std::pair<double, std::string>> TimeSameSizeCopy(const OpCase& c, Harness& h, const TimingOptions& t) {
   cudaStream_t s = h.stream();
   const int64_t half = std::max<int64_t>(16, (c.bytes / 2 + 15) / 16 * 16);
-  const int64_t rotated = 2 * half, target = 2 * h.device().l2_bytes;
-  int64_t k = std::clamp<int64_t>((target + rotated - 1) / rotated, 1, std::max(t.max_sets, 1));
-  size_t free_b = 0, total_b = 0;
-  OPFUSE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  k = std::min<int64_t>(k, static_cast<int64_t>(free_b / 2) / rotated);
-  if (k < 1) return Internal(fmt::format("{} bytes of copy do not fit in half of the free device memory", rotated));
-  const bool flush = k * rotated < target;
+  OPFUSE_ASSIGN_OR_RETURN(SetPlan plan, PlanSets("the same-size copy", 2 * half, 0, h, t));
+  const int k = plan.sets;
   std::vector<cuda::DeviceBuffer> src, dst;
   for (int64_t i = 0; i < k; ++i) {
     OPFUSE_ASSIGN_OR_RETURN(auto a, cuda::DeviceBuffer::Make(h.allocator(), static_cast<size_t>(half), s));
@@ -423,23 +453,12 @@ StatusOr<std::pair<double, std::string>> TimeSameSizeCopy(const OpCase& c, Harne
   auto run = [&](int i) {
     return LaunchCopy16(src[i % k].get(), dst[i % k].get(), static_cast<size_t>(half), h.device().sm_count, s);
   };
-  for (int64_t i = 0; i < k * std::max(t.warmup, 1); ++i) OPFUSE_RETURN_IF_ERROR(run(static_cast<int>(i)));
-  OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
-  OPFUSE_ASSIGN_OR_RETURN(double host, h.HostUsPerCall(run, t.host_calls));
-  std::string method = "events";
-  StatusOr<SampleStats> stats = Internal("not timed");
-  if (c.phase == "decode") {
-    const int runs = static_cast<int>(k) * ((std::max(t.graph_runs, 1) + static_cast<int>(k) - 1) / static_cast<int>(k));
-    OPFUSE_ASSIGN_OR_RETURN(GraphExec g, h.Capture(run, runs));
-    stats = h.TimeGraph(g, runs, flush, t);
-    method = fmt::format("graph x{}", runs);
-  } else {
-    stats = h.TimeEvents(run, flush, host, t);
-  }
-  if (!stats.ok()) return stats.status();
-  OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
-  return std::make_pair(stats->median_us, fmt::format("16-byte copy kernel, {} B each way, {} over {} set(s){}", half, method, k,
-                                                      flush ? ", L2 flushed" : ""));
+  TimedCalls tc;
+  const char* stage = "";
+  if (Status st = TimeCalls(h, run, k, plan.flush, c.phase, t, tc, stage); !st.ok())
+    return IsStickyStatus(st) ? st : Internal(fmt::format("{}: {}", stage, st.message()));
+  return std::make_pair(tc.stats.median_us, fmt::format("16-byte copy kernel, {} B each way, {} over {} set(s){}{}", half, tc.method,
+                                                        k, plan.flush ? ", L2 flushed" : "", tc.note.empty() ? "" : "; " + tc.note));
 }
 
 }  // namespace
