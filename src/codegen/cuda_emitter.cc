@@ -81,6 +81,34 @@ template <typename T, int N> struct fz_pack {
     else if constexpr (B == 2) { w[0] = *reinterpret_cast<const unsigned short*>(p + i); }
     else { static_assert(B == 1, "packs of 1, 2, 4, 8 or 16 bytes"); w[0] = *reinterpret_cast<const unsigned char*>(p + i); }
   }
+  // The same load marked for early eviction from L1 and, through `pol` (fz_evict_first()), from L2:
+  // for rows read once (a decode-size norm's inputs), so they do not push out what is still needed.
+  __device__ __forceinline__ void load_ef(const T* __restrict__ p, long long i, unsigned long long pol) {
+    if constexpr (B == 16) asm volatile("ld.global.L1::evict_first.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                                        : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "l"(p + i), "l"(pol));
+    else if constexpr (B == 8) asm volatile("ld.global.L1::evict_first.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;"
+                                            : "=r"(w[0]), "=r"(w[1]) : "l"(p + i), "l"(pol));
+    else load(p, i);
+  }
+  // Packs N f32 values (rounded to nearest even for 16-bit T) and stores the pack at p[i]: the
+  // words then hold exactly what memory holds, for later passes to read instead of re-loading it.
+  __device__ __forceinline__ void set(const float* v) {
+    static_assert(sizeof(T) == 4 || (sizeof(T) == 2 && (N % 2 == 0 || N == 1)), "packs of f32, or of 16-bit pairs");
+    if constexpr (sizeof(T) == 4) {
+#pragma unroll
+      for (int k = 0; k < N; ++k) w[k] = __float_as_uint(v[k]);
+    } else if constexpr (N == 1) { w[0] = fz_cvt<T>::from(v[0]).x; }
+    else {
+#pragma unroll
+      for (int k = 0; k < N / 2; ++k) w[k] = fz_cvt2<T>::pack(v[2 * k], v[2 * k + 1]);
+    }
+  }
+  __device__ __forceinline__ void store(T* __restrict__ p, long long i) const {
+    if constexpr (B == 16) *reinterpret_cast<uint4*>(p + i) = make_uint4(w[0], w[1], w[2], w[3]);
+    else if constexpr (B == 8) *reinterpret_cast<uint2*>(p + i) = make_uint2(w[0], w[1]);
+    else if constexpr (B == 4) *reinterpret_cast<unsigned*>(p + i) = w[0];
+    else { static_assert(B == 2, "stores of 2, 4, 8 or 16 bytes"); *reinterpret_cast<unsigned short*>(p + i) = (unsigned short)w[0]; }
+  }
   __device__ __forceinline__ float get(int j) const {
     if constexpr (sizeof(T) == 4) { return __uint_as_float(w[j]); }
     else if constexpr (sizeof(T) == 1) { return ((w[j >> 2] >> (8 * (j & 3))) & 0xffu) ? 1.0f : 0.0f; }
@@ -94,6 +122,10 @@ template <typename T, int N> struct fz_pack {
     for (int i = 0; i < W; ++i) asm volatile("" : "+r"(w[i]));
   }
 };
+// An L2 cache policy that evicts first (what Triton's eviction_policy='evict_first' loads carry).
+__device__ __forceinline__ unsigned long long fz_evict_first() {
+  unsigned long long p; asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p)); return p;
+}
 // 2^x with one MUFU.EX2 (ex2.approx.ftz: ~2 ulp, results below 2^-126 flush to 0, 2^-inf = 0).
 __device__ __forceinline__ float fz_exp2(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
 // Reduction over a row group of TPR threads (threadIdx.x / TPR is the group): butterfly shuffles,
@@ -201,7 +233,7 @@ bool Transcendental(OpKind op) {
 
 class Emitter {
  public:
-  using Reloads = std::map<int, int>;  // register-path epilogue: element expr -> output it is re-read from (rl<o>)
+  using Reloads = std::map<int, int>;  // register-path epilogue: element expr -> early output whose kept packs (sv<o>) hold it
   Emitter(const Kernel& k, const EmitOptions& o) : k_(k), o_(o) {}
 
   StatusOr<EmittedKernel> Run() {
@@ -224,7 +256,7 @@ class Emitter {
       out.rows_per_block = out.threads / tpr_p_;
       out.threads_per_row = tpr_p_;
       out.vectors_per_thread = vpt_p_;
-      out.decode_function = tpr_d_ == tpr_p_ && vpt_d_ == vpt_p_ ? out.function : out.function + "_decode";
+      out.decode_function = tpr_d_ == tpr_p_ && vpt_d_ == vpt_p_ && decode_vec_ == vec_ ? out.function : out.function + "_decode";
       out.decode_threads = std::max(tpr_d_, 32);
       out.decode_rows_per_block = out.decode_threads / tpr_d_;
     } else {
@@ -237,8 +269,9 @@ class Emitter {
                      !k_.is_row() ? "pointwise" : reg_rows_ ? "row kernel, row held in registers" : "row kernel: one block per row, looped",
                      k_.num_passes, k_.num_passes == 1 ? "" : "es", vec_);
     if (reg_rows_)
-      s += fmt::format("// prefill {}: {} threads x {} vectors per row, {} rows per block; decode {}: {} threads x {} vectors, {} rows per block\n",
-                       out.function, tpr_p_, vpt_p_, out.rows_per_block, out.decode_function, tpr_d_, vpt_d_, out.decode_rows_per_block);
+      s += fmt::format("// prefill {}: {} threads x {} vectors per row, {} rows per block; decode {}: {} threads x {} vectors of {}, {} rows per block\n",
+                       out.function, tpr_p_, vpt_p_, out.rows_per_block, out.decode_function, tpr_d_, vpt_d_, decode_vec_,
+                       out.decode_rows_per_block);
     else
       s += fmt::format("// {} threads per block{}\n", threads_, k_.is_row() ? ", one row per block" : ", one vector per thread");
     for (size_t i = 0; i < k_.inputs.size(); ++i)
@@ -250,9 +283,17 @@ class Emitter {
       // early stores (EarlyOutputs) in the decode function only: at prefill sizes they measured
       // 1-4% slower (H200, add_rms_norm 2048 and 16384 rows); when both shapes are one function, none
       const bool separate = out.decode_function != out.function;
-      EmitFunction(s, out.function, out.threads, [&](std::string& b) { EmitRowRegisters(b, tpr_p_, vpt_p_, false); });
-      if (separate)
-        EmitFunction(s, out.decode_function, out.decode_threads, [&](std::string& b) { EmitRowRegisters(b, tpr_d_, vpt_d_, true); });
+      EmitFunction(s, out.function, out.threads, [&](std::string& b) { EmitRowRegisters(b, tpr_p_, vpt_p_, out.rows_per_block, false); });
+      if (separate) {
+        // the decode function: 32-bit indices, its own pack width (decode_vec_), evict-first row loads
+        const int vec = vec_;
+        ix_ = "int";
+        vec_ = decode_vec_;
+        EmitFunction(s, out.decode_function, out.decode_threads,
+                     [&](std::string& b) { EmitRowRegisters(b, tpr_d_, vpt_d_, out.decode_rows_per_block, true); });
+        ix_ = "long long";
+        vec_ = vec;
+      }
     } else {
       EmitFunction(s, out.function, threads_, [&](std::string& b) {
         if (k_.is_row()) EmitRowLooped(b);
@@ -273,10 +314,15 @@ class Emitter {
     for (const auto& sym : k_.symbols) params.push_back("long long s_" + sym);
     for (size_t i = 0; i < params.size(); ++i) s += (i ? ",\n    " : "\n    ") + params[i];
     s += ") {\n";
-    s += fmt::format("  const long long C = {};\n", DimExpr(k_.cols()));
     std::string rows = "1LL";
     for (size_t d = 0; d + 1 < k_.space.size(); ++d) rows += " * " + DimExpr(k_.space[d]);
-    s += fmt::format("  const long long R = {};\n", rows);
+    if (ix_ == "long long") {
+      s += fmt::format("  const long long C = {};\n", DimExpr(k_.cols()));
+      s += fmt::format("  const long long R = {};\n", rows);
+    } else {  // the decode function: every index fits 32 bits (the launcher's rule, kDecodeMaxElements)
+      s += fmt::format("  const {0} C = ({0})({1});\n", ix_, DimExpr(k_.cols()));
+      s += fmt::format("  const {0} R = ({0})({1});\n", ix_, rows);
+    }
     emitted_row_.clear();
     body(s);
     s += "}\n";
@@ -355,6 +401,16 @@ class Emitter {
       }
     }
     if (tpr_d_ == 0) tpr_d_ = tpr_p_, vpt_d_ = vpt_p_;
+    decode_vec_ = vec_;
+    // With the doubled group and one 16-byte vector per thread, the decode function takes two 8-byte
+    // packs per thread instead, half a row apart (Triton's layout for this case): H200, add_rms_norm
+    // 512 x 4096 bf16 with evict-first loads and 32-bit indices, rotating sets, 8.32-8.51 us against
+    // 8.35-8.54 for one 16-byte pack (docs/BENCHMARKS.md, issue 4 session 10).
+    if (o_.decode_half_packs && words >= 8 && vpt_d_ == 1 && tpr_d_ > o_.decode_row_threads && vec_ % 2 == 0) {
+      decode_vec_ = vec_ / 2;
+      vpt_d_ = 2;
+      decode_half_ = true;
+    }
     reg_rows_ = true;
   }
 
@@ -467,13 +523,13 @@ class Emitter {
   }
 
   // Emits element-level definitions needed by `targets` (in id order) into s; `reloads` are read
-  // from the register-path epilogue's rl<o> packs.
+  // from the kept packs sv<o>[it] of the early outputs that stored them.
   void EmitElementDefs(std::string& s, const std::vector<int>& targets, const std::string& ind, const Reloads& reloads = {}) const {
     const std::vector<bool> need = Reached(targets, reloads);
     for (size_t e = 0; e < k_.exprs.size(); ++e) {
       if (!need[e]) continue;
       auto rl = reloads.find(static_cast<int>(e));
-      s += rl != reloads.end() ? fmt::format("{}const float e{} = rl{}.get(j);\n", ind, e, rl->second)
+      s += rl != reloads.end() ? fmt::format("{}const float e{} = sv{}[it].get(j);\n", ind, e, rl->second)
                                : fmt::format("{}const float e{} = {};\n", ind, e, ExprText(static_cast<int>(e)));
     }
   }
@@ -573,14 +629,14 @@ class Emitter {
   // ---------------------------------------------------------------- register path (static rows)
   // One loop over this thread's VPT vectors; `inner` is emitted inside the element loop with the
   // element exprs of `targets` defined, `pre` / `after` around it; vectors where `guard` holds.
-  // `reloads`: exprs read from rl<o> packs that `pre` declares (EmitElementDefs).
+  // `reloads`: exprs read from the kept packs sv<o>[it] (EmitElementDefs).
   void EmitRegLoop(std::string& s, const std::vector<int>& targets, const std::string& guard,
                    const std::function<void(std::string&)>& pre, const std::function<void(std::string&)>& inner,
                    const std::function<void(std::string&)>& after, const Reloads& reloads = {}) {
     const std::set<int> cached = CachedInputs();
     const std::set<int>& channels = reg_channels_;
     s += "#pragma unroll\n    for (int it = 0; it < VPT; ++it) {\n";
-    s += fmt::format("      const long long c0 = ((long long)it * TPR + t) * {};\n", vec_);
+    s += fmt::format("      const {0} c0 = (({0})it * TPR + t) * {1};\n", ix_, vec_);
     s += fmt::format("      if ({}) {{\n", guard);
     for (int in : UsedVectorInputs(targets, reloads)) {
       if (cached.count(in))
@@ -591,7 +647,7 @@ class Emitter {
         s += fmt::format("        float x{}[{}];\n        {}\n", in, vec_, LoadVec(in, "x" + std::to_string(in), "r", "c0"));
     }
     pre(s);
-    s += fmt::format("#pragma unroll\n        for (int j = 0; j < {}; ++j) {{\n          const long long c = c0 + j;\n          (void)c;\n", vec_);
+    s += fmt::format("#pragma unroll\n        for (int j = 0; j < {}; ++j) {{\n          const {} c = c0 + j;\n          (void)c;\n", vec_, ix_);
     EmitElementDefs(s, targets, "          ", reloads);
     inner(s);
     s += "        }\n";
@@ -601,96 +657,154 @@ class Emitter {
 
   // Declares `<prefix><input>[VPT]` packs for `inputs` and loads this thread's vectors of row `r`
   // into them (`ind`: the indentation of the enclosing block).
+  // `evict_first`: loads marked for early eviction (the decode function's row inputs, read once).
   void EmitPackLoads(std::string& s, const std::set<int>& inputs, const char* prefix, const std::string& r,
-                     const std::string& ind) const {
+                     const std::string& ind, bool evict_first = false) const {
     for (int in : inputs) s += fmt::format("{}fz_pack<{}, {}> {}{}[VPT];\n", ind, CType(k_.inputs[in].type.dtype), vec_, prefix, in);
     s += fmt::format("#pragma unroll\n{}for (int it = 0; it < VPT; ++it) {{\n", ind);
-    s += fmt::format("{}  const long long c0 = ((long long)it * TPR + t) * {};\n", ind, vec_);
-    s += fmt::format("{}  if (c0 < C) {{\n", ind);
-    for (int in : inputs) s += fmt::format("{}    {}{}[it].load(in{}, {});\n", ind, prefix, in, in, Index(in, r, "c0"));
+    s += fmt::format("{0}  const {1} c0 = (({1})it * TPR + t) * {2};\n", ind, ix_, vec_);
+    s += fmt::format("{}  if ({}) {{\n", ind, ColGuard());
+    for (int in : inputs)
+      s += evict_first ? fmt::format("{}    {}{}[it].load_ef(in{}, {}, pol);\n", ind, prefix, in, in, Index(in, r, "c0"))
+                       : fmt::format("{}    {}{}[it].load(in{}, {});\n", ind, prefix, in, in, Index(in, r, "c0"));
     s += fmt::format("{}  }}\n{}}}\n", ind, ind);
   }
 
-  void EmitRowRegisters(std::string& s, int tpr, int vpt, bool early_store) {
+  // `decode`: the decode function (early stores, evict-first row loads; Run() sets its index type
+  // and pack width).
+  // The register path's column guard: none when the row group's vectors cover the row exactly (a
+  // static width of TPR x VPT x vec: every c0 is inside), so no branch splits the loads and stores.
+  std::string ColGuard() const {
+    const Dim& c = k_.cols();
+    return c.is_static() && c.value == int64_t{tpr_now_} * vpt_now_ * vec_ ? "true" : "c0 < C";
+  }
+  std::string Guard(int rpb) const {
+    const std::string col = ColGuard();
+    if (rpb == 1) return col;
+    return col == "true" ? "valid" : "valid && " + col;
+  }
+
+  // `rpb`: row groups per block; the launcher's block is exactly tpr x rpb threads, so with one group
+  // per block every row the loop reaches is valid, and no guard (a branch around the stores that
+  // kept the compiler from moving loads across it: H200, add_rms_norm 512 x 4096 ~0.1 us) is emitted.
+  void EmitRowRegisters(std::string& s, int tpr, int vpt, int rpb, bool decode) {
+    tpr_now_ = tpr;
+    vpt_now_ = vpt;
     const std::set<int> cached = CachedInputs();
-    reg_channels_ = ChannelInputs(vpt);
+    // Per-column inputs before the rows, except in the half-pack decode function: there the weight
+    // loaded in the epilogue (the compiler issues it during the reduction) measured 0.1-0.2 us faster
+    // (H200, add_rms_norm 1 / 32 / 512 x 4096: docs/BENCHMARKS.md, issue 4 session 10).
+    reg_channels_ = decode && decode_half_ ? std::set<int>{} : ChannelInputs(vpt);
     s += fmt::format("  constexpr int TPR = {}, VPT = {};  // threads per row, vectors per thread\n", tpr, vpt);
-    s += "  const int g = threadIdx.x / TPR, t = threadIdx.x - g * TPR, rpb = blockDim.x / TPR;\n";
+    if (rpb == 1) s += "  constexpr int rpb = 1;  // one row group per block (blockDim.x == TPR)\n  const int t = threadIdx.x;\n";
+    else s += fmt::format("  constexpr int rpb = {};  // row groups per block (blockDim.x == TPR * rpb)\n  const int g = threadIdx.x / TPR, t = threadIdx.x - g * TPR;\n", rpb);
     if (!reg_channels_.empty()) {
       s += "  // per-column inputs, the same for every row: loaded once, before the rows and their reductions\n";
       EmitPackLoads(s, reg_channels_, "wr", "0", "  ");
     }
     s += "  __shared__ float smem[64];\n  int phase = 0;\n  (void)smem;\n  (void)phase;\n";
-    s += "  for (long long r0 = (long long)blockIdx.x * rpb; r0 < R; r0 += (long long)gridDim.x * rpb) {\n";
-    s += "    const bool valid = r0 + g < R;\n";
-    s += "    const long long r = valid ? r0 + g : R - 1;  // an idle group re-reads the last row and stores nothing\n";
-    EmitPackLoads(s, cached, "xr", "r", "    ");
+    const bool evict_first = decode && o_.decode_evict_first && !cached.empty();
+    if (evict_first) s += "  const unsigned long long pol = fz_evict_first();  // the rows are read once\n";
+    // The decode function's grid covers the rows (the launcher's rule), so it has no row loop: with
+    // it, the compiler kept the early stores and the epilogue's loads apart (H200, add_rms_norm
+    // 512 x 4096: 8.51 -> 8.35 us, docs/BENCHMARKS.md issue 4 session 10). The prefill function walks
+    // the rows grid-stride, so any grid is correct.
+    if (decode)
+      s += fmt::format("  {{\n    const {0} r0 = ({0})blockIdx.x * rpb;  // the grid covers the rows\n    if (r0 >= R) return;\n", ix_);
+    else
+      s += fmt::format("  for ({0} r0 = ({0})blockIdx.x * rpb; r0 < R; r0 += ({0})gridDim.x * rpb) {{\n", ix_);
+    if (rpb == 1) {
+      s += "    constexpr bool valid = true;  // one row group per block, and r0 < R\n    (void)valid;\n";
+      s += fmt::format("    const {} r = r0;\n", ix_);
+    } else {
+      s += "    const bool valid = r0 + g < R;\n";
+      s += fmt::format("    const {} r = valid ? r0 + g : R - 1;  // an idle group re-reads the last row and stores nothing\n", ix_);
+    }
+    EmitPackLoads(s, cached, "xr", "r", "    ", evict_first);
     EmitRowDefs(s, 0, "    ");
     // Outputs that need no reduction (add_rms_norm's sum) are stored now, before the first
     // reduction: their writes overlap the reductions instead of queueing behind the epilogue's
     // (every element was loaded above, so an output aliasing its input is still read first).
-    const std::vector<int> early = early_store ? EarlyOutputs() : std::vector<int>{};
+    const std::vector<int> early = decode ? EarlyOutputs() : std::vector<int>{};
     auto is_early = [&](size_t o) { return std::find(early.begin(), early.end(), static_cast<int>(o)) != early.end(); };
-    if (!early.empty()) {
-      std::vector<int> targets;
-      for (int o : early) targets.push_back(StoredExpr(o));
-      s += "    // outputs that need no reduction, stored before the first one\n";
-      EmitRegLoop(s, targets, "valid && c0 < C", [&](std::string& b) {
-        for (int o : early) b += fmt::format("        float o{}[{}];\n", o, vec_);
-      }, [&](std::string& b) {
-        for (int o : early) b += fmt::format("          o{}[j] = e{};\n", o, StoredExpr(o));
-      }, [&](std::string& b) {
-        for (int o : early) EmitStore(b, o, "        ", "r * C + c0");
-      });
-    }
-    // The epilogue's vector outputs, and the early outputs it re-reads from memory (add_rms_norm's
-    // sum) rather than rebuilding them from the row's input packs — those packs then die after the
-    // reductions: fewer registers and instructions (H200, 512 x 4096 add_rms_norm: docs/BENCHMARKS.md).
-    // Only outputs that hold the value exactly (a rounding to their own dtype, or f32) are re-read.
+    // The epilogue's vector outputs, and the early outputs whose stored packs it reads (add_rms_norm's
+    // sum: kept as the packed words that were stored, sv<o>[VPT]) rather than rebuilding them from
+    // the row's input packs — those then die after the reductions: fewer registers and instructions.
+    // H200, add_rms_norm 512 x 4096: the stored packs kept 8.26-8.54 us against 8.35-8.61 re-read
+    // from memory, and 8.51-8.77 rebuilt (docs/BENCHMARKS.md, issue 4 sessions 9-10). Only outputs
+    // that hold the value exactly (a rounding to their own 16-bit dtype, or f32) are kept.
     std::vector<int> vec_targets;
     auto late = [&](size_t o) { return k_.outputs[o].tensor.access != Access::kRowScalar && !is_early(o); };
     for (size_t o = 0; o < k_.outputs.size(); ++o)
       if (late(o)) vec_targets.push_back(StoredExpr(o));
+    // each pass's reductions and the element exprs they reduce
+    std::vector<std::vector<int>> pass_reds(k_.num_passes + 1), pass_args(k_.num_passes + 1);
+    for (size_t e = 0; e < k_.exprs.size(); ++e)
+      if (live_[e] && k_.exprs[e].kind == ExprKind::kReduce && k_.exprs[e].depth >= 1 && k_.exprs[e].depth <= k_.num_passes) {
+        pass_reds[k_.exprs[e].depth].push_back(static_cast<int>(e));
+        pass_args[k_.exprs[e].depth].push_back(k_.exprs[e].args[0]);
+      }
+    std::vector<int> all_targets = vec_targets;
+    for (const auto& a : pass_args) all_targets.insert(all_targets.end(), a.begin(), a.end());
     Reloads reloads;
-    const std::vector<bool> epilogue_exprs = Reached(vec_targets);
+    const std::vector<bool> later_exprs = Reached(all_targets);
     for (int o : early) {
       const int e = k_.outputs[o].expr;
-      const bool exact = k_.outputs[o].tensor.type.dtype == DType::kF32 || StoreRounds(o);
-      if (exact && k_.outputs[o].tensor.access == Access::kFull && epilogue_exprs[e]) reloads[e] = o;
+      const DType dt = k_.outputs[o].tensor.type.dtype;
+      const bool exact = dt == DType::kF32 || (StoreRounds(o) && DTypeSize(dt) == 2 && (vec_ % 2 == 0 || vec_ == 1));
+      if (exact && k_.outputs[o].tensor.access == Access::kFull && later_exprs[e]) reloads[e] = o;
     }
-    const std::set<int> epilogue_inputs = UsedVectorInputs(vec_targets, reloads);
-    // launder() after each pass; after the last only the packs the epilogue still reads
-    auto launder = [&](bool last) {
-      for (int in : cached)
-        if (!last || epilogue_inputs.count(in))
-          s += fmt::format("#pragma unroll\n    for (int it = 0; it < VPT; ++it) xr{}[it].launder();\n", in);
+    auto kept = [&](int o) {
+      for (const auto& [e, ro] : reloads)
+        if (ro == o) return true;
+      return false;
     };
+    if (!early.empty()) {
+      std::vector<int> targets;
+      for (int o : early) targets.push_back(StoredExpr(o));
+      s += "    // outputs that need no reduction, stored before the first one\n";
+      for (int o : early)
+        if (kept(o)) s += fmt::format("    fz_pack<{}, {}> sv{}[VPT];  // the stored packs, read again by the passes\n",
+                                      CType(k_.outputs[o].tensor.type.dtype), vec_, o);
+      EmitRegLoop(s, targets, Guard(rpb), [&](std::string& b) {
+        for (int o : early) b += fmt::format("        float o{}[{}];\n", o, vec_);
+      }, [&](std::string& b) {
+        for (int o : early) b += fmt::format("          o{}[j] = e{};\n", o, StoredExpr(o));
+      }, [&](std::string& b) {
+        for (int o : early) {
+          if (kept(o)) b += fmt::format("        sv{0}[it].set(o{0});\n        sv{0}[it].store(out{0}, r * C + c0);\n", o);
+          else EmitStore(b, o, "        ", "r * C + c0");
+        }
+      });
+    }
+    // launder() after each pass the packs a later pass or the epilogue still reads
+    std::vector<std::set<int>> read_after(k_.num_passes + 1);
+    read_after[k_.num_passes] = UsedVectorInputs(vec_targets, reloads);
+    for (int p = k_.num_passes; p >= 2; --p) {
+      read_after[p - 1] = read_after[p];
+      for (int in : UsedVectorInputs(pass_args[p], reloads)) read_after[p - 1].insert(in);
+    }
     for (int p = 1; p <= k_.num_passes; ++p) {
-      std::vector<int> reds, args;
-      for (size_t e = 0; e < k_.exprs.size(); ++e)
-        if (live_[e] && k_.exprs[e].kind == ExprKind::kReduce && k_.exprs[e].depth == p) reds.push_back(static_cast<int>(e));
+      const std::vector<int>& reds = pass_reds[p];
       for (int rd : reds) {
         const bool mx = k_.exprs[rd].op == OpKind::kMax;
         s += fmt::format("    float acc{} = {};\n", rd, mx ? "-__int_as_float(0x7f800000)" : "0.0f");
-        args.push_back(k_.exprs[rd].args[0]);
       }
       s += fmt::format("    // pass {}: {} reduction{}\n", p, reds.size(), reds.size() == 1 ? "" : "s");
-      EmitRegLoop(s, args, "c0 < C", [](std::string&) {}, [&](std::string& b) {
+      EmitRegLoop(s, pass_args[p], ColGuard(), [](std::string&) {}, [&](std::string& b) {
         for (int rd : reds)
           b += k_.exprs[rd].op == OpKind::kMax ? fmt::format("          acc{0} = fmaxf(acc{0}, e{1});\n", rd, k_.exprs[rd].args[0])
                                                : fmt::format("          acc{0} += e{1};\n", rd, k_.exprs[rd].args[0]);
-      }, [](std::string&) {});
+      }, [](std::string&) {}, reloads);
       for (int rd : reds)
         s += fmt::format("    acc{0} = fz_row_reduce<TPR, {1}>(acc{0}, smem, phase);\n", rd, k_.exprs[rd].op == OpKind::kMax ? "true" : "false");
       EmitRowDefs(s, p, "    ");
-      launder(p == k_.num_passes);
+      for (int in : cached)
+        if (read_after[p].count(in)) s += fmt::format("#pragma unroll\n    for (int it = 0; it < VPT; ++it) xr{}[it].launder();\n", in);
     }
     s += "    // epilogue\n";
     if (!vec_targets.empty()) {
-      EmitRegLoop(s, vec_targets, "valid && c0 < C", [&](std::string& b) {
-        for (const auto& [e, o] : reloads)
-          b += fmt::format("        fz_pack<{0}, {1}> rl{2};\n        rl{2}.load(out{2}, r * C + c0);\n",
-                           CType(k_.outputs[o].tensor.type.dtype), vec_, o);
+      EmitRegLoop(s, vec_targets, Guard(rpb), [&](std::string& b) {
         for (size_t o = 0; o < k_.outputs.size(); ++o)
           if (late(o)) b += fmt::format("        float o{}[{}];\n", o, vec_);
       }, [&](std::string& b) {
@@ -779,6 +893,10 @@ class Emitter {
   EmitOptions o_;
   int vec_ = 1, threads_ = 256;
   bool reg_rows_ = false;                                   // register path
+  int tpr_now_ = 0, vpt_now_ = 0;                           // the register-path function being emitted
+  bool decode_half_ = false;                                 // the decode function takes half-width packs
+  int decode_vec_ = 1;                                       // the decode function's pack width (elements)
+  std::string ix_ = "long long";                             // index type of the function being emitted
   int tpr_p_ = 0, vpt_p_ = 0, tpr_d_ = 0, vpt_d_ = 0;       // prefill / decode row shapes
   std::set<int> reg_channels_;  // ChannelInputs of the register-path function being emitted
   std::vector<bool> live_;

@@ -18,7 +18,13 @@
 // fits EmitOptions::decode_row_threads, so one row's loads and exponentials spread over many
 // threads; twice decode_row_threads for two or more 16-byte packs of row data per vector). In the
 // decode function, outputs that need no reduction (add_rms_norm's sum) are stored right after the
-// loads and re-read from memory in the epilogue (EmitOptions::early_store). Stores convert 16-bit
+// loads, and the stored packs are kept in registers for the reductions and the epilogue
+// (EmitOptions::early_store); it has no row loop (its grid covers the rows) and indexes with 32-bit
+// ints (the launcher takes it only then, and below kDecodeMaxElements), loads the row inputs with
+// evict-first hints, and where the doubled group holds one 16-byte vector per thread takes two 8-byte
+// packs, with the weight loaded in the epilogue. With one row group per block (the launcher's block
+// is exactly TPR x rows-per-block threads) no row guard is emitted, and no column guard where the
+// group's vectors cover the row exactly. Stores convert 16-bit
 // pairs with one cvt.rn.{bf16,f16}x2.f32, and a rounding to the output's own dtype is left to the
 // store. Rows with a symbolic width (or wider than 1024 x 8 vectors): one block per row,
 // streamed per pass (looped). All grid-stride over rows, so any grid size is correct.
@@ -34,12 +40,14 @@
 
 namespace opfuse::codegen {
 
-inline constexpr int kEmitterVersion = 5;
+inline constexpr int kEmitterVersion = 6;
 inline constexpr int kPrefillRowBlock = 128;   // prefill row kernels: rows per block fill ~this many threads
 inline constexpr int kDecodeRowsPerSm = 4;     // rows < this x SMs: the decode function (as the library)
 // Decode row groups up to 256 threads: on an H200 (CUDA-graph replay, rows 1/8/32, h2048/h4096 bf16)
 // 256 beat 32 (warp per row) by 1.2-2.1x for softmax, rms_norm and add_rms_norm (docs/BENCHMARKS.md).
 inline constexpr int kDefaultDecodeRowThreads = 256;
+// The decode function indexes with 32-bit ints: the launcher takes it only below this many elements.
+inline constexpr long long kDecodeMaxElements = (1LL << 31) - 1;
 
 struct EmitOptions {
   bool aligned = true;  // every pointer 16-byte aligned: allows vector accesses
@@ -49,6 +57,11 @@ struct EmitOptions {
   // residual sum) are stored right after the row's loads and re-read in the epilogue instead of
   // kept in registers; off only for A/B timing (OPFUSE_JIT_EARLY_STORE=0).
   bool early_store = true;
+  // Decode function: row inputs loaded with L1/L2 evict-first hints (they are read once), and two
+  // 8-byte packs per thread where the doubled row group holds one 16-byte vector each; off only for
+  // A/B timing (OPFUSE_JIT_EVICT_FIRST=0, OPFUSE_JIT_HALF_PACKS=0).
+  bool decode_evict_first = true;
+  bool decode_half_packs = true;
 };
 
 struct EmittedKernel {

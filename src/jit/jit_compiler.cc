@@ -53,12 +53,31 @@ bool EarlyStore() {
   return v;
 }
 
+// OPFUSE_JIT_EVICT_FIRST=0 / OPFUSE_JIT_HALF_PACKS=0: the decode row function without evict-first
+// row loads / with one 16-byte pack per thread (codegen::EmitOptions), for A/B timing; read once,
+// reported on stderr when set.
+bool DecodeFlag(const char* name, const char* what) {
+  if (!kernels::EnvFlagOff(name)) return true;
+  fmt::print(stderr, "opfuse jit: decode row kernels {} ({}=0)\n", what, name);
+  return false;
+}
+bool DecodeEvictFirst() {
+  static const bool v = DecodeFlag("OPFUSE_JIT_EVICT_FIRST", "load rows without evict-first hints");
+  return v;
+}
+bool DecodeHalfPacks() {
+  static const bool v = DecodeFlag("OPFUSE_JIT_HALF_PACKS", "keep 16-byte packs");
+  return v;
+}
+
 codegen::EmitOptions EmitOptionsFor(bool aligned) {
   codegen::EmitOptions o;
   o.aligned = aligned;
   o.max_threads = 256;
   o.decode_row_threads = DecodeRowThreads();
   o.early_store = EarlyStore();
+  o.decode_evict_first = DecodeEvictFirst();
+  o.decode_half_packs = DecodeHalfPacks();
   return o;
 }
 

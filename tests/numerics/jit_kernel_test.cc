@@ -113,9 +113,9 @@ TEST(JitKernel, NameAndSpecialisation) {
 }
 
 // add_rms_norm's sum needs no reduction: in the decode function it is stored right after the row's
-// loads and re-read from its output in the epilogue (the x / residual packs are not converted again
-// there); with early_store off, and in the prefill function, it is stored in the epilogue from the
-// packs. Both variants compile.
+// loads and its stored packs are kept and read again by the reduction and the epilogue (the x /
+// residual packs are not converted again); with early_store off, and in the prefill function, it is stored in the
+// epilogue from the packs. Both variants compile.
 TEST(JitKernel, EarlyStoreAndReload) {
   for (const char* dt : {"bf16", "f32"}) {
     SCOPED_TRACE(dt);
@@ -140,15 +140,74 @@ TEST(JitKernel, EarlyStoreAndReload) {
       const size_t early_fns = early && functions == 2 ? 1 : 0;
       if (std::string(dt) == "bf16") EXPECT_EQ(functions, 2u) << e->source;
       EXPECT_EQ(count(e->source, "stored before the first one"), early_fns) << e->source;
-      EXPECT_EQ(count(e->source, "rl1.load(out1, r * C + c0)"), early_fns) << e->source;
-      // packs of x read: early loop + pass 1 (early), pass 1 + epilogue (late)
-      EXPECT_EQ(count(e->source, "= xr0[it].get(j)"), 2 * functions) << e->source;
+      EXPECT_EQ(count(e->source, "sv1[it].store(out1, r * C + c0)"), early_fns) << e->source;
+      // the kept sum is read by pass 1 and the epilogue; the packs of x only by the early loop there
+      // (pass 1 + epilogue where the sum is stored late)
+      EXPECT_EQ(count(e->source, "= sv1[it].get(j)"), 2 * early_fns) << e->source;
+      EXPECT_EQ(count(e->source, "= xr0[it].get(j)"), 2 * functions - early_fns) << e->source;
       if (jit::NvrtcAvailable()) {
         auto c = jit::CompileCuda(e->source, e->function, "sm_90");
         EXPECT_TRUE(c.ok()) << c.status().message() << "\n" << e->source;
       }
     }
   }
+}
+
+// The decode function's own habits (H200-measured, docs/BENCHMARKS.md issue 4 session 10): 32-bit
+// indices, evict-first row loads, no guards where the row group covers the row exactly, and for
+// add_rms_norm 4096 bf16 (a 512-thread group, one 16-byte vector each) two 8-byte packs per thread
+// with the weight loaded in the epilogue. The prefill function keeps 64-bit indices and plain loads;
+// each switch turns its habit off; a width the group does not cover exactly keeps its guards.
+TEST(JitKernel, DecodeFunctionHabits) {
+  auto count = [](const std::string& s, const std::string& what) {
+    size_t n = 0;
+    for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+    return n;
+  };
+  auto emit = [](const char* graph, const codegen::EmitOptions& o) {
+    auto g = ParseGraph(graph);
+    EXPECT_TRUE(g.ok()) << g.status().message();
+    auto k = codegen::BuildKernel(*g, std::vector<int>{0});
+    EXPECT_TRUE(k.ok()) << k.status().message();
+    auto e = codegen::EmitCuda(*k, o);
+    EXPECT_TRUE(e.ok()) << e.status().message();
+    return *e;
+  };
+  const char* arn = "graph g\ninput x: bf16[T, 4096]\ninput r: bf16[T, 4096]\nparam w: bf16[4096]\ny, s = add_rms_norm(x, r, w)\noutput y, s\n";
+  for (bool ef : {true, false})
+    for (bool half : {true, false}) {
+      SCOPED_TRACE(fmt::format("evict_first {} half_packs {}", ef, half));
+      codegen::EmitOptions o;
+      o.decode_evict_first = ef;
+      o.decode_half_packs = half;
+      const codegen::EmittedKernel e = emit(arn, o);
+      ASSERT_NE(e.decode_function, e.function);
+      const std::string& src = e.source;
+      const size_t split = src.find(e.decode_function + "(");
+      ASSERT_NE(split, std::string::npos);
+      const std::string prefill = src.substr(0, split), decode = src.substr(split);
+      EXPECT_NE(prefill.find("const long long C = 4096LL;"), std::string::npos);
+      EXPECT_NE(decode.find("const int C = (int)(4096LL);"), std::string::npos) << decode;
+      EXPECT_EQ(count(decode, "long long r0"), 0u);
+      EXPECT_EQ(count(prefill, "].load_ef(in"), 0u);
+      EXPECT_EQ(count(decode, "].load_ef(in"), ef ? 2u : 0u) << decode;
+      EXPECT_EQ(count(decode, "fz_evict_first()"), ef ? 1u : 0u);
+      EXPECT_EQ(count(decode, "c0 < C"), 0u) << decode;  // 512 threads x 8 elements cover 4096 exactly
+      EXPECT_EQ(e.decode_threads, 512);
+      EXPECT_EQ(count(decode, "fz_pack<fz_bf16, 4> xr0[VPT]"), half ? 1u : 0u) << decode;
+      EXPECT_EQ(count(decode, "fz_pack<fz_bf16, 8> xr0[VPT]"), half ? 0u : 1u) << decode;
+      EXPECT_EQ(count(decode, "wr2[it].load(in2"), half ? 0u : 1u) << decode;  // the weight: epilogue / before the rows
+      EXPECT_EQ(count(decode, "fz_load<4>(in2, c0, x2)"), half ? 1u : 0u) << decode;
+      if (jit::NvrtcAvailable()) {
+        auto c = jit::CompileCuda(src, e.function, "sm_90");
+        EXPECT_TRUE(c.ok()) << c.status().message() << "\n" << src;
+      }
+    }
+  // 4000 columns: 500 vectors of 8 over a 512-thread group, so the decode function keeps its guards
+  const codegen::EmittedKernel odd =
+      emit("graph g\ninput x: bf16[T, 4000]\nparam w: bf16[4000]\ny = rms_norm(x, w)\noutput y\n", {});
+  const std::string odd_decode = odd.source.substr(odd.source.find(odd.decode_function + "("));
+  EXPECT_GT(count(odd_decode, "c0 < C"), 0u) << odd_decode;
 }
 
 }  // namespace

@@ -4,7 +4,8 @@
 // ceil(rows / rows per block) blocks. Looped row kernels: one block per row. Pointwise kernels: one
 // thread per vector, blocks of `threads` (256) for large tensors and 64 for small ones (fewer than
 // 1024 vectors per SM: more SMs busy), as the library's glu kernel. Grids cover the work in one step
-// up to the hardware limit; the kernels grid-stride beyond it.
+// up to the hardware limit; the kernels grid-stride beyond it, except the decode function (no row
+// loop, 32-bit indices), which is taken only where its grid covers the rows.
 #include <algorithm>
 
 #include <cuda_runtime.h>
@@ -88,7 +89,11 @@ StatusOr<LoadedKernel::Geometry> LoadedKernel::LaunchGeometry(const std::vector<
   constexpr int64_t kMaxGrid = int64_t{1} << 30;
   if (em.row) {
     int64_t rpb = std::max(1, em.rows_per_block);
-    if (em.row_in_registers && rows < int64_t{codegen::kDecodeRowsPerSm} * sm_count_) {
+    // the decode function indexes with 32-bit ints (only below kDecodeMaxElements) and has no row
+    // loop: its grid must cover the rows (rows < kDecodeRowsPerSm x SMs is far below kMaxGrid)
+    const int64_t decode_rpb = std::max(1, em.decode_rows_per_block);
+    if (em.row_in_registers && rows < int64_t{codegen::kDecodeRowsPerSm} * sm_count_ &&
+        rows * cols <= codegen::kDecodeMaxElements && (rows + decode_rpb - 1) / decode_rpb <= kMaxGrid) {
       geo.threads = em.decode_threads;
       rpb = std::max(1, em.decode_rows_per_block);
       geo.kernel = decode_kernel_;
