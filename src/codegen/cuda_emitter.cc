@@ -391,7 +391,12 @@ class Emitter {
     // Two or more 16-byte packs of row data per vector (add_rms_norm's x and residual): twice the
     // threads, so a thread holds one vector (H200, add_rms_norm 512 x 4096: t512x1 8.51 us against
     // t256x2 8.74 us; 1 and 32 rows within 1%; docs/BENCHMARKS.md).
-    const int cap = std::clamp(o_.decode_row_threads * (words >= 8 ? 2 : 1), 1, 1024);
+    // Single-pass kernels without a MUFU op per element (rms_norm) double it too: rms_norm x 4096 bf16
+    // t512x1 against t256x2, bench ops µs at 1 / 32 / 512 rows 1.65 / 1.89 / 6.53 against 1.83 / 2.03 /
+    // 6.56; not softmax (4096: 1.04 / 1.10 / 1.01 times slower) nor two-pass layer_norm (512 rows
+    // 1.03 times slower) (docs/BENCHMARKS.md, issue 4 session 10).
+    const bool doubled = words >= 8 || (k_.num_passes == 1 && !transcendental);
+    const int cap = std::clamp(o_.decode_row_threads * (doubled ? 2 : 1), 1, 1024);
     for (int cand : {1, 2, 4, 8}) {
       const int t = RoundThreads(CeilDiv(v, cand));
       if ((t > 0 && t <= cap) || cand == 8) {
@@ -402,11 +407,13 @@ class Emitter {
     }
     if (tpr_d_ == 0) tpr_d_ = tpr_p_, vpt_d_ = vpt_p_;
     decode_vec_ = vec_;
-    // With the doubled group and one 16-byte vector per thread, the decode function takes two 8-byte
-    // packs per thread instead, half a row apart (Triton's layout for this case): H200, add_rms_norm
-    // 512 x 4096 bf16 with evict-first loads and 32-bit indices, rotating sets, 8.32-8.51 us against
-    // 8.35-8.54 for one 16-byte pack (docs/BENCHMARKS.md, issue 4 session 10).
-    if (o_.decode_half_packs && words >= 8 && vpt_d_ == 1 && tpr_d_ > o_.decode_row_threads && vec_ % 2 == 0) {
+    // The doubled group (two or more 16-byte packs of row data per vector) with one vector per thread
+    // (add_rms_norm 4096 bf16: t512x1) takes two 8-byte packs per thread instead, half a row apart
+    // (Triton's layout for this case): H200, add_rms_norm 512 x 4096 bf16 with evict-first loads and
+    // 32-bit indices, rotating sets, 8.32-8.51 us against 8.35-8.54 for one 16-byte pack. Not for one
+    // pack per vector: rms_norm 512 x 4096 t512x2 of 8 bytes 6.40-6.43 us, t512x1 of 16 bytes
+    // 6.27-6.34 (docs/BENCHMARKS.md, issue 4 session 10).
+    if (o_.decode_half_packs && words >= 8 && vpt_d_ == 1 && tpr_d_ >= 512 && vec_ % 2 == 0) {
       decode_vec_ = vec_ / 2;
       vpt_d_ = 2;
       decode_half_ = true;

@@ -13,21 +13,22 @@
 // (converted to f32 on use, laundered between passes), all loads issued before the first use,
 // shuffle reductions plus one shared-memory exchange for groups wider than a warp. Two shapes are
 // emitted when they differ: `function` for prefill (rows >= kDecodeRowsPerSm x SMs; ~16 registers of
-// row data per thread, 8 for multi-pass kernels with a MUFU op per element (softmax: 2 vectors) — measured
-// best per family) and `decode_function` for fewer rows (the fewest vectors per thread whose group
-// fits EmitOptions::decode_row_threads, so one row's loads and exponentials spread over many
-// threads; twice decode_row_threads for two or more 16-byte packs of row data per vector). In the
-// decode function, outputs that need no reduction (add_rms_norm's sum) are stored right after the
+// row data per thread, 8 for multi-pass kernels with a MUFU op per element (softmax: 2 vectors) —
+// measured best per family) and `decode_function` for fewer rows (the fewest vectors per thread whose
+// group fits EmitOptions::decode_row_threads, so one row's loads and exponentials spread over many
+// threads; twice decode_row_threads for two or more 16-byte packs of row data per vector, and for
+// single-pass kernels without a MUFU op per element).
+// The decode function: outputs that need no reduction (add_rms_norm's sum) are stored right after the
 // loads, and the stored packs are kept in registers for the reductions and the epilogue
-// (EmitOptions::early_store); it has no row loop (its grid covers the rows) and indexes with 32-bit
-// ints (the launcher takes it only then, and below kDecodeMaxElements), loads the row inputs with
-// evict-first hints, and where the doubled group holds one 16-byte vector per thread takes two 8-byte
-// packs, with the weight loaded in the epilogue. With one row group per block (the launcher's block
-// is exactly TPR x rows-per-block threads) no row guard is emitted, and no column guard where the
-// group's vectors cover the row exactly. Stores convert 16-bit
-// pairs with one cvt.rn.{bf16,f16}x2.f32, and a rounding to the output's own dtype is left to the
-// store. Rows with a symbolic width (or wider than 1024 x 8 vectors): one block per row,
-// streamed per pass (looped). All grid-stride over rows, so any grid size is correct.
+// (EmitOptions::early_store); no row loop (its grid covers the rows) and 32-bit indices (the launcher
+// takes it only then, and below kDecodeMaxElements); the row inputs loaded with evict-first hints;
+// where the doubled group holds one 16-byte vector per thread, two 8-byte packs instead, with the
+// weight loaded in the epilogue. With one row group per block (the launcher's block is exactly
+// TPR x rows-per-block threads) no row guard is emitted, and no column guard where the group's
+// vectors cover the row exactly. Stores convert 16-bit pairs with one cvt.rn.{bf16,f16}x2.f32, and a
+// rounding to the output's own dtype is left to the store. Rows with a symbolic width (or wider than
+// 1024 x 8 vectors): one block per row, streamed per pass (looped). The prefill and looped functions
+// grid-stride over rows, so any grid size is correct.
 // ABI: kernel(inputs..., outputs..., long long <symbol>...) in Kernel order; launch geometry in
 // src/jit/cuda/cuda_launcher.cc.
 // Versioning: the source text is the JIT cache key (src/jit/kernel_cache.h), so any change to the
