@@ -14,7 +14,8 @@
 //         n (null pointer)
 // e.g. triton=tri.cubin:triton_red_fused__fused_rms_norm_0:512:512:64:module:x,w,y,i,I,n,n
 //      jit=ours.cubin:fz_rms_norm_bf16_h4096_x512_v8_decode:512:256:0:library:x,w,y
-// --flush: a 2 x L2 memset before each sample's spin. --spin clock: PyTorch's clock64 spin (torch.cuda._sleep)
+// --graph N: one CUDA-graph replay of N launches (cycling the sets) per sample, µs per launch (bench ops'
+// decode rule), median of 75 replays. --flush: a 2 x L2 memset before each sample's spin. --spin clock: PyTorch's clock64 spin (torch.cuda._sleep)
 // instead of opfuse's __nanosleep loop. --pool: buffers carved from 20 MiB segments at 512-byte
 // alignment (PyTorch's caching allocator) instead of one cudaMalloc each. --fill random: signed pseudo-random bf16 inputs (default: constant memset). Prints one markdown table (µs per round, median).
 // Build: nvcc -O2 -std=c++20 -gencode arch=compute_90,code=sm_90 -cudart static dev/kernel_ab/kernel_ab.cu -o build/kernel_ab
@@ -63,6 +64,7 @@ int main(int argc, char** argv) {
   int sets = 0, rounds = 3;  // sets 0: opfuse's rule, ceil(2 L2 / rotated bytes of the first kernel) <= 32
   bool flush = false;
   std::string spin = "sleep", fill = "const";
+  int graph_calls = 0;  // --graph N: time one CUDA-graph replay of N launches over the sets, per launch
   bool pool = false;
   std::vector<Spec> specs;
   for (int i = 1; i < argc; ++i) {
@@ -79,6 +81,7 @@ int main(int argc, char** argv) {
     else if (a == "--sets") sets = std::stoi(next());
     else if (a == "--rounds") rounds = std::stoi(next());
     else if (a == "--flush") flush = true;
+    else if (a == "--graph") graph_calls = std::atoi(next().c_str());
     else if (a == "--spin") spin = next();
     else if (a == "--fill") fill = next();
     else if (a == "--pool") pool = true;
@@ -223,6 +226,32 @@ int main(int argc, char** argv) {
   auto median_us = [&](Spec& s) {
     for (int i = 0; i < 10; ++i) launch_one(s, bufs[i % sets]);
     CK(cudaStreamSynchronize(st));
+    if (graph_calls > 0) {  // bench ops' decode rule: one replay of graph_calls launches, µs per launch
+      cudaGraph_t g;
+      cudaGraphExec_t ge;
+      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+      for (int i = 0; i < graph_calls; ++i) launch_one(s, bufs[i % sets]);
+      CK(cudaStreamEndCapture(st, &g));
+      CK(cudaGraphInstantiate(&ge, g, 0));
+      CK(cudaGraphLaunch(ge, st));
+      CK(cudaStreamSynchronize(st));
+      std::vector<float> ms;
+      for (int i = 0; i < kSamples / 4; ++i) {
+        if (flush) CK(cudaMemsetAsync(flush_buf, i & 0x7f, flush_bytes, st));
+        SpinSleep<<<1, 1, 0, st>>>(100000);
+        CK(cudaEventRecord(ev[0], st));
+        CK(cudaGraphLaunch(ge, st));
+        CK(cudaEventRecord(ev[1], st));
+        CK(cudaStreamSynchronize(st));
+        float t;
+        CK(cudaEventElapsedTime(&t, ev[0], ev[1]));
+        ms.push_back(t / graph_calls);
+      }
+      CK(cudaGraphExecDestroy(ge));
+      CK(cudaGraphDestroy(g));
+      std::sort(ms.begin(), ms.end());
+      return ms[ms.size() / 2] * 1e3;
+    }
     for (int i = 0; i < kSamples; ++i) {
       if (flush) CK(cudaMemsetAsync(flush_buf, i & 0x7f, flush_bytes, st));
       if (spin == "clock") SpinClock<<<1, 1, 0, st>>>(100LL * clock_khz / 1000);  // ~100 µs at the boost clock
@@ -244,8 +273,9 @@ int main(int argc, char** argv) {
   std::vector<std::vector<double>> us(specs.size());
   for (int r = 0; r < rounds; ++r)
     for (size_t k = 0; k < specs.size(); ++k) us[k].push_back(median_us(specs[k]));
-  std::printf("%s, %lld x %lld, %s inputs%s, %d set(s)%s, %s spin, %d rounds (each the median of %d samples)\n\n", prop.name, rows, cols, fill.c_str(), pool ? " (pooled)" : "", sets,
-              flush ? ", 2 x L2 memset before each" : "", spin == "clock" ? "clock64" : "__nanosleep", rounds, kSamples);
+  std::printf("%s, %lld x %lld, %s inputs%s, %d set(s)%s, %s spin, %d rounds (each the median of %d samples)%s\n\n", prop.name, rows, cols, fill.c_str(), pool ? " (pooled)" : "", sets,
+              flush ? ", 2 x L2 memset before each" : "", spin == "clock" ? "clock64" : "__nanosleep", rounds,
+              graph_calls ? kSamples / 4 : kSamples, graph_calls ? (", CUDA-graph replays of " + std::to_string(graph_calls) + " launches, µs per launch").c_str() : "");
   std::printf("| kernel | load | grid x block | µs per round | median µs |\n|---|---|---|---|---:|\n");
   for (size_t k = 0; k < specs.size(); ++k) {
     std::string per;

@@ -98,6 +98,8 @@ def main():
     p.add_argument("--reps", type=int, default=100)
     p.add_argument("--side-stream", action="store_true",
                    help="run everything on a stream torch creates instead of the legacy default stream")
+    p.add_argument("--graph", action="store_true",
+                   help="time by CUDA-graph replay (bench_peer's decode rule) instead of per-call events")
     a = p.parse_args()
     case = next(c for c in json.load(open(a.cases))["cases"] if c["id"] == a.id)
     device = torch.device("cuda", 0)
@@ -166,9 +168,10 @@ def main():
         rounds = {t: [] for t in fns}
         for _ in range(a.rounds):
             for tag, f in fns.items():
-                rounds[tag].append(timer.events(f, sets, flush, hosts[tag]))
+                rounds[tag].append(timer.graph(f, sets, flush)[0] if a.graph else timer.events(f, sets, flush, hosts[tag]))
     torch.cuda.synchronize()
-    print(f"{torch.cuda.get_device_name(device)}, {a.id}, {k} sets, flush {flush}, {a.reps} samples per round, "
+    print(f"{torch.cuda.get_device_name(device)}, {a.id}, {k} sets, flush {flush}, "
+          f"{'CUDA-graph replay' if a.graph else f'{a.reps} samples'} per round, "
           f"stream {'torch.cuda.Stream()' if a.side_stream else 'default (legacy)'}")
     print("| path | µs per round | median | host µs |\n|---|---|---:|---:|")
     for tag, v in rounds.items():

@@ -43,18 +43,21 @@ template <int N, typename T> __device__ __forceinline__ void fz_load(const T* __
   else if constexpr (B == 8) { uint2 u = *reinterpret_cast<const uint2*>(p + i); const T* e = reinterpret_cast<const T*>(&u);
 #pragma unroll
     for (int k = 0; k < N; ++k) out[k] = fz_f32(e[k]); }
+  else if constexpr (B == 4 && N == 2) { unsigned u = *reinterpret_cast<const unsigned*>(p + i); const T* e = reinterpret_cast<const T*>(&u);
+    out[0] = fz_f32(e[0]); out[1] = fz_f32(e[1]); }
   else {
 #pragma unroll
     for (int k = 0; k < N; ++k) out[k] = fz_f32(p[i + k]); }
 }
 template <int N, typename T> __device__ __forceinline__ void fz_store(T* __restrict__ p, long long i, const float* v) {
   constexpr int B = N * (int)sizeof(T);
-  if constexpr ((B == 16 || B == 8) && sizeof(T) == 2) {
+  if constexpr ((B == 16 || B == 8 || B == 4) && sizeof(T) == 2) {
     unsigned w[N / 2];
 #pragma unroll
     for (int k = 0; k < N / 2; ++k) w[k] = fz_cvt2<T>::pack(v[2 * k], v[2 * k + 1]);
     if constexpr (B == 16) *reinterpret_cast<uint4*>(p + i) = make_uint4(w[0], w[1], w[2], w[3]);
-    else *reinterpret_cast<uint2*>(p + i) = make_uint2(w[0], w[1]);
+    else if constexpr (B == 8) *reinterpret_cast<uint2*>(p + i) = make_uint2(w[0], w[1]);
+    else *reinterpret_cast<unsigned*>(p + i) = w[0];
   } else if constexpr (B == 16 || B == 8) {
     T e[N];
 #pragma unroll
@@ -262,6 +265,18 @@ class Emitter {
     } else {
       out.threads = threads_;
       out.rows_per_block = 1;
+      // Pointwise kernels over vectors wider than 4 bytes get a decode function for tiny tensors (at
+      // most jit::kPointwiseDecodeBlocksPerSm of its blocks per SM, the launcher's rule): 4-byte
+      // packs, kPointwiseDecodeThreads threads, no loop, 32-bit indices. H200, swiglu 1 x 5632 bf16,
+      // CUDA-graph replay of 64 launches, L2 flushed: 1.55 us against 1.63 for 16-byte vectors in
+      // blocks of 64 (torch.compile's Triton kernel, 1-element packs in 44 blocks of 128: 1.56)
+      // (docs/BENCHMARKS.md, issue 4 session 10).
+      const int dv = std::max(1, 4 / std::max(1, max_size_));
+      if (!k_.is_row() && o_.pointwise_decode && dv < vec_) {
+        out.decode_function = out.function + "_decode";
+        out.decode_threads = kPointwiseDecodeThreads;
+        out.decode_vec = dv;
+      }
     }
     std::string& s = out.source;
     s += fmt::format("// opfuse generated kernel {}\n// fuses: {}\n", out.function, k_.summary);
@@ -272,6 +287,9 @@ class Emitter {
       s += fmt::format("// prefill {}: {} threads x {} vectors per row, {} rows per block; decode {}: {} threads x {} vectors of {}, {} rows per block\n",
                        out.function, tpr_p_, vpt_p_, out.rows_per_block, out.decode_function, tpr_d_, vpt_d_, decode_vec_,
                        out.decode_rows_per_block);
+    else if (!out.decode_function.empty())
+      s += fmt::format("// {} threads per block, one vector per thread; decode {}: {} threads, one {}-element pack per thread\n",
+                       threads_, out.decode_function, out.decode_threads, out.decode_vec);
     else
       s += fmt::format("// {} threads per block{}\n", threads_, k_.is_row() ? ", one row per block" : ", one vector per thread");
     for (size_t i = 0; i < k_.inputs.size(); ++i)
@@ -297,8 +315,16 @@ class Emitter {
     } else {
       EmitFunction(s, out.function, threads_, [&](std::string& b) {
         if (k_.is_row()) EmitRowLooped(b);
-        else EmitPointwise(b);
+        else EmitPointwise(b, false);
       });
+      if (!out.decode_function.empty()) {
+        const int vec = vec_;
+        ix_ = "int";
+        vec_ = out.decode_vec;
+        EmitFunction(s, out.decode_function, out.decode_threads, [&](std::string& b) { EmitPointwise(b, true); });
+        ix_ = "long long";
+        vec_ = vec;
+      }
     }
     return out;
   }
@@ -357,6 +383,7 @@ class Emitter {
       if (t.access == Access::kFull || t.access == Access::kChannel) max_size = std::max(max_size, DTypeSize(t.type.dtype));
     for (const auto& o : k_.outputs)
       if (o.tensor.access == Access::kFull) max_size = std::max(max_size, DTypeSize(o.tensor.type.dtype));
+    max_size_ = max_size;
     vec_ = 1;
     const Dim& c = k_.cols();
     if (o_.aligned && c.is_static()) {
@@ -593,21 +620,27 @@ class Emitter {
   // loop only runs again for grids capped by the hardware limit). The library's glu kernel measured
   // 1, 2 and 4 vectors per thread within 2.5% at this layout and a capped grid-stride grid 3-9%
   // slower (src/kernels/glu.cu), so the emitter follows it.
-  void EmitPointwise(std::string& s) {
+  // `decode`: the decode function (Run() sets its pack width and 32-bit index type): no loop, the
+  // launcher's grid covers the vectors.
+  void EmitPointwise(std::string& s, bool decode) {
     std::vector<int> targets;
     for (size_t o = 0; o < k_.outputs.size(); ++o) targets.push_back(StoredExpr(o));
     const bool rc = PointwiseNeedsRowCol();
-    s += "  const long long NV = R * C / " + std::to_string(vec_) + ";\n";
-    s += "  for (long long v = (long long)blockIdx.x * blockDim.x + threadIdx.x; v < NV; v += (long long)gridDim.x * blockDim.x) {\n";
-    s += fmt::format("    const long long i0 = v * {};\n", vec_);
-    if (rc) s += "    const long long r = i0 / C;\n    const long long c0 = i0 - r * C;\n";
+    s += fmt::format("  const {} NV = R * C / {};\n", ix_, vec_);
+    if (decode)
+      s += fmt::format("  {{\n    const {0} v = ({0})blockIdx.x * blockDim.x + threadIdx.x;  // the grid covers the vectors\n"
+                       "    if (v >= NV) return;\n", ix_);
+    else
+      s += "  for (long long v = (long long)blockIdx.x * blockDim.x + threadIdx.x; v < NV; v += (long long)gridDim.x * blockDim.x) {\n";
+    s += fmt::format("    const {} i0 = v * {};\n", ix_, vec_);
+    if (rc) s += fmt::format("    const {0} r = i0 / C;\n    const {0} c0 = i0 - r * C;\n", ix_);
     EmitRowDefs(s, 0, "    ");
     for (int in : UsedVectorInputs(targets))
       s += fmt::format("    float x{}[{}];\n    {}\n", in, vec_,
                        rc ? LoadVec(in, "x" + std::to_string(in), "r", "c0") : fmt::format("fz_load<{0}>(in{1}, i0, x{1});", vec_, in));
     for (size_t o = 0; o < k_.outputs.size(); ++o) s += fmt::format("    float o{}[{}];\n", o, vec_);
     s += fmt::format("#pragma unroll\n    for (int j = 0; j < {}; ++j) {{\n", vec_);
-    if (rc) s += "      const long long c = c0 + j;\n      (void)c;\n";
+    if (rc) s += fmt::format("      const {} c = c0 + j;\n      (void)c;\n", ix_);
     EmitElementDefs(s, targets, "      ");
     for (size_t o = 0; o < k_.outputs.size(); ++o) s += fmt::format("      o{}[j] = e{};\n", o, StoredExpr(o));
     s += "    }\n";
@@ -900,6 +933,7 @@ class Emitter {
   EmitOptions o_;
   int vec_ = 1, threads_ = 256;
   bool reg_rows_ = false;                                   // register path
+  int max_size_ = 1;                                         // widest element (bytes) of the full / per-column tensors
   int tpr_now_ = 0, vpt_now_ = 0;                           // the register-path function being emitted
   bool decode_half_ = false;                                 // the decode function takes half-width packs
   int decode_vec_ = 1;                                       // the decode function's pack width (elements)

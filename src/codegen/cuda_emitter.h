@@ -49,6 +49,9 @@ inline constexpr int kDecodeRowsPerSm = 4;     // rows < this x SMs: the decode 
 inline constexpr int kDefaultDecodeRowThreads = 256;
 // The decode function indexes with 32-bit ints: the launcher takes it only below this many elements.
 inline constexpr long long kDecodeMaxElements = (1LL << 31) - 1;
+// Pointwise decode function: threads per block (the launcher takes it while ceil(elements /
+// decode_vec / this) <= jit::kPointwiseDecodeBlocksPerSm x SMs).
+inline constexpr int kPointwiseDecodeThreads = 128;
 
 struct EmitOptions {
   bool aligned = true;  // every pointer 16-byte aligned: allows vector accesses
@@ -63,6 +66,9 @@ struct EmitOptions {
   // A/B timing (OPFUSE_JIT_EVICT_FIRST=0, OPFUSE_JIT_HALF_PACKS=0).
   bool decode_evict_first = true;
   bool decode_half_packs = true;
+  // Pointwise kernels over vectors wider than 4 bytes: a decode function of 4-byte packs for tiny
+  // tensors (the launcher's rule); off only for A/B timing (OPFUSE_JIT_POINTWISE_DECODE=0).
+  bool pointwise_decode = true;
 };
 
 struct EmittedKernel {
@@ -74,12 +80,15 @@ struct EmittedKernel {
   bool row = false;
   int rows_per_block = 1;  // row kernels: rows a block of `threads` handles per step
   // Register-path row kernels (row_in_registers): the prefill shape of `function`, and the decode
-  // function with its block. decode_function == function when both shapes are the same.
+  // function with its block (decode_function == function when both shapes are the same). Pointwise
+  // kernels: decode_function (empty when none) with decode_threads and decode_vec.
   int threads_per_row = 0;
   int vectors_per_thread = 0;
   std::string decode_function;
   int decode_threads = 0;
   int decode_rows_per_block = 1;
+  // Pointwise kernels: the decode function's elements per thread (0: no decode function).
+  int decode_vec = 0;
 };
 
 StatusOr<EmittedKernel> EmitCuda(const Kernel& k, const EmitOptions& opts = {});

@@ -54,8 +54,8 @@ bool EarlyStore() {
 }
 
 // OPFUSE_JIT_EVICT_FIRST=0 / OPFUSE_JIT_HALF_PACKS=0: the decode row function without evict-first
-// row loads / with one 16-byte pack per thread (codegen::EmitOptions), for A/B timing; read once,
-// reported on stderr when set.
+// row loads / with one 16-byte pack per thread; OPFUSE_JIT_POINTWISE_DECODE=0: no pointwise decode
+// function (codegen::EmitOptions), for A/B timing; read once, reported on stderr when set.
 bool DecodeFlag(const char* name, const char* what) {
   if (!kernels::EnvFlagOff(name)) return true;
   fmt::print(stderr, "opfuse jit: decode row kernels {} ({}=0)\n", what, name);
@@ -69,6 +69,14 @@ bool DecodeHalfPacks() {
   static const bool v = DecodeFlag("OPFUSE_JIT_HALF_PACKS", "keep 16-byte packs");
   return v;
 }
+bool PointwiseDecode() {
+  static const bool v = [] {
+    if (!kernels::EnvFlagOff("OPFUSE_JIT_POINTWISE_DECODE")) return true;
+    fmt::print(stderr, "opfuse jit: pointwise kernels have no decode function (OPFUSE_JIT_POINTWISE_DECODE=0)\n");
+    return false;
+  }();
+  return v;
+}
 
 codegen::EmitOptions EmitOptionsFor(bool aligned) {
   codegen::EmitOptions o;
@@ -78,6 +86,7 @@ codegen::EmitOptions EmitOptionsFor(bool aligned) {
   o.early_store = EarlyStore();
   o.decode_evict_first = DecodeEvictFirst();
   o.decode_half_packs = DecodeHalfPacks();
+  o.pointwise_decode = PointwiseDecode();
   return o;
 }
 

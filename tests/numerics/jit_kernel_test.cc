@@ -210,5 +210,53 @@ TEST(JitKernel, DecodeFunctionHabits) {
   EXPECT_GT(count(odd_decode, "c0 < C"), 0u) << odd_decode;
 }
 
+// Pointwise kernels over vectors wider than 4 bytes get a decode function of 4-byte packs (no loop,
+// 32-bit indices, 128 threads) for tiny tensors; none where the vector already is that narrow, or
+// with the switch off.
+TEST(JitKernel, PointwiseDecodeFunction) {
+  struct Case {
+    const char* graph;
+    bool aligned, on;
+    int vec, decode_vec;
+  };
+  const Case cases[] = {
+      {"graph g\ninput a: bf16[T, 5632]\ninput b: bf16[T, 5632]\ny = swiglu(a, b)\noutput y\n", true, true, 8, 2},
+      {"graph g\ninput a: bf16[T, 5632]\ninput b: bf16[T, 5632]\ny = swiglu(a, b)\noutput y\n", true, false, 8, 0},
+      {"graph g\ninput a: f32[T, 64]\ninput b: f32[T, 64]\ny = add(a, b)\noutput y\n", true, true, 4, 1},
+      {"graph g\ninput a: bf16[T, 6]\ninput b: bf16[T, 6]\ny = mul(a, b)\noutput y\n", true, true, 2, 0},
+      {"graph g\ninput a: bf16[T, 64]\ninput b: bf16[T, 64]\ny = mul(a, b)\noutput y\n", false, true, 1, 0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("{} aligned {} on {}", c.graph, c.aligned, c.on));
+    auto g = ParseGraph(c.graph);
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    auto k = codegen::BuildKernel(*g, std::vector<int>{0});
+    ASSERT_TRUE(k.ok()) << k.status().message();
+    codegen::EmitOptions o;
+    o.aligned = c.aligned;
+    o.pointwise_decode = c.on;
+    auto e = codegen::EmitCuda(*k, o);
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    EXPECT_FALSE(e->row);
+    EXPECT_EQ(e->vec, c.vec);
+    EXPECT_EQ(e->decode_vec, c.decode_vec);
+    if (c.decode_vec == 0) {
+      EXPECT_TRUE(e->decode_function.empty());
+      EXPECT_EQ(e->source.find("_decode("), std::string::npos) << e->source;
+      continue;
+    }
+    EXPECT_EQ(e->decode_function, e->function + "_decode");
+    EXPECT_EQ(e->decode_threads, codegen::kPointwiseDecodeThreads);
+    const std::string decode = e->source.substr(e->source.find(e->decode_function + "("));
+    EXPECT_NE(decode.find("if (v >= NV) return;"), std::string::npos) << decode;
+    EXPECT_NE(decode.find(fmt::format("const int i0 = v * {};", c.decode_vec)), std::string::npos) << decode;
+    EXPECT_EQ(decode.find("long long v"), std::string::npos) << decode;
+    if (jit::NvrtcAvailable()) {
+      auto cu = jit::CompileCuda(e->source, e->function, "sm_90");
+      EXPECT_TRUE(cu.ok()) << cu.status().message() << "\n" << e->source;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace opfuse

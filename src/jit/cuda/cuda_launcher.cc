@@ -3,10 +3,14 @@
 // decode function with its block (decode_threads), more the prefill one (threads, ~128 per block);
 // ceil(rows / rows per block) blocks. Looped row kernels: one block per row. Pointwise kernels: one
 // thread per vector, blocks of `threads` (256) for large tensors and 64 for small ones (fewer than
-// 1024 vectors per SM: more SMs busy), as the library's glu kernel. Grids cover the work in one step
+// 1024 vectors per SM: more SMs busy), as the library's glu kernel; tensors of at most
+// kPointwiseDecodeBlocksPerSm blocks per SM of the pointwise decode function (4-byte packs, 128
+// threads) run that. Grids cover the work in one step
 // up to the hardware limit; the kernels grid-stride beyond it, except the decode function (no row
 // loop, 32-bit indices), which is taken only where its grid covers the rows.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -14,6 +18,27 @@
 #include "jit/cuda_launcher.h"
 
 namespace opfuse::jit {
+namespace {
+// OPFUSE_JIT_POINTWISE_DECODE_BLOCKS_PER_SM: how many blocks of the pointwise decode function per SM
+// a tensor may need and still run it (default kPointwiseDecodeBlocksPerSm), a tuning knob for sweeps;
+// read once, reported on stderr when set, rejected (with the reason) outside [1, 64].
+int PointwiseDecodeBlocksPerSm() {
+  static const int v = [] {
+    const char* env = std::getenv("OPFUSE_JIT_POINTWISE_DECODE_BLOCKS_PER_SM");
+    if (!env || !*env) return kPointwiseDecodeBlocksPerSm;
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    if (*end || n < 1 || n > 64) {
+      fmt::print(stderr, "opfuse jit: OPFUSE_JIT_POINTWISE_DECODE_BLOCKS_PER_SM={} is not in [1, 64]; using {}\n", env,
+                 kPointwiseDecodeBlocksPerSm);
+      return kPointwiseDecodeBlocksPerSm;
+    }
+    fmt::print(stderr, "opfuse jit: pointwise decode functions for up to {} blocks per SM (OPFUSE_JIT_POINTWISE_DECODE_BLOCKS_PER_SM)\n", n);
+    return static_cast<int>(n);
+  }();
+  return v;
+}
+}  // namespace
 
 #define OPFUSE_CUDA_RETURN(call)                                                                 \
   do {                                                                                           \
@@ -101,6 +126,17 @@ StatusOr<LoadedKernel::Geometry> LoadedKernel::LaunchGeometry(const std::vector<
     }
     geo.blocks = std::min<int64_t>((rows + rpb - 1) / rpb, kMaxGrid);
   } else {
+    // a tiny tensor (at most kPointwiseDecodeBlocksPerSm blocks of the decode function per SM): that function
+    if (em.decode_vec > 0 && decode_kernel_ != kernel_ && rows * cols <= codegen::kDecodeMaxElements) {
+      const int64_t blocks = (rows * cols / em.decode_vec + em.decode_threads - 1) / em.decode_threads;
+      if (blocks <= int64_t{PointwiseDecodeBlocksPerSm()} * sm_count_) {
+        geo.threads = em.decode_threads;
+        geo.blocks = blocks;
+        geo.kernel = decode_kernel_;
+        geo.function = &em.decode_function;
+        return geo;
+      }
+    }
     const int64_t vecs = rows * cols / em.vec;
     if (vecs < int64_t{1024} * sm_count_) geo.threads = std::min(em.threads, 64);
     geo.blocks = std::clamp<int64_t>((vecs + geo.threads - 1) / geo.threads, 1, kMaxGrid);
