@@ -236,7 +236,7 @@ bool Transcendental(OpKind op) {
 
 class Emitter {
  public:
-  using Reloads = std::map<int, int>;  // register-path epilogue: element expr -> early output whose kept packs (sv<o>) hold it
+  using KeptPacks = std::map<int, int>;  // register path: element expr -> the early output whose kept packs (sv<o>) hold it
   Emitter(const Kernel& k, const EmitOptions& o) : k_(k), o_(o) {}
 
   StatusOr<EmittedKernel> Run() {
@@ -302,34 +302,33 @@ class Emitter {
       // 1-4% slower (H200, add_rms_norm 2048 and 16384 rows); when both shapes are one function, none
       const bool separate = out.decode_function != out.function;
       EmitFunction(s, out.function, out.threads, [&](std::string& b) { EmitRowRegisters(b, tpr_p_, vpt_p_, out.rows_per_block, false); });
-      if (separate) {
-        // the decode function: 32-bit indices, its own pack width (decode_vec_), evict-first row loads
-        const int vec = vec_;
-        ix_ = "int";
-        vec_ = decode_vec_;
-        EmitFunction(s, out.decode_function, out.decode_threads,
-                     [&](std::string& b) { EmitRowRegisters(b, tpr_d_, vpt_d_, out.decode_rows_per_block, true); });
-        ix_ = "long long";
-        vec_ = vec;
-      }
+      if (separate)
+        EmitDecodeFunction(s, out.decode_function, out.decode_threads, decode_vec_,
+                           [&](std::string& b) { EmitRowRegisters(b, tpr_d_, vpt_d_, out.decode_rows_per_block, true); });
     } else {
       EmitFunction(s, out.function, threads_, [&](std::string& b) {
         if (k_.is_row()) EmitRowLooped(b);
         else EmitPointwise(b, false);
       });
-      if (!out.decode_function.empty()) {
-        const int vec = vec_;
-        ix_ = "int";
-        vec_ = out.decode_vec;
-        EmitFunction(s, out.decode_function, out.decode_threads, [&](std::string& b) { EmitPointwise(b, true); });
-        ix_ = "long long";
-        vec_ = vec;
-      }
+      if (!out.decode_function.empty())
+        EmitDecodeFunction(s, out.decode_function, out.decode_threads, out.decode_vec, [&](std::string& b) { EmitPointwise(b, true); });
     }
     return out;
   }
 
  private:
+  // A decode function: EmitFunction with 32-bit indices and `vec`-element packs (the launcher takes
+  // it only where every index fits 32 bits and its grid covers the work).
+  void EmitDecodeFunction(std::string& s, const std::string& name, int bounds, int vec,
+                          const std::function<void(std::string&)>& body) {
+    const int saved_vec = vec_;
+    ix_ = "int";
+    vec_ = vec;
+    EmitFunction(s, name, bounds, body);
+    ix_ = "long long";
+    vec_ = saved_vec;
+  }
+
   void EmitFunction(std::string& s, const std::string& name, int bounds, const std::function<void(std::string&)>& body) {
     s += fmt::format("\nextern \"C\" __global__ void __launch_bounds__({}) {}(", bounds, name);
     std::vector<std::string> params;
@@ -541,8 +540,8 @@ class Emitter {
   }
 
   // The element-level exprs `targets` compute: reached through args, not through row-level values
-  // (defined once per row) and not past `reloads` (re-read from an output: leaves).
-  std::vector<bool> Reached(const std::vector<int>& targets, const Reloads& reloads = {}) const {
+  // (defined once per row) and not past `kept` (read from an early output's kept packs: leaves).
+  std::vector<bool> Reached(const std::vector<int>& targets, const KeptPacks& kept = {}) const {
     std::vector<bool> seen(k_.exprs.size(), false);
     std::vector<int> stack(targets.begin(), targets.end());
     while (!stack.empty()) {
@@ -550,20 +549,20 @@ class Emitter {
       stack.pop_back();
       if (seen[e] || k_.exprs[e].row_level) continue;
       seen[e] = true;
-      if (!reloads.count(e))
+      if (!kept.count(e))
         for (int a : k_.exprs[e].args) stack.push_back(a);
     }
     return seen;
   }
 
-  // Emits element-level definitions needed by `targets` (in id order) into s; `reloads` are read
-  // from the kept packs sv<o>[it] of the early outputs that stored them.
-  void EmitElementDefs(std::string& s, const std::vector<int>& targets, const std::string& ind, const Reloads& reloads = {}) const {
-    const std::vector<bool> need = Reached(targets, reloads);
+  // Emits element-level definitions needed by `targets` (in id order) into s; the exprs in `kept`
+  // are read from the kept packs sv<o>[it] of the early outputs that stored them.
+  void EmitElementDefs(std::string& s, const std::vector<int>& targets, const std::string& ind, const KeptPacks& kept = {}) const {
+    const std::vector<bool> need = Reached(targets, kept);
     for (size_t e = 0; e < k_.exprs.size(); ++e) {
       if (!need[e]) continue;
-      auto rl = reloads.find(static_cast<int>(e));
-      s += rl != reloads.end() ? fmt::format("{}const float e{} = sv{}[it].get(j);\n", ind, e, rl->second)
+      auto kp = kept.find(static_cast<int>(e));
+      s += kp != kept.end() ? fmt::format("{}const float e{} = sv{}[it].get(j);\n", ind, e, kp->second)
                                : fmt::format("{}const float e{} = {};\n", ind, e, ExprText(static_cast<int>(e)));
     }
   }
@@ -588,11 +587,11 @@ class Emitter {
     }
   }
 
-  std::set<int> UsedVectorInputs(const std::vector<int>& targets, const Reloads& reloads = {}) const {
+  std::set<int> UsedVectorInputs(const std::vector<int>& targets, const KeptPacks& kept = {}) const {
     std::set<int> used;
-    const std::vector<bool> reached = Reached(targets, reloads);
+    const std::vector<bool> reached = Reached(targets, kept);
     for (size_t e = 0; e < k_.exprs.size(); ++e)
-      if (reached[e] && !reloads.count(static_cast<int>(e)) && k_.exprs[e].kind == ExprKind::kLoad && VectorLoaded(k_.exprs[e].input))
+      if (reached[e] && !kept.count(static_cast<int>(e)) && k_.exprs[e].kind == ExprKind::kLoad && VectorLoaded(k_.exprs[e].input))
         used.insert(k_.exprs[e].input);
     return used;
   }
@@ -669,16 +668,16 @@ class Emitter {
   // ---------------------------------------------------------------- register path (static rows)
   // One loop over this thread's VPT vectors; `inner` is emitted inside the element loop with the
   // element exprs of `targets` defined, `pre` / `after` around it; vectors where `guard` holds.
-  // `reloads`: exprs read from the kept packs sv<o>[it] (EmitElementDefs).
+  // `kept`: exprs read from the kept packs sv<o>[it] (EmitElementDefs).
   void EmitRegLoop(std::string& s, const std::vector<int>& targets, const std::string& guard,
                    const std::function<void(std::string&)>& pre, const std::function<void(std::string&)>& inner,
-                   const std::function<void(std::string&)>& after, const Reloads& reloads = {}) {
+                   const std::function<void(std::string&)>& after, const KeptPacks& kept = {}) {
     const std::set<int> cached = CachedInputs();
     const std::set<int>& channels = reg_channels_;
     s += "#pragma unroll\n    for (int it = 0; it < VPT; ++it) {\n";
     s += fmt::format("      const {0} c0 = (({0})it * TPR + t) * {1};\n", ix_, vec_);
     s += fmt::format("      if ({}) {{\n", guard);
-    for (int in : UsedVectorInputs(targets, reloads)) {
+    for (int in : UsedVectorInputs(targets, kept)) {
       if (cached.count(in))
         s += fmt::format("        float x{0}[{1}];\n#pragma unroll\n        for (int j = 0; j < {1}; ++j) x{0}[j] = xr{0}[it].get(j);\n", in, vec_);
       else if (channels.count(in))
@@ -688,7 +687,7 @@ class Emitter {
     }
     pre(s);
     s += fmt::format("#pragma unroll\n        for (int j = 0; j < {}; ++j) {{\n          const {} c = c0 + j;\n          (void)c;\n", vec_, ix_);
-    EmitElementDefs(s, targets, "          ", reloads);
+    EmitElementDefs(s, targets, "          ", kept);
     inner(s);
     s += "        }\n";
     after(s);
@@ -710,8 +709,6 @@ class Emitter {
     s += fmt::format("{}  }}\n{}}}\n", ind, ind);
   }
 
-  // `decode`: the decode function (early stores, evict-first row loads; Run() sets its index type
-  // and pack width).
   // The register path's column guard: none when the row group's vectors cover the row exactly (a
   // static width of TPR x VPT x vec: every c0 is inside), so no branch splits the loads and stores.
   std::string ColGuard() const {
@@ -724,6 +721,8 @@ class Emitter {
     return col == "true" ? "valid" : "valid && " + col;
   }
 
+  // `decode`: the decode function (no row loop, early stores, evict-first row loads; Run() sets its
+  // index type and pack width).
   // `rpb`: row groups per block; the launcher's block is exactly tpr x rpb threads, so with one group
   // per block every row the loop reaches is valid, and no guard (a branch around the stores that
   // kept the compiler from moving loads across it: H200, add_rms_norm 512 x 4096 ~0.1 us) is emitted.
@@ -786,16 +785,16 @@ class Emitter {
       }
     std::vector<int> all_targets = vec_targets;
     for (const auto& a : pass_args) all_targets.insert(all_targets.end(), a.begin(), a.end());
-    Reloads reloads;
+    KeptPacks kept;
     const std::vector<bool> later_exprs = Reached(all_targets);
     for (int o : early) {
       const int e = k_.outputs[o].expr;
       const DType dt = k_.outputs[o].tensor.type.dtype;
       const bool exact = dt == DType::kF32 || (StoreRounds(o) && DTypeSize(dt) == 2 && (vec_ % 2 == 0 || vec_ == 1));
-      if (exact && k_.outputs[o].tensor.access == Access::kFull && later_exprs[e]) reloads[e] = o;
+      if (exact && k_.outputs[o].tensor.access == Access::kFull && later_exprs[e]) kept[e] = o;
     }
-    auto kept = [&](int o) {
-      for (const auto& [e, ro] : reloads)
+    auto is_kept = [&](int o) {
+      for (const auto& [e, ro] : kept)
         if (ro == o) return true;
       return false;
     };
@@ -804,7 +803,7 @@ class Emitter {
       for (int o : early) targets.push_back(StoredExpr(o));
       s += "    // outputs that need no reduction, stored before the first one\n";
       for (int o : early)
-        if (kept(o)) s += fmt::format("    fz_pack<{}, {}> sv{}[VPT];  // the stored packs, read again by the passes\n",
+        if (is_kept(o)) s += fmt::format("    fz_pack<{}, {}> sv{}[VPT];  // the stored packs, read again by the passes\n",
                                       CType(k_.outputs[o].tensor.type.dtype), vec_, o);
       EmitRegLoop(s, targets, Guard(rpb), [&](std::string& b) {
         for (int o : early) b += fmt::format("        float o{}[{}];\n", o, vec_);
@@ -812,17 +811,17 @@ class Emitter {
         for (int o : early) b += fmt::format("          o{}[j] = e{};\n", o, StoredExpr(o));
       }, [&](std::string& b) {
         for (int o : early) {
-          if (kept(o)) b += fmt::format("        sv{0}[it].set(o{0});\n        sv{0}[it].store(out{0}, r * C + c0);\n", o);
+          if (is_kept(o)) b += fmt::format("        sv{0}[it].set(o{0});\n        sv{0}[it].store(out{0}, r * C + c0);\n", o);
           else EmitStore(b, o, "        ", "r * C + c0");
         }
       });
     }
     // launder() after each pass the packs a later pass or the epilogue still reads
     std::vector<std::set<int>> read_after(k_.num_passes + 1);
-    read_after[k_.num_passes] = UsedVectorInputs(vec_targets, reloads);
+    read_after[k_.num_passes] = UsedVectorInputs(vec_targets, kept);
     for (int p = k_.num_passes; p >= 2; --p) {
       read_after[p - 1] = read_after[p];
-      for (int in : UsedVectorInputs(pass_args[p], reloads)) read_after[p - 1].insert(in);
+      for (int in : UsedVectorInputs(pass_args[p], kept)) read_after[p - 1].insert(in);
     }
     for (int p = 1; p <= k_.num_passes; ++p) {
       const std::vector<int>& reds = pass_reds[p];
@@ -835,7 +834,7 @@ class Emitter {
         for (int rd : reds)
           b += k_.exprs[rd].op == OpKind::kMax ? fmt::format("          acc{0} = fmaxf(acc{0}, e{1});\n", rd, k_.exprs[rd].args[0])
                                                : fmt::format("          acc{0} += e{1};\n", rd, k_.exprs[rd].args[0]);
-      }, [](std::string&) {}, reloads);
+      }, [](std::string&) {}, kept);
       for (int rd : reds)
         s += fmt::format("    acc{0} = fz_row_reduce<TPR, {1}>(acc{0}, smem, phase);\n", rd, k_.exprs[rd].op == OpKind::kMax ? "true" : "false");
       EmitRowDefs(s, p, "    ");
@@ -853,7 +852,7 @@ class Emitter {
       }, [&](std::string& b) {
         for (size_t o = 0; o < k_.outputs.size(); ++o)
           if (late(o)) EmitStore(b, static_cast<int>(o), "        ", "r * C + c0");
-      }, reloads);
+      }, kept);
     }
     for (size_t o = 0; o < k_.outputs.size(); ++o)
       if (k_.outputs[o].tensor.access == Access::kRowScalar)
