@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "jit/jit_env.h"
 #include "jit/nvrtc_compiler.h"
-#include "kernels/kernel_env.h"
 
 namespace opfuse::jit {
 
@@ -22,59 +22,33 @@ JitCompiler::JitCompiler(KernelCache& cache, JitOptions opts) : cache_(cache), o
 }
 
 namespace {
-// OPFUSE_JIT_DECODE_ROW_THREADS: the decode row shape's widest row group (codegen::EmitOptions),
-// a tuning knob for sweeps; read once, reported on stderr when set, rejected (with the reason) when
-// not a power of two in [1, 1024].
+// The emitter's knobs (jit_env.h: read once, reported when set, rejected with the reason):
+//   OPFUSE_JIT_DECODE_ROW_THREADS  the decode row shape's widest row group, a power of two in [1, 1024]
+//   OPFUSE_JIT_EARLY_STORE=0       row kernels store every output in the epilogue
+//   OPFUSE_JIT_EVICT_FIRST=0       decode row functions load rows without evict-first hints
+//   OPFUSE_JIT_HALF_PACKS=0        decode row functions keep one 16-byte pack per thread
+//   OPFUSE_JIT_POINTWISE_DECODE=0  pointwise kernels have no decode function
+// (codegen::EmitOptions; all for tuning sweeps and A/B timing).
 int DecodeRowThreads() {
-  static const int v = [] {
-    const char* env = std::getenv("OPFUSE_JIT_DECODE_ROW_THREADS");
-    if (!env || !*env) return codegen::kDefaultDecodeRowThreads;
-    char* end = nullptr;
-    const long n = std::strtol(env, &end, 10);
-    if (*end || n < 1 || n > 1024 || (n & (n - 1))) {
-      fmt::print(stderr, "opfuse jit: OPFUSE_JIT_DECODE_ROW_THREADS={} is not a power of two in [1, 1024]; using {}\n", env,
-                 codegen::kDefaultDecodeRowThreads);
-      return codegen::kDefaultDecodeRowThreads;
-    }
-    fmt::print(stderr, "opfuse jit: decode row kernels use row groups of up to {} threads (OPFUSE_JIT_DECODE_ROW_THREADS)\n", n);
-    return static_cast<int>(n);
-  }();
+  static const int v = EnvKnob("OPFUSE_JIT_DECODE_ROW_THREADS", codegen::kDefaultDecodeRowThreads, "a power of two in [1, 1024]",
+                               [](long n) { return n >= 1 && n <= 1024 && !(n & (n - 1)); },
+                               [](long n) { return fmt::format("decode row kernels use row groups of up to {} threads", n); });
   return v;
 }
-
-// OPFUSE_JIT_EARLY_STORE=0: row kernels store every output in the epilogue (codegen::EmitOptions::
-// early_store off), for A/B timing; read once, reported on stderr when set.
 bool EarlyStore() {
-  static const bool v = [] {
-    if (!kernels::EnvFlagOff("OPFUSE_JIT_EARLY_STORE")) return true;
-    fmt::print(stderr, "opfuse jit: outputs that need no reduction are stored in the epilogue (OPFUSE_JIT_EARLY_STORE=0)\n");
-    return false;
-  }();
+  static const bool v = EnvSwitch("OPFUSE_JIT_EARLY_STORE", "outputs that need no reduction are stored in the epilogue");
   return v;
-}
-
-// OPFUSE_JIT_EVICT_FIRST=0 / OPFUSE_JIT_HALF_PACKS=0: the decode row function without evict-first
-// row loads / with one 16-byte pack per thread; OPFUSE_JIT_POINTWISE_DECODE=0: no pointwise decode
-// function (codegen::EmitOptions), for A/B timing; read once, reported on stderr when set.
-bool DecodeFlag(const char* name, const char* what) {
-  if (!kernels::EnvFlagOff(name)) return true;
-  fmt::print(stderr, "opfuse jit: decode row kernels {} ({}=0)\n", what, name);
-  return false;
 }
 bool DecodeEvictFirst() {
-  static const bool v = DecodeFlag("OPFUSE_JIT_EVICT_FIRST", "load rows without evict-first hints");
+  static const bool v = EnvSwitch("OPFUSE_JIT_EVICT_FIRST", "decode row kernels load rows without evict-first hints");
   return v;
 }
 bool DecodeHalfPacks() {
-  static const bool v = DecodeFlag("OPFUSE_JIT_HALF_PACKS", "keep 16-byte packs");
+  static const bool v = EnvSwitch("OPFUSE_JIT_HALF_PACKS", "decode row kernels keep 16-byte packs");
   return v;
 }
 bool PointwiseDecode() {
-  static const bool v = [] {
-    if (!kernels::EnvFlagOff("OPFUSE_JIT_POINTWISE_DECODE")) return true;
-    fmt::print(stderr, "opfuse jit: pointwise kernels have no decode function (OPFUSE_JIT_POINTWISE_DECODE=0)\n");
-    return false;
-  }();
+  static const bool v = EnvSwitch("OPFUSE_JIT_POINTWISE_DECODE", "pointwise kernels have no decode function");
   return v;
 }
 

@@ -9,33 +9,21 @@
 // up to the hardware limit; the kernels grid-stride beyond it, except the decode function (no row
 // loop, 32-bit indices), which is taken only where its grid covers the rows.
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
 #include "jit/cuda_launcher.h"
+#include "jit/jit_env.h"
 
 namespace opfuse::jit {
 namespace {
-// OPFUSE_JIT_POINTWISE_DECODE_BLOCKS_PER_SM: how many blocks of the pointwise decode function per SM
-// a tensor may need and still run it (default kPointwiseDecodeBlocksPerSm), a tuning knob for sweeps;
-// read once, reported on stderr when set, rejected (with the reason) outside [1, 64].
+// OPFUSE_JIT_POINTWISE_DECODE_BLOCKS_PER_SM (1-64): how many blocks of the pointwise decode function
+// per SM a tensor may need and still run it (default kPointwiseDecodeBlocksPerSm), for sweeps.
 int PointwiseDecodeBlocksPerSm() {
-  static const int v = [] {
-    const char* env = std::getenv("OPFUSE_JIT_POINTWISE_DECODE_BLOCKS_PER_SM");
-    if (!env || !*env) return kPointwiseDecodeBlocksPerSm;
-    char* end = nullptr;
-    const long n = std::strtol(env, &end, 10);
-    if (*end || n < 1 || n > 64) {
-      fmt::print(stderr, "opfuse jit: OPFUSE_JIT_POINTWISE_DECODE_BLOCKS_PER_SM={} is not in [1, 64]; using {}\n", env,
-                 kPointwiseDecodeBlocksPerSm);
-      return kPointwiseDecodeBlocksPerSm;
-    }
-    fmt::print(stderr, "opfuse jit: pointwise decode functions for up to {} blocks per SM (OPFUSE_JIT_POINTWISE_DECODE_BLOCKS_PER_SM)\n", n);
-    return static_cast<int>(n);
-  }();
+  static const int v = EnvKnob("OPFUSE_JIT_POINTWISE_DECODE_BLOCKS_PER_SM", kPointwiseDecodeBlocksPerSm, "in [1, 64]",
+                               [](long n) { return n >= 1 && n <= 64; },
+                               [](long n) { return fmt::format("pointwise decode functions for up to {} blocks per SM", n); });
   return v;
 }
 }  // namespace
