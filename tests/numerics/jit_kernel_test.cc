@@ -112,6 +112,26 @@ TEST(JitKernel, NameAndSpecialisation) {
   EXPECT_NE(e->source.find("long long s_T"), std::string::npos);
 }
 
+// Occurrences of `what` in `s` (emitted-source checks).
+size_t Count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+// The kernel of a one-group graph, emitted with `o`.
+StatusOr<codegen::EmittedKernel> EmitGraph(const std::string& graph, const codegen::EmitOptions& o) {
+  OPFUSE_ASSIGN_OR_RETURN(Graph g, ParseGraph(graph));
+  OPFUSE_ASSIGN_OR_RETURN(codegen::Kernel k, codegen::BuildKernel(g, std::vector<int>{0}));
+  return codegen::EmitCuda(k, o);
+}
+
+// The source from the decode function's definition on (the prefill function and preamble before it).
+std::string DecodeSource(const codegen::EmittedKernel& e) {
+  const size_t at = e.source.find(e.decode_function + "(");
+  return at == std::string::npos ? std::string() : e.source.substr(at);
+}
+
 // add_rms_norm's sum needs no reduction: in the decode function it is stored right after the row's
 // loads and its stored packs are kept and read again by the reduction and the epilogue (the x /
 // residual packs are not converted again); with early_store off, and in the prefill function, it is stored in the
@@ -119,32 +139,24 @@ TEST(JitKernel, NameAndSpecialisation) {
 TEST(JitKernel, EarlyStoreAndReload) {
   for (const char* dt : {"bf16", "f32"}) {
     SCOPED_TRACE(dt);
-    auto g = ParseGraph(fmt::format("graph g\ninput x: {0}[512, 4096]\ninput r: {0}[512, 4096]\nparam w: {0}[4096]\n"
-                                    "y, s = add_rms_norm(x, r, w)\noutput y, s\n", dt));
-    ASSERT_TRUE(g.ok()) << g.status().message();
-    auto k = codegen::BuildKernel(*g, std::vector<int>{0});
-    ASSERT_TRUE(k.ok()) << k.status().message();
-    auto count = [](const std::string& s, const std::string& what) {
-      size_t n = 0;
-      for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
-      return n;
-    };
+    const std::string graph = fmt::format("graph g\ninput x: {0}[512, 4096]\ninput r: {0}[512, 4096]\nparam w: {0}[4096]\n"
+                                          "y, s = add_rms_norm(x, r, w)\noutput y, s\n", dt);
     for (bool early : {true, false}) {
       codegen::EmitOptions o;
       o.early_store = early;
-      auto e = codegen::EmitCuda(*k, o);
+      auto e = EmitGraph(graph, o);
       ASSERT_TRUE(e.ok()) << e.status().message();
       ASSERT_TRUE(e->row_in_registers);
-      // early stores only in a decode function of its own (bf16: t512x1 beside the prefill t256x2)
+      // early stores only in a decode function of its own (bf16: t512x2 of 8-byte packs beside the prefill t256x2)
       const size_t functions = e->decode_function == e->function ? 1 : 2;
       const size_t early_fns = early && functions == 2 ? 1 : 0;
       if (std::string(dt) == "bf16") EXPECT_EQ(functions, 2u) << e->source;
-      EXPECT_EQ(count(e->source, "stored before the first one"), early_fns) << e->source;
-      EXPECT_EQ(count(e->source, "sv1[it].store(out1, r * C + c0)"), early_fns) << e->source;
+      EXPECT_EQ(Count(e->source, "stored before the first one"), early_fns) << e->source;
+      EXPECT_EQ(Count(e->source, "sv1[it].store(out1, r * C + c0)"), early_fns) << e->source;
       // the kept sum is read by pass 1 and the epilogue; the packs of x only by the early loop there
       // (pass 1 + epilogue where the sum is stored late)
-      EXPECT_EQ(count(e->source, "= sv1[it].get(j)"), 2 * early_fns) << e->source;
-      EXPECT_EQ(count(e->source, "= xr0[it].get(j)"), 2 * functions - early_fns) << e->source;
+      EXPECT_EQ(Count(e->source, "= sv1[it].get(j)"), 2 * early_fns) << e->source;
+      EXPECT_EQ(Count(e->source, "= xr0[it].get(j)"), 2 * functions - early_fns) << e->source;
       if (jit::NvrtcAvailable()) {
         auto c = jit::CompileCuda(e->source, e->function, "sm_90");
         EXPECT_TRUE(c.ok()) << c.status().message() << "\n" << e->source;
@@ -159,20 +171,6 @@ TEST(JitKernel, EarlyStoreAndReload) {
 // with the weight loaded in the epilogue. The prefill function keeps 64-bit indices and plain loads;
 // each switch turns its habit off; a width the group does not cover exactly keeps its guards.
 TEST(JitKernel, DecodeFunctionHabits) {
-  auto count = [](const std::string& s, const std::string& what) {
-    size_t n = 0;
-    for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
-    return n;
-  };
-  auto emit = [](const char* graph, const codegen::EmitOptions& o) {
-    auto g = ParseGraph(graph);
-    EXPECT_TRUE(g.ok()) << g.status().message();
-    auto k = codegen::BuildKernel(*g, std::vector<int>{0});
-    EXPECT_TRUE(k.ok()) << k.status().message();
-    auto e = codegen::EmitCuda(*k, o);
-    EXPECT_TRUE(e.ok()) << e.status().message();
-    return *e;
-  };
   const char* arn = "graph g\ninput x: bf16[T, 4096]\ninput r: bf16[T, 4096]\nparam w: bf16[4096]\ny, s = add_rms_norm(x, r, w)\noutput y, s\n";
   for (bool ef : {true, false})
     for (bool half : {true, false}) {
@@ -180,34 +178,36 @@ TEST(JitKernel, DecodeFunctionHabits) {
       codegen::EmitOptions o;
       o.decode_evict_first = ef;
       o.decode_half_packs = half;
-      const codegen::EmittedKernel e = emit(arn, o);
+      auto emitted = EmitGraph(arn, o);
+      ASSERT_TRUE(emitted.ok()) << emitted.status().message();
+      const codegen::EmittedKernel& e = *emitted;
       ASSERT_NE(e.decode_function, e.function);
       const std::string& src = e.source;
-      const size_t split = src.find(e.decode_function + "(");
-      ASSERT_NE(split, std::string::npos);
-      const std::string prefill = src.substr(0, split), decode = src.substr(split);
+      const std::string decode = DecodeSource(e);
+      ASSERT_FALSE(decode.empty());
+      const std::string prefill = src.substr(0, src.size() - decode.size());
       EXPECT_NE(prefill.find("const long long C = 4096LL;"), std::string::npos);
       EXPECT_NE(decode.find("const int C = (int)(4096LL);"), std::string::npos) << decode;
-      EXPECT_EQ(count(decode, "long long r0"), 0u);
-      EXPECT_EQ(count(prefill, "].load_ef(in"), 0u);
-      EXPECT_EQ(count(decode, "].load_ef(in"), ef ? 2u : 0u) << decode;
-      EXPECT_EQ(count(decode, "fz_evict_first()"), ef ? 1u : 0u);
-      EXPECT_EQ(count(decode, "c0 < C"), 0u) << decode;  // 512 threads x 8 elements cover 4096 exactly
+      EXPECT_EQ(Count(decode, "long long r0"), 0u);
+      EXPECT_EQ(Count(prefill, "].load_ef(in"), 0u);
+      EXPECT_EQ(Count(decode, "].load_ef(in"), ef ? 2u : 0u) << decode;
+      EXPECT_EQ(Count(decode, "fz_evict_first()"), ef ? 1u : 0u);
+      EXPECT_EQ(Count(decode, "c0 < C"), 0u) << decode;  // 512 threads x 8 elements cover 4096 exactly
       EXPECT_EQ(e.decode_threads, 512);
-      EXPECT_EQ(count(decode, "fz_pack<fz_bf16, 4> xr0[VPT]"), half ? 1u : 0u) << decode;
-      EXPECT_EQ(count(decode, "fz_pack<fz_bf16, 8> xr0[VPT]"), half ? 0u : 1u) << decode;
-      EXPECT_EQ(count(decode, "wr2[it].load(in2"), half ? 0u : 1u) << decode;  // the weight: epilogue / before the rows
-      EXPECT_EQ(count(decode, "fz_load<4>(in2, c0, x2)"), half ? 1u : 0u) << decode;
+      EXPECT_EQ(Count(decode, "fz_pack<fz_bf16, 4> xr0[VPT]"), half ? 1u : 0u) << decode;
+      EXPECT_EQ(Count(decode, "fz_pack<fz_bf16, 8> xr0[VPT]"), half ? 0u : 1u) << decode;
+      EXPECT_EQ(Count(decode, "wr2[it].load(in2"), half ? 0u : 1u) << decode;  // the weight: epilogue / before the rows
+      EXPECT_EQ(Count(decode, "fz_load<4>(in2, c0, x2)"), half ? 1u : 0u) << decode;
       if (jit::NvrtcAvailable()) {
         auto c = jit::CompileCuda(src, e.function, "sm_90");
         EXPECT_TRUE(c.ok()) << c.status().message() << "\n" << src;
       }
     }
   // 4000 columns: 500 vectors of 8 over a 512-thread group, so the decode function keeps its guards
-  const codegen::EmittedKernel odd =
-      emit("graph g\ninput x: bf16[T, 4000]\nparam w: bf16[4000]\ny = rms_norm(x, w)\noutput y\n", {});
-  const std::string odd_decode = odd.source.substr(odd.source.find(odd.decode_function + "("));
-  EXPECT_GT(count(odd_decode, "c0 < C"), 0u) << odd_decode;
+  auto odd = EmitGraph("graph g\ninput x: bf16[T, 4000]\nparam w: bf16[4000]\ny = rms_norm(x, w)\noutput y\n", {});
+  ASSERT_TRUE(odd.ok()) << odd.status().message();
+  const std::string odd_decode = DecodeSource(*odd);
+  EXPECT_GT(Count(odd_decode, "c0 < C"), 0u) << odd_decode;
 }
 
 // Pointwise kernels over vectors wider than 4 bytes get a decode function of 4-byte packs (no loop,
@@ -228,14 +228,10 @@ TEST(JitKernel, PointwiseDecodeFunction) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(fmt::format("{} aligned {} on {}", c.graph, c.aligned, c.on));
-    auto g = ParseGraph(c.graph);
-    ASSERT_TRUE(g.ok()) << g.status().message();
-    auto k = codegen::BuildKernel(*g, std::vector<int>{0});
-    ASSERT_TRUE(k.ok()) << k.status().message();
     codegen::EmitOptions o;
     o.aligned = c.aligned;
     o.pointwise_decode = c.on;
-    auto e = codegen::EmitCuda(*k, o);
+    auto e = EmitGraph(c.graph, o);
     ASSERT_TRUE(e.ok()) << e.status().message();
     EXPECT_FALSE(e->row);
     EXPECT_EQ(e->vec, c.vec);
@@ -247,7 +243,7 @@ TEST(JitKernel, PointwiseDecodeFunction) {
     }
     EXPECT_EQ(e->decode_function, e->function + "_decode");
     EXPECT_EQ(e->decode_threads, codegen::kPointwiseDecodeThreads);
-    const std::string decode = e->source.substr(e->source.find(e->decode_function + "("));
+    const std::string decode = DecodeSource(*e);
     EXPECT_NE(decode.find("if (v >= NV) return;"), std::string::npos) << decode;
     EXPECT_NE(decode.find(fmt::format("const int i0 = v * {};", c.decode_vec)), std::string::npos) << decode;
     EXPECT_EQ(decode.find("long long v"), std::string::npos) << decode;
