@@ -1,7 +1,7 @@
 // Scratch (session 10, issue 4): hand variants of the JIT's add_rms_norm decode kernel, bf16,
 // 4096 columns, one row per 512-thread block, to find what keeps it ~0.2 us behind torch.compile's
-// Triton kernel at 512 rows. Preamble = the emitter's (cat /tmp/.../preamble.cuh in front).
-// Build: cat preamble.cuh dev/kernel_ab/arn_variants.cu > v.cu && nvcc -cubin -arch=sm_90 -O3 --std=c++17 v.cu
+// Triton kernel at 512 rows. The emitter's preamble goes in front:
+// Build: bash dev/kernel_ab/build_variant.sh dev/kernel_ab/arn_variants.cu build/kab/arn_hand.cubin
 // ABI of every variant: (x, residual, weight, y, h, long long rows), grid = rows, block 512.
 __device__ __forceinline__ unsigned long long fz_policy_evict_first() {
   unsigned long long p; asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p)); return p;
