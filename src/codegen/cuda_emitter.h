@@ -58,8 +58,8 @@ struct EmitOptions {
   int max_threads = 256;  // pointwise and looped row kernels: threads per block
   int decode_row_threads = kDefaultDecodeRowThreads;  // decode row shape: widest row group wanted
   // Register-path row kernels, decode function: outputs that need no reduction (add_rms_norm's
-  // residual sum) are stored right after the row's loads and re-read in the epilogue instead of
-  // kept in registers; off only for A/B timing (OPFUSE_JIT_EARLY_STORE=0).
+  // residual sum) are stored right after the row's loads, their packed words kept for the reductions
+  // and the epilogue; off (stored in the epilogue) only for A/B timing (OPFUSE_JIT_EARLY_STORE=0).
   bool early_store = true;
   // Decode function: row inputs loaded with L1/L2 evict-first hints (they are read once), and two
   // 8-byte packs per thread where the doubled row group holds one 16-byte vector each; off only for

@@ -5,9 +5,9 @@
 // thread per vector, blocks of `threads` (256) for large tensors and 64 for small ones (fewer than
 // 1024 vectors per SM: more SMs busy), as the library's glu kernel; tensors of at most
 // kPointwiseDecodeBlocksPerSm blocks per SM of the pointwise decode function (4-byte packs, 128
-// threads) run that. Grids cover the work in one step
-// up to the hardware limit; the kernels grid-stride beyond it, except the decode function (no row
-// loop, 32-bit indices), which is taken only where its grid covers the rows.
+// threads) run that. Grids cover the work in one step up to the hardware limit; the kernels
+// grid-stride beyond it, except the decode functions (no loop, 32-bit indices), which are taken only
+// where their grid covers the work.
 #include <algorithm>
 
 #include <cuda_runtime.h>
@@ -108,7 +108,7 @@ StatusOr<LoadedKernel::Geometry> LoadedKernel::LaunchGeometry(const std::vector<
     if (em.row_in_registers && rows < int64_t{codegen::kDecodeRowsPerSm} * sm_count_ &&
         rows * cols <= codegen::kDecodeMaxElements && (rows + decode_rpb - 1) / decode_rpb <= kMaxGrid) {
       geo.threads = em.decode_threads;
-      rpb = std::max(1, em.decode_rows_per_block);
+      rpb = decode_rpb;
       geo.kernel = decode_kernel_;
       geo.function = &em.decode_function;
     }
