@@ -16,7 +16,8 @@
 //      jit=ours.cubin:fz_rms_norm_bf16_h4096_x512_v8_decode:512:256:0:library:x,w,y
 // --graph N: one CUDA-graph replay of N launches (cycling the sets) per sample, µs per launch (bench ops'
 // decode rule), median of 75 replays. --flush: a 2 x L2 memset before each sample's spin. --spin clock: PyTorch's clock64 spin (torch.cuda._sleep)
-// instead of opfuse's __nanosleep loop. --pool: buffers carved from 20 MiB segments at 512-byte
+// instead of opfuse's __nanosleep loop. --stream legacy|blocking: time on the NULL stream (PyTorch's default) or a
+// created blocking stream instead of a non-blocking one (bench ops'). --pool: buffers carved from 20 MiB segments at 512-byte
 // alignment (PyTorch's caching allocator) instead of one cudaMalloc each. --fill random: signed pseudo-random bf16 inputs (default: constant memset). Prints one markdown table (µs per round, median).
 // Build: nvcc -O2 -std=c++20 -gencode arch=compute_90,code=sm_90 -cudart static dev/kernel_ab/kernel_ab.cu -o build/kernel_ab
 #include <cuda.h>
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
   std::string spin = "sleep", fill = "const";
   int graph_calls = 0;  // --graph N: time one CUDA-graph replay of N launches over the sets, per launch
   bool pool = false;
+  std::string stream_kind = "nonblocking";  // --stream nonblocking | blocking | legacy (the NULL stream, as PyTorch's default)
   std::vector<Spec> specs;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -85,6 +87,7 @@ int main(int argc, char** argv) {
     else if (a == "--spin") spin = next();
     else if (a == "--fill") fill = next();
     else if (a == "--pool") pool = true;
+    else if (a == "--stream") stream_kind = next();
     else {
       const auto eq = a.find('=');
       const auto f = Split(eq == std::string::npos ? "" : a.substr(eq + 1), ':');
@@ -178,8 +181,13 @@ int main(int argc, char** argv) {
   void* flush_buf = nullptr;
   const size_t flush_bytes = 2 * static_cast<size_t>(prop.l2CacheSize);
   if (flush) CK(cudaMalloc(&flush_buf, flush_bytes));
-  cudaStream_t st;
-  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cudaStream_t st = nullptr;
+  if (stream_kind == "nonblocking") CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  else if (stream_kind == "blocking") CK(cudaStreamCreate(&st));
+  else if (stream_kind != "legacy") {
+    std::fprintf(stderr, "--stream %s: nonblocking, blocking or legacy\n", stream_kind.c_str());
+    return 2;
+  }
   int ri = static_cast<int>(rows), ci = static_cast<int>(cols), numel = static_cast<int>(rows * cols);
   void* null = nullptr;
 

@@ -48,7 +48,19 @@ def load(lib, path, name):
     return fn, data  # keep the bytes alive
 
 
-def launcher(lib, fn, grid, block, smem, argspec, case, device):
+def rt_library(path):
+    """dev/kernel_ab/rt_launch.cu's library: (load(image, name) -> handle, launch(handle, grid, block,
+    params, stream, mode) -> rc); mode 0 cudaLaunchKernel through its static cudart, 1 cuLaunchKernel."""
+    lib = ctypes.CDLL(path)
+    lib.rt_load.restype, lib.rt_load.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_char_p]
+    lib.rt_launch.restype = ctypes.c_int
+    lib.rt_launch.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint, ctypes.POINTER(ctypes.c_void_p),
+                              ctypes.c_void_p, ctypes.c_int]
+    return lib
+
+
+def launcher(lib, fn, grid, block, smem, argspec, case, device, rt=None):
+    """rt: (rt_library, mode) launches through dev/kernel_ab/rt_launch.cu instead of ctypes cuLaunchKernel."""
     """fn(*inputs) -> outputs: allocates the outputs with torch, launches on torch's current stream.
     argspec: names of the case's inputs / outputs, 'N' (i32 numel of the first input), 'R' / 'C'
     (i32 rows / cols), 'null'."""
@@ -80,7 +92,10 @@ def launcher(lib, fn, grid, block, smem, argspec, case, device):
                 raise ValueError(f"bad argument {a!r}")
         params = (ctypes.c_void_p * len(store))(*[ctypes.cast(ctypes.pointer(s), ctypes.c_void_p) for s in store])
         stream = torch.cuda.current_stream(device).cuda_stream
-        rc = lib.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, smem, ctypes.c_void_p(stream), params, None)
+        if rt:
+            rc = rt[0].rt_launch(fn, grid, block, params, ctypes.c_void_p(stream), rt[1])
+        else:
+            rc = lib.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, smem, ctypes.c_void_p(stream), params, None)
         if rc != 0:
             raise RuntimeError(f"cuLaunchKernel: {rc}")
         return tuple(res)
@@ -92,7 +107,13 @@ def main():
     p.add_argument("--cases", required=True)
     p.add_argument("--id", required=True)
     p.add_argument("--opfuse-lib", required=True)
-    p.add_argument("--ours", required=True, help="CUBIN:FUNCTION:GRID:BLOCK:ARG,ARG,...")
+    p.add_argument("--ours", required=True, action="append",
+                   help="[LABEL=]CUBIN:FUNCTION:GRID:BLOCK:ARG,ARG,... (repeatable; LABEL default ours_drv)")
+    p.add_argument("--rt-lib", help="build/kab/librt_launch.so (dev/kernel_ab/rt_launch.cu): adds the first --ours "
+                                     "cubin launched from that library's static cudart (rt_runtime) and through "
+                                     "the driver from it (rt_driver)")
+    p.add_argument("--rotate-order", action="store_true",
+                   help="start each round at the next path (rotates the order) instead of the same order every round")
     p.add_argument("--triton-outs", default="", help="the Triton kernel's output order (default: the case's)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--reps", type=int, default=100)
@@ -100,6 +121,9 @@ def main():
                    help="run everything on a stream torch creates instead of the legacy default stream")
     p.add_argument("--graph", action="store_true",
                    help="time by CUDA-graph replay (bench_peer's decode rule) instead of per-call events")
+    p.add_argument("--spin-host-us", type=float, default=None,
+                   help="size every path's spin as if its host time were this many µs (spin = 1.5 x + 5), "
+                        "instead of each path's own measured host time: do spin lengths move the reading?")
     a = p.parse_args()
     case = next(c for c in json.load(open(a.cases))["cases"] if c["id"] == a.id)
     device = torch.device("cuda", 0)
@@ -122,9 +146,24 @@ def main():
     torch.cuda.synchronize()
     lib = cuda_driver()
     fns = {"compile": cfn, "opfuse": bp.OpfuseLib(a.opfuse_lib).program(case, "jit", device)}
-    path, name, grid, block, spec = a.ours.split(":")
-    ofn, keep1 = load(lib, path, name)
-    fns["ours_drv"] = launcher(lib, ofn, int(grid), int(block), 0, spec.split(","), case, device)
+    keep1 = []
+    for o in a.ours:
+        label, _, o = o.rpartition("=")
+        path, name, grid, block, spec = o.split(":")
+        ofn, kb = load(lib, path, name)
+        keep1.append(kb)
+        fns[label or "ours_drv"] = launcher(lib, ofn, int(grid), int(block), 0, spec.split(","), case, device)
+    if a.rt_lib:
+        rtl = rt_library(a.rt_lib)
+        label, _, o = a.ours[0].rpartition("=")
+        path, name, grid, block, spec = o.split(":")
+        image = open(path, "rb").read()
+        keep1.append(image)
+        h = rtl.rt_load(image, name.encode())
+        if not h:
+            sys.exit(f"rt_load {path} {name} failed")
+        for mode, tag in ((0, "rt_runtime"), (1, "rt_driver")):
+            fns[tag] = launcher(lib, h, int(grid), int(block), 0, spec.split(","), case, device, rt=(rtl, mode))
     # torch.compile's winner: the best_config's triton_cache_hash names the directory of its cubin.
     cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")
     best = [json.load(open(f)) for f in glob.glob(os.path.join(cache, "**", "*.best_config"), recursive=True)]
@@ -166,13 +205,18 @@ def main():
             timer.warm(f, sets)
             hosts[tag] = timer.host_time(f, sets)
         rounds = {t: [] for t in fns}
-        for _ in range(a.rounds):
-            for tag, f in fns.items():
-                rounds[tag].append(timer.graph(f, sets, flush)[0] if a.graph else timer.events(f, sets, flush, hosts[tag]))
+        tags = list(fns)
+        for r in range(a.rounds):
+            order = tags[r % len(tags):] + tags[:r % len(tags)] if a.rotate_order else tags
+            for tag in order:
+                f = fns[tag]
+                rounds[tag].append(timer.graph(f, sets, flush)[0] if a.graph else timer.events(f, sets, flush, a.spin_host_us if a.spin_host_us is not None else hosts[tag]))
     torch.cuda.synchronize()
     print(f"{torch.cuda.get_device_name(device)}, {a.id}, {k} sets, flush {flush}, "
           f"{'CUDA-graph replay' if a.graph else f'{a.reps} samples'} per round, "
-          f"stream {'torch.cuda.Stream()' if a.side_stream else 'default (legacy)'}")
+          f"stream {'torch.cuda.Stream()' if a.side_stream else 'default (legacy)'}, "
+          f"{'order rotated each round' if a.rotate_order else 'same order each round'}, "
+          f"spin from {'host ' + str(a.spin_host_us) + ' µs for every path' if a.spin_host_us is not None else 'each path host time'}")
     print("| path | µs per round | median | host µs |\n|---|---|---:|---:|")
     for tag, v in rounds.items():
         print(f"| {tag} | {' '.join(f'{x:.2f}' for x in v)} | {statistics.median(v):.2f} | {hosts[tag]:.1f} |")
