@@ -939,19 +939,130 @@ def short_error(e, limit=600):
 # Timing (the rules of src/bench/cuda/timing.h, so both sides measure alike)
 # ---------------------------------------------------------------------------------------------
 
-# The shortest spin before a timed sample, as opfuse's kSpinFloorUs (src/bench/cuda/timing.cc): long
-# enough that the host has always finished enqueuing the call when the spin ends, and the same for
-# both sides, so neither's spin length depends on its own host cost.
+# The shortest spin before a timed sample under --no-gate (the protocol before session 11): long
+# enough that the host has always finished enqueuing the call when the spin ends.
 SPIN_FLOOR_US = 100.0
+
+# The gate before each timed sample, opfuse's LaunchGate (src/bench/cuda/bench_kernels.cu, timing.h):
+# one thread writes its ticket to `running`, then waits until the host raises `release` to it (or
+# max_ns of %globaltimer pass: it writes 1 to `timed_out`). All three are in mapped host memory. PTX,
+# so the driver compiles it for whatever GPU this is (sm_70 and later).
+GATE_PTX = r"""
+.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry opfuse_gate(.param .u64 release_p, .param .u64 running_p, .param .u64 ticket_p,
+                            .param .u64 max_ns_p, .param .u64 timed_out_p)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<10>;
+    ld.param.u64 %rd1, [release_p];
+    ld.param.u64 %rd2, [running_p];
+    ld.param.u64 %rd3, [ticket_p];
+    ld.param.u64 %rd4, [max_ns_p];
+    ld.param.u64 %rd5, [timed_out_p];
+    st.volatile.global.u64 [%rd2], %rd3;
+    membar.sys;
+    mov.u64 %rd6, %globaltimer;
+WAIT:
+    ld.volatile.global.u64 %rd7, [%rd1];
+    setp.ge.u64 %p1, %rd7, %rd3;
+    @%p1 bra DONE;
+    mov.u64 %rd8, %globaltimer;
+    sub.u64 %rd9, %rd8, %rd6;
+    setp.gt.u64 %p2, %rd9, %rd4;
+    @%p2 bra GAVE_UP;
+    nanosleep.u32 100;
+    bra.uni WAIT;
+GAVE_UP:
+    mov.u32 %r1, 1;
+    st.volatile.global.u32 [%rd5], %r1;
+    membar.sys;
+DONE:
+    ret;
+}
+"""
+GATE_LEAD_US = 5.0        # opfuse's kGateLeadUs: the host opens the gate this long after the GPU waits there
+GATE_MAX_NS = 2_000_000_000
+
+
+class Gate:
+    """Holds the current stream before a timed sample until the host opens it (see GATE_PTX). The
+    host enqueues gate, start event, the call and the end event, waits until the GPU is at the gate,
+    GATE_LEAD_US more, and opens it: every call — torch.compile's (~45 µs of host work) and opfuse's
+    (~15) alike — has been queued the same short time when its start event fires. With a fixed spin
+    instead, a call enqueued long before the spin ended measured 0.3-0.5 µs slower on an H200
+    (dev/kernel_ab/peer_ab.py --delay-us, session 11), which favoured slow host paths."""
+
+    def __init__(self):
+        import ctypes
+        self.ct = ctypes
+        lib = ctypes.CDLL("libcuda.so.1")
+        P, U64 = ctypes.c_void_p, ctypes.c_uint64
+        lib.cuMemHostAlloc.argtypes = [ctypes.POINTER(P), ctypes.c_size_t, ctypes.c_uint]
+        lib.cuMemHostGetDevicePointer_v2.argtypes = [ctypes.POINTER(U64), P, ctypes.c_uint]
+        lib.cuModuleLoadData.argtypes = [ctypes.POINTER(P), ctypes.c_char_p]
+        lib.cuModuleGetFunction.argtypes = [ctypes.POINTER(P), P, ctypes.c_char_p]
+        lib.cuLaunchKernel.argtypes = [P] + [ctypes.c_uint] * 7 + [P, ctypes.POINTER(P), P]
+        self.lib = lib
+
+        def check(rc, what):
+            if rc != 0:
+                raise RuntimeError(f"gate: {what} failed (CUresult {rc})")
+        host = P()
+        check(lib.cuMemHostAlloc(ctypes.byref(host), 64, 0x02), "cuMemHostAlloc(DEVICEMAP)")  # freed at exit
+        dev = U64()
+        check(lib.cuMemHostGetDevicePointer_v2(ctypes.byref(dev), host, 0), "cuMemHostGetDevicePointer")
+        self.release = U64.from_address(host.value)
+        self.running = U64.from_address(host.value + 8)
+        self.timed_out = ctypes.c_uint32.from_address(host.value + 16)
+        self.release.value = self.running.value = self.timed_out.value = 0
+        self.dev = dev.value
+        mod, fn = P(), P()
+        check(lib.cuModuleLoadData(ctypes.byref(mod), GATE_PTX.encode()), "cuModuleLoadData(gate PTX)")
+        check(lib.cuModuleGetFunction(ctypes.byref(fn), mod, b"opfuse_gate"), "cuModuleGetFunction")
+        self.fn = fn
+        self.ticket = 0
+
+    def enqueue(self, stream):
+        """Queues the next gate on `stream` (a cudaStream_t as int); returns its ticket."""
+        ct = self.ct
+        self.ticket += 1
+        vals = [ct.c_uint64(self.dev), ct.c_uint64(self.dev + 8), ct.c_uint64(self.ticket), ct.c_uint64(GATE_MAX_NS),
+                ct.c_uint64(self.dev + 16)]
+        params = (ct.c_void_p * len(vals))(*[ct.cast(ct.pointer(v), ct.c_void_p) for v in vals])
+        rc = self.lib.cuLaunchKernel(self.fn, 1, 1, 1, 1, 1, 1, 0, ct.c_void_p(stream), params, None)
+        if rc != 0:
+            raise RuntimeError(f"gate: cuLaunchKernel failed (CUresult {rc})")
+        return self.ticket
+
+    def open(self, ticket, wait=True):
+        """Opens gate `ticket`: first (wait=True) until the GPU is at it, then GATE_LEAD_US more."""
+        if wait:
+            t_end = time.perf_counter() + 1.0
+            while self.running.value < ticket:
+                if self.timed_out.value or time.perf_counter() > t_end:
+                    self.release.value = ticket
+                    raise RuntimeError("gate: the GPU did not reach the gate within 1 s")
+            t_end = time.perf_counter() + GATE_LEAD_US * 1e-6
+            while time.perf_counter() < t_end:
+                pass
+        self.release.value = ticket
+
+    def check(self):
+        if self.timed_out.value:
+            raise RuntimeError("gate timed out: the host opened it more than 2 s late (did the call synchronise?)")
 
 
 class Timer:
-    """One sample = [L2 flush] + spin kernel + start event + the call (or one graph replay of R
-    calls) + end event. The spin (torch.cuda._sleep, calibrated to µs at start) keeps the GPU busy
-    while the host enqueues the call, so the start event never waits on the host: events time
-    device work, not launch latency. Spin lengths are opfuse's (src/bench/cuda/timing.cc): 1.5 x
-    the measured host time per call + 5 µs, at least SPIN_FLOOR_US (at most 2000), before an
-    event-timed call; SPIN_FLOOR_US before a graph replay."""
+    """One sample = [L2 flush, finished] + gate + start event + the call (or one graph replay of R
+    calls) + end event, the gate opened (Gate) once the call and the end event are enqueued and the
+    GPU waits at it: the start event never waits on the host (events time device work, not launch
+    latency), and every call is queued the same short time when it starts, whatever its host cost.
+    With --no-gate, the protocol before session 11: a spin (torch.cuda._sleep, calibrated to µs at
+    start) of 1.5 x the measured host time per call + 5 µs, at least SPIN_FLOOR_US (at most 2000),
+    before an event-timed call, SPIN_FLOOR_US before a graph replay."""
 
     def __init__(self, args, device, l2_bytes):
         self.args = args
@@ -960,9 +1071,12 @@ class Timer:
         self.l2 = l2_bytes
         self.flush_buf = None
         self.cycles_per_us = None
+        self.gate = None
         if self.cuda:
             self.flush_buf = torch.empty(max(2 * l2_bytes, 1 << 20), dtype=torch.uint8, device=device)
             self.cycles_per_us = self._calibrate_spin()
+            if not getattr(args, "no_gate", False):
+                self.gate = Gate()
         self._flushes = 0
 
     def _sync(self):
@@ -988,6 +1102,9 @@ class Timer:
     def spin_note(self):
         if not self.cuda:
             return "no spin (cpu)"
+        if self.gate:
+            return (f"a gate kernel (PTX, mapped host flags) before the start event, opened {GATE_LEAD_US:g} us after "
+                    f"the GPU waits at it with the call already enqueued")
         if self.cycles_per_us is None:
             return "no spin kernel (torch.cuda._sleep missing): events may include launch latency"
         return f"spin kernel torch.cuda._sleep calibrated at {self.cycles_per_us:.0f} cycles/us"
@@ -999,6 +1116,29 @@ class Timer:
     def _flush(self):
         self._flushes += 1
         self.flush_buf.fill_(self._flushes & 0x7F)
+        if self.gate:  # the flush ends before the gate, so it never delays an open gate
+            torch.cuda.current_stream(self.device).synchronize()
+
+    def _gated(self, enqueue_call):
+        """[flush done] gate, start event, enqueue_call() (-> result), end event, open the gate, wait
+        for the end event; returns (result, µs)."""
+        stream = torch.cuda.current_stream(self.device)
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        ticket = self.gate.enqueue(stream.cuda_stream)
+        opened = False
+        try:
+            s.record()
+            out = enqueue_call()
+            e.record()
+            stream.query()  # submits what is enqueued
+            self.gate.open(ticket)
+            opened = True
+        finally:
+            if not opened:
+                self.gate.open(ticket, wait=False)
+        e.synchronize()
+        self.gate.check()
+        return out, s.elapsed_time(e) * 1000.0
 
     def _cpu_samples(self, fn, sets):
         ts = []
@@ -1033,11 +1173,22 @@ class Timer:
         if not self.cuda:
             return self._cpu_samples(fn, sets)
         k, n = len(sets), self.args.reps
+        keep = [None] * k
+        rotate = not self.args.no_rotate_outputs
+        if self.gate:
+            us = []
+            for i in range(n):
+                if flush:
+                    self._flush()
+                out, t = self._gated(lambda: fn(*sets[i % k]))
+                us.append(t)
+                if rotate:
+                    keep[i % k] = out
+                del out
+            return statistics.median(us)
         spin = min(max(1.5 * host_us + 5.0, SPIN_FLOOR_US), 2000.0)
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-        keep = [None] * k
-        rotate = not self.args.no_rotate_outputs
         for i in range(n):
             if flush:
                 self._flush()
@@ -1073,17 +1224,25 @@ class Timer:
             g.replay()
             self._sync()
             n = self.args.replays
-            starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-            ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-            for i in range(n):
-                if flush:
-                    self._flush()
-                self._spin(SPIN_FLOOR_US)
-                starts[i].record()
-                g.replay()
-                ends[i].record()
-            self._sync()
-            us = statistics.median(s.elapsed_time(e) * 1000.0 / calls for s, e in zip(starts, ends))
+            if self.gate:
+                ts = []
+                for i in range(n):
+                    if flush:
+                        self._flush()
+                    ts.append(self._gated(g.replay)[1] / calls)
+                us = statistics.median(ts)
+            else:
+                starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+                ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+                for i in range(n):
+                    if flush:
+                        self._flush()
+                    self._spin(SPIN_FLOOR_US)
+                    starts[i].record()
+                    g.replay()
+                    ends[i].record()
+                self._sync()
+                us = statistics.median(s.elapsed_time(e) * 1000.0 / calls for s, e in zip(starts, ends))
         finally:
             del g
         return us, f"cuda_graph calls={calls} sets={k} flush={int(flush)} replays={n}"
@@ -1427,6 +1586,9 @@ def parse_args(argv):
     p.add_argument("--no-rotate-outputs", action="store_true",
                    help="prefill: drop each call's result at once (the allocator then reuses one output block, "
                         "L2-hot at sizes that fit); by default results are kept for K calls, as opfuse rotates outputs")
+    p.add_argument("--no-gate", action="store_true",
+                   help="time with the fixed spin before each sample (the rule before session 11; opfuse's own "
+                        "harness now opens a gate once the call is enqueued), for A/B")
     p.add_argument("--opfuse-lib", help="libopfuse_capi.so (built with the cuda preset; tools/build_carry.sh packs it): "
                                         "also time opfuse's kernels in this process, with this script's Timer, "
                                         "beside torch.compile's (results opfuse_<variant>_us)")
@@ -1507,9 +1669,11 @@ def method_string(args, timer, feat):
                f"{args.reps}; decode: one CUDA-graph replay of R = K*ceil({args.graph_calls}/K) calls over the K "
                f"rotated sets / R, median of {args.replays} replays (per-call events if capture fails, reason per "
                f"case); before each sample an L2 flush (fill_ of {timer.flush_buf.numel() >> 20} MiB, L2 "
-               f"{timer.l2 >> 20} MiB) when the K sets stay under 2x L2, and a spin kernel (1.5x host time + 5 us, "
-               f"at least {SPIN_FLOOR_US:g} us, before a call, {SPIN_FLOOR_US:g} us before a replay; "
-               f"{timer.spin_note()}) so events time device work only")
+               f"{timer.l2 >> 20} MiB) when the K sets stay under 2x L2, and "
+               + (f"{timer.spin_note()}, so events time device work only and every call waits alike"
+                  if timer.gate else
+                  f"a spin kernel (1.5x host time + 5 us, at least {SPIN_FLOOR_US:g} us, before a call, "
+                  f"{SPIN_FLOOR_US:g} us before a replay; {timer.spin_note()}) so events time device work only"))
     return (f"{dev}; sets: K = ceil(2 L2 / rotated bytes) <= {args.max_sets}, weights (matmul b, attention k/v, "
             f"norm w/b, gather table) shared; {args.warmup} warm-up calls per set; inputs torch.randn seed "
             f"{args.seed} (|x|+0.5 where positive); host: perf_counter over {args.host_calls} back-to-back calls "

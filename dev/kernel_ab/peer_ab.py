@@ -23,6 +23,7 @@ import json
 import os
 import statistics
 import sys
+import time
 import types
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
@@ -112,6 +113,11 @@ def main():
     p.add_argument("--rt-lib", help="build/kab/librt_launch.so (dev/kernel_ab/rt_launch.cu): adds the first --ours "
                                      "cubin launched from that library's static cudart (rt_runtime) and through "
                                      "the driver from it (rt_driver)")
+    p.add_argument("--delay-us", type=float, action="append", default=[],
+                   help="adds opfuse_dN and ours_drv_dN: the same calls after a host busy-wait of N µs (repeatable): "
+                        "does the time the launch waits in the queue for the spin to end move the reading?")
+    p.add_argument("--no-gate", action="store_true",
+                   help="bench_peer's fixed spin before each sample instead of its gate (the rule before session 11)")
     p.add_argument("--rotate-order", action="store_true",
                    help="start each round at the next path (rotates the order) instead of the same order every round")
     p.add_argument("--triton-outs", default="", help="the Triton kernel's output order (default: the case's)")
@@ -129,7 +135,7 @@ def main():
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)
     l2 = int(torch.cuda.get_device_properties(device).L2_cache_size)
-    args = types.SimpleNamespace(reps=a.reps, no_rotate_outputs=False, warmup=5, host_calls=50, replays=25,
+    args = types.SimpleNamespace(no_gate=a.no_gate, reps=a.reps, no_rotate_outputs=False, warmup=5, host_calls=50, replays=25,
                                  graph_calls=64, no_graph=False, max_sets=32)
     timer = bp.Timer(args, device, l2)
     feat = bp.Features("auto")
@@ -164,6 +170,17 @@ def main():
             sys.exit(f"rt_load {path} {name} failed")
         for mode, tag in ((0, "rt_runtime"), (1, "rt_driver")):
             fns[tag] = launcher(lib, h, int(grid), int(block), 0, spec.split(","), case, device, rt=(rtl, mode))
+    def delayed(f, us):
+        def g(*xs):
+            t_end = time.perf_counter() + us * 1e-6
+            while time.perf_counter() < t_end:
+                pass
+            return f(*xs)
+        return g
+    for d in a.delay_us:
+        for base in ("opfuse", "ours_drv"):
+            if base in fns:
+                fns[f"{base}_d{d:g}"] = delayed(fns[base], d)
     # torch.compile's winner: the best_config's triton_cache_hash names the directory of its cubin.
     cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")
     best = [json.load(open(f)) for f in glob.glob(os.path.join(cache, "**", "*.best_config"), recursive=True)]

@@ -33,7 +33,8 @@ fi
 # torch.compile, opfuse's executor, the emitted cubin (nvcc) and, at 512 x 5632, the NVRTC cubin from
 # opfuse's kernel cache (build/kab/swe_nvrtc_512_5632.cubin) and Triton's winner through ctypes
 # cuLaunchKernel, in rounds whose order rotates. SPINS='20 60' adds runs with every path's spin sized
-# from one host time (µs): does the spin length move the reading? Needs build/carry.tar.xz carried too.
+# from one host time (µs): does the spin length move the reading? PEER_EXTRA: more peer_ab arguments
+# (e.g. '--delay-us 40'). Needs build/carry.tar.xz carried too.
 if [ "${PEER:-0}" = 1 ]; then
   [ -f build/c/libopfuse_capi.so ] ||
     { mkdir -p build/c && python3 -c "import tarfile; tarfile.open('build/carry.tar.xz').extractall('build/c')"; }
@@ -50,7 +51,7 @@ if [ "${PEER:-0}" = 1 ]; then
         [ "$spin" = own ] || extra=(--spin-host-us "$spin")
         TORCHINDUCTOR_CACHE_DIR=/tmp/ind_pab timeout 300 python3 dev/kernel_ab/peer_ab.py --cases $K/cases_swi_prefill.json \
           --id "patterns/swiglu/bf16/rows=$r/h=$c" --opfuse-lib build/c/libopfuse_capi.so --rounds "${PEER_ROUNDS:-8}" \
-          --rotate-order "${ours[@]}" "${extra[@]}" 2>&1 | grep -v Warning | tee -a "$W/peer_ab.md"
+          --rotate-order "${ours[@]}" "${extra[@]}" ${PEER_EXTRA:-} 2>&1 | grep -v Warning | tee -a "$W/peer_ab.md"
       done
     done
   done

@@ -190,6 +190,7 @@ json ReportToJson(const BenchReport& r) {
               {"copy_kernel_gbps", Num(r.ceilings.copy_kernel_gbps)},
               {"memcpy_gbps", Num(r.ceilings.memcpy_gbps)},
               {"launch_us", Num(r.ceilings.launch_us)},
+              {"event_floor_us", Num(r.ceilings.event_floor_us)},
               {"copy_bytes", r.ceilings.copy_bytes},
               {"gemm_tflops", gemm},
               {"gemm_shape", {r.ceilings.gemm_m, r.ceilings.gemm_n, r.ceilings.gemm_k}}}},
@@ -319,6 +320,7 @@ StatusOr<BenchReport> ReportFromJson(const json& j) {
     r.ceilings.copy_kernel_gbps = rd.Number(*c, "ceilings", "copy_kernel_gbps");
     r.ceilings.memcpy_gbps = rd.Number(*c, "ceilings", "memcpy_gbps");
     r.ceilings.launch_us = rd.Number(*c, "ceilings", "launch_us");
+    r.ceilings.event_floor_us = rd.Number(*c, "ceilings", "event_floor_us");  // absent before session 11: NaN
     r.ceilings.copy_bytes = rd.Int(*c, "ceilings", "copy_bytes");
     if (const json* g = rd.Field(*c, "ceilings", "gemm_tflops", false)) {
       if (!g->is_object()) rd.Fail("ceilings.gemm_tflops", "expected an object");
@@ -571,9 +573,12 @@ std::string Pct(double v) { return Has(v) ? fmt::format("{:.0f}%", 100 * v) : "�
 }  // namespace
 
 std::string MarkdownSummary(const BenchReport& r) {
-  std::string out = fmt::format("opfuse bench ops — {}{} — {} cases; copy {:.0f} GB/s, GEMM {} {:.0f} TFLOP/s\n\n",
+  std::string out = fmt::format("opfuse bench ops — {}{} — {} cases; copy {:.0f} GB/s, GEMM {} {:.0f} TFLOP/s{}\n\n",
                                 r.device.name, r.synthetic ? " (SYNTHETIC)" : "", r.cases.size(), r.ceilings.copy_gbps,
-                                r.dtype, r.ceilings.GemmFor(r.dtype));
+                                r.dtype, r.ceilings.GemmFor(r.dtype),
+                                Has(r.ceilings.event_floor_us)
+                                    ? fmt::format("; event floor {:.2f} µs", r.ceilings.event_floor_us)
+                                    : "");
   const bool peer = r.peer.has_value();
   // One-process columns when the peer also timed opfuse (tools/bench_peer.py --opfuse-lib).
   const bool one = peer && std::any_of(r.cases.begin(), r.cases.end(), [](const CaseResult& c) {

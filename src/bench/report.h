@@ -110,6 +110,9 @@ struct Ceilings {
   double memcpy_gbps = kNaN;       // cudaMemcpyAsync device to device, bytes read + written
   int64_t copy_bytes = 0;          // bytes copied per measurement (one direction)
   double launch_us = kNaN;         // device time of one empty kernel in a CUDA graph (measured when asked)
+  // An empty kernel timed by the per-call event rule (spin, start event, one launch, end event): the
+  // fixed cost inside every event-timed µs, so no prefill-size call can measure below it.
+  double event_floor_us = kNaN;
   std::map<std::string, double> gemm_tflops;  // by dtype name: bf16, f16, f32, tf32
   int64_t gemm_m = 0, gemm_n = 0, gemm_k = 0;
   // The MFU denominator for a case dtype: its GEMM; f32 cases use the faster of f32 and tf32.

@@ -394,6 +394,34 @@ TEST(BenchReport, PeerWithOpfuseInItsProcess) {
   EXPECT_NE(st.message().find("times must be positive"), std::string::npos) << st.message();
 }
 
+// The event floor (an empty kernel timed by the per-call rule): absent = NaN (reports written before
+// it existed still read), shown in the markdown header and the HTML table only when measured, JSON
+// round trip, a bad value names the field.
+TEST(BenchReport, EventFloor) {
+  BenchReport r = SyntheticReport();
+  EXPECT_EQ(MarkdownSummary(r).find("event floor"), std::string::npos);
+  EXPECT_EQ(RenderHtml(r).find("event floor"), std::string::npos);
+  nlohmann::json j = ReportToJson(r);
+  EXPECT_TRUE(j["ceilings"]["event_floor_us"].is_null());
+  j["ceilings"].erase("event_floor_us");  // a report of an older build
+  auto old = ReportFromJson(j);
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  EXPECT_TRUE(std::isnan(old->ceilings.event_floor_us));
+  r.ceilings.event_floor_us = 2.75;
+  const std::string md = MarkdownSummary(r);
+  EXPECT_NE(md.substr(0, md.find('\n')).find("; event floor 2.75 µs"), std::string::npos) << md.substr(0, 200);
+  EXPECT_NE(RenderHtml(r).find("2.75 µs: an empty kernel timed like a prefill-size case"), std::string::npos);
+  j = ReportToJson(r);
+  EXPECT_DOUBLE_EQ(j["ceilings"]["event_floor_us"].get<double>(), 2.75);
+  auto back = ReportFromJson(nlohmann::json::parse(j.dump()));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_DOUBLE_EQ(back->ceilings.event_floor_us, 2.75);
+  j["ceilings"]["event_floor_us"] = "short";
+  auto bad = ReportFromJson(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("ceilings.event_floor_us"), std::string::npos) << bad.status().message();
+}
+
 // The per-case copy of the same bytes: stored as measured, best_of_copy_same derived from it, a
 // markdown column only when some case has it, JSON round trip, a bad value names the field.
 TEST(BenchReport, SameSizeCopyReference) {

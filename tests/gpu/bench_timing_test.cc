@@ -164,6 +164,20 @@ TEST_F(BenchTiming, CeilingsArePlausible) {
   ASSERT_OK(alloc().EmptyCache());
 }
 
+// The event floor: an empty kernel timed by the per-call rule costs more than the same kernel inside a
+// graph (the per-launch term) and far less than the 10 µs spin of MeasuresAKnownDuration.
+TEST_F(BenchTiming, EventFloorIsBetweenLaunchAndSpin) {
+  auto floor = MeasureEventFloorUs(*h_);
+  ASSERT_TRUE(floor.ok()) << floor.status().ToString();
+  auto launch = MeasureLaunchUs(*h_);
+  ASSERT_TRUE(launch.ok()) << launch.status().ToString();
+  std::printf("[bench] event floor on %s: %.2f us (an empty kernel in a graph: %.2f us)\n", dev_.name.c_str(), *floor,
+              *launch);
+  EXPECT_GT(*floor, 0.0);
+  EXPECT_GE(*floor, *launch);
+  EXPECT_LT(*floor, 9.0);
+}
+
 TEST_F(BenchTiming, DecodeCaseTimesThroughTheExecutor) {
   auto suite = Cases("rmsnorm|exp2", {8});
   ASSERT_TRUE(suite.ok()) << suite.status().ToString();

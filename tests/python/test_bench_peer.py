@@ -612,3 +612,25 @@ def test_short_error_condenses_torch_oom_text():
     assert bp.short_error(e) == ("out of memory: Tried to allocate 256.00 GiB; GPU 0 has a total capacity of "
                                  "139.80 GiB of which 139.01 GiB is free")
     assert bp.short_error(ValueError("x" * 1000), limit=50) == "ValueError: " + "x" * 38 + " ..."
+
+
+def test_gate_ptx_assembles():
+    """The gate's PTX (loaded by the driver on the GPU) is valid PTX: ptxas, where the toolkit is
+    installed, assembles it for sm_80 and sm_90 (CUDA 13 has no sm_70 any more; the PTX targets sm_70 for
+    older drivers), and the kernel takes the five u64
+    parameters Gate.enqueue passes."""
+    import re
+    import shutil
+    ptxas = shutil.which("ptxas") or next((p for p in ("/usr/local/cuda/bin/ptxas",) if os.path.exists(p)), None)
+    if not ptxas:
+        pytest.skip("ptxas not installed")
+    params = re.search(r"\.entry opfuse_gate\((.*?)\)", bp.GATE_PTX, re.S).group(1)
+    assert params.count(".param .u64") == 5
+    assert bp.GATE_LEAD_US > 0 and bp.GATE_MAX_NS >= 10**9
+    for arch in ("sm_80", "sm_90"):
+        p = subprocess.run([ptxas, f"-arch={arch}", "-", "-o", os.devnull], input=bp.GATE_PTX, text=True,
+                           capture_output=True)
+        assert p.returncode == 0, p.stderr
+    broken = bp.GATE_PTX.replace("nanosleep.u32 100;", "nanosleep.u32 ;")
+    assert subprocess.run([ptxas, "-arch=sm_90", "-", "-o", os.devnull], input=broken, text=True,
+                          capture_output=True).returncode != 0

@@ -43,6 +43,21 @@ __global__ void SpinKernel(unsigned long long ns) {
   while (GlobalTimerNs() - start < ns) __nanosleep(200);
 }
 
+__global__ void GateKernel(const volatile unsigned long long* release, volatile unsigned long long* running,
+                           unsigned long long ticket, unsigned long long max_ns, volatile unsigned* timed_out) {
+  *running = ticket;
+  __threadfence_system();
+  const unsigned long long start = GlobalTimerNs();
+  while (*release < ticket) {
+    if (GlobalTimerNs() - start > max_ns) {
+      *timed_out = 1u;
+      __threadfence_system();
+      return;
+    }
+    __nanosleep(100);
+  }
+}
+
 __device__ __forceinline__ uint64_t SplitMix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -102,6 +117,17 @@ Status LaunchCopy16(const void* src, void* dst, size_t bytes, int sm_count, cuda
 Status LaunchSpin(double us, cudaStream_t stream) {
   const double ns = std::max(0.0, us) * 1e3;
   SpinKernel<<<1, 1, 0, stream>>>(static_cast<unsigned long long>(ns));
+  OPFUSE_CUDA_CHECK(cudaGetLastError());
+  return Status::Ok();
+}
+
+Status LaunchGate(const volatile uint64_t* release, volatile uint64_t* running, uint64_t ticket, double max_us,
+                  volatile uint32_t* timed_out, cudaStream_t stream) {
+  if (!release || !running || !timed_out) return InvalidArgument("LaunchGate: null flag pointer");
+  GateKernel<<<1, 1, 0, stream>>>(reinterpret_cast<const volatile unsigned long long*>(release),
+                                  reinterpret_cast<volatile unsigned long long*>(running), ticket,
+                                  static_cast<unsigned long long>(std::max(0.0, max_us) * 1e3),
+                                  reinterpret_cast<volatile unsigned*>(timed_out));
   OPFUSE_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
 }

@@ -26,6 +26,15 @@ Status LaunchCopy16(const void* src, void* dst, size_t bytes, int sm_count, cuda
 // One thread that spins for `us` microseconds of device time (%globaltimer).
 Status LaunchSpin(double us, cudaStream_t stream);
 
+// The gate before a timed sample: one thread that first writes `ticket` to *running (so the host
+// knows the GPU has reached it), then spins until the host raises *release to >= `ticket`, or gives
+// up after `max_us` of device time and writes 1 to *timed_out. All three live in mapped host memory
+// (device pointers of cudaHostAllocMapped memory). The harness enqueues the timed call behind the
+// gate and opens it a fixed lead time after the GPU is waiting there, so every call spends the same
+// short time queued behind it whatever its host cost (timing.h says why that matters).
+Status LaunchGate(const volatile uint64_t* release, volatile uint64_t* running, uint64_t ticket, double max_us,
+                  volatile uint32_t* timed_out, cudaStream_t stream);
+
 // p[0, n) of float `dtype` (f32/f16/bf16) = uniform in [-1, 1), or |that| + 0.5 with `positive`.
 Status LaunchFillUniform(void* p, DType dtype, int64_t n, uint64_t seed, bool positive, int sm_count,
                          cudaStream_t stream);

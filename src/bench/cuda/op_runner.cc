@@ -506,7 +506,8 @@ StatusOr<BenchReport> RunOpBench(const OpSuite& suite, const OpBenchOptions& o) 
   r.timing["check_trials"] = o.check_trials;
   r.timing["method"] =
       "CUDA events after warm-up; median of samples; L2 flushed (2x L2 memset) before each sample when the rotated sets "
-      "fit in 2x L2; spin kernel before the start event; decode sizes: one CUDA-graph replay of R calls / R";
+      "fit in 2x L2; a gate kernel before the start event, opened 5 us after the GPU waits at it with the call "
+      "already enqueued; decode sizes: one CUDA-graph replay of R calls / R";
   r.skipped = suite.skipped;
 
   // Ceilings first: the copy kernel over 1 GiB, cuBLASLt 8192^3 of the run's dtype.
@@ -516,6 +517,7 @@ StatusOr<BenchReport> RunOpBench(const OpSuite& suite, const OpBenchOptions& o) 
     r.ceilings.memcpy_gbps = copy.memcpy_gbps;
     r.ceilings.copy_gbps = std::max(copy.kernel_gbps, copy.memcpy_gbps);
     r.ceilings.copy_bytes = copy.bytes;
+    OPFUSE_ASSIGN_OR_RETURN(r.ceilings.event_floor_us, MeasureEventFloorUs(*harness));
   }
   r.ceilings.gemm_m = r.ceilings.gemm_n = r.ceilings.gemm_k = 8192;
   std::vector<std::pair<std::string, cuda::MatmulType>> gemms;

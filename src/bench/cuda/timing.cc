@@ -2,6 +2,7 @@
 #include "bench/cuda/timing.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 
 #include <fmt/format.h>
@@ -12,14 +13,16 @@
 namespace opfuse::bench {
 
 namespace {
-constexpr int kBatch = 16;  // samples enqueued between host synchronisations
-// The shortest spin before a timed sample: it must outlast the host's enqueue of the event and the
-// call. The peer (tools/bench_peer.py SPIN_FLOOR_US) uses the same floor, so neither side's spin
-// depends on its own host cost (torch.compile's ~30 µs host time gave it 70 µs spins, opfuse 13).
-// Measured on the H200 (session 8, CUPTI): this is not what sets the launch gap the start event
-// sees (opfuse's kernels start a median 2.99 µs after a 13 µs spin ends, 2.91 µs after a 100 µs
-// one; Triton's 2.40), but it removes the asymmetry.
-constexpr double kSpinFloorUs = 100;
+constexpr int kBatch = 16;  // event pairs allocated
+// How long the host waits, once the GPU is at a sample's gate, before it opens the gate: the timed
+// call's launch (submitted before, cudaStreamQuery) has reached the GPU by then. Every call is
+// queued this long (plus the ~1 µs the open takes to reach the GPU) when the start event fires.
+constexpr double kGateLeadUs = 5;
+// A gate nobody opens gives up after this much device time (the sample then fails): a host that
+// died or hung never leaves the GPU spinning.
+constexpr double kGateMaxUs = 2e6;
+using Clock = std::chrono::steady_clock;
+double UsSince(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
 }
 
 nlohmann::json TimingOptions::ToJson() const {
@@ -62,12 +65,24 @@ StatusOr<std::unique_ptr<Harness>> Harness::Create(const cuda::DeviceInfo& dev, 
   OPFUSE_ASSIGN_OR_RETURN(h->flush_, cuda::DeviceBuffer::Make(alloc, flush, stream));
   h->events_.resize(2 * kBatch, nullptr);
   for (auto& e : h->events_) OPFUSE_CUDA_CHECK(cudaEventCreate(&e));
+  void* gate = nullptr;
+  OPFUSE_CUDA_CHECK(cudaHostAlloc(&gate, sizeof(GateFlags), cudaHostAllocMapped));
+  h->gate_host_ = new (gate) GateFlags{};
+  void* gate_dev = nullptr;
+  OPFUSE_CUDA_CHECK(cudaHostGetDevicePointer(&gate_dev, gate, 0));
+  h->gate_dev_ = static_cast<GateFlags*>(gate_dev);
   return h;
 }
 
 Harness::~Harness() {
   for (auto e : events_)
     if (e) cudaEventDestroy(e);
+  if (gate_host_) {
+    // a gate still queued (an error path) opens at once and finds nothing to wait for
+    reinterpret_cast<volatile uint64_t&>(gate_host_->release) = ~uint64_t{0};
+    cudaStreamSynchronize(stream_);
+    cudaFreeHost(gate_host_);
+  }
 }
 
 Status Harness::FlushL2() {
@@ -90,37 +105,65 @@ StatusOr<double> Harness::HostUsPerCall(const RunFn& run, int calls) {
   return std::chrono::duration<double, std::micro>(t1 - t0).count() / calls;
 }
 
-StatusOr<SampleStats> Harness::Sample(const std::function<Status(int)>& one, bool flush, double spin_us, double divide,
+StatusOr<SampleStats> Harness::Sample(const std::function<Status(int)>& one, bool flush, double divide,
                                       const TimingOptions& o) {
   std::vector<double> us;
   const int max_samples = std::max(o.max_samples, o.min_samples);
-  const auto t0 = std::chrono::steady_clock::now();
-  int index = 0;
-  while (static_cast<int>(us.size()) < max_samples) {
-    const int batch = std::min(kBatch, max_samples - static_cast<int>(us.size()));
-    for (int j = 0; j < batch; ++j) {
-      if (flush) OPFUSE_RETURN_IF_ERROR(FlushL2());
-      OPFUSE_RETURN_IF_ERROR(Spin(spin_us));
-      OPFUSE_CUDA_CHECK(cudaEventRecord(events_[2 * j], stream_));
-      OPFUSE_RETURN_IF_ERROR(one(index++));
-      OPFUSE_CUDA_CHECK(cudaEventRecord(events_[2 * j + 1], stream_));
+  const auto t0 = Clock::now();
+  volatile uint64_t& release = gate_host_->release;
+  const volatile uint64_t& running = gate_host_->running;
+  volatile uint32_t& timed_out = gate_host_->timed_out;
+  timed_out = 0;  // every earlier gate has been passed (each sample waits for its end event)
+  for (int index = 0; static_cast<int>(us.size()) < max_samples; ++index) {
+    if (flush) {  // the flush ends before the gate, so it never delays an open gate
+      OPFUSE_RETURN_IF_ERROR(FlushL2());
+      OPFUSE_CUDA_CHECK(cudaStreamSynchronize(stream_));
     }
-    OPFUSE_CUDA_CHECK(cudaEventSynchronize(events_[2 * batch - 1]));
-    for (int j = 0; j < batch; ++j) {
-      float ms = 0;
-      OPFUSE_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[2 * j], events_[2 * j + 1]));
-      us.push_back(ms * 1e3 / divide);
+    const uint64_t ticket = ++ticket_;
+    OPFUSE_RETURN_IF_ERROR(LaunchGate(&gate_dev_->release, &gate_dev_->running, ticket, kGateMaxUs,
+                                      &gate_dev_->timed_out, stream_));
+    // Every way out of this sample opens the gate (an error must not leave the GPU spinning).
+    struct Opener {
+      volatile uint64_t& release;
+      uint64_t ticket;
+      void Open() {
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        release = ticket;
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+      }
+      ~Opener() {
+        if (release < ticket) Open();
+      }
+    } opener{release, ticket};
+    OPFUSE_CUDA_CHECK(cudaEventRecord(events_[0], stream_));
+    OPFUSE_RETURN_IF_ERROR(one(index));
+    OPFUSE_CUDA_CHECK(cudaEventRecord(events_[1], stream_));
+    const cudaError_t q = cudaStreamQuery(stream_);  // submits what is enqueued; "not ready" is expected
+    if (q != cudaSuccess && q != cudaErrorNotReady) OPFUSE_CUDA_CHECK(q);
+    const auto wait = Clock::now();
+    while (running < ticket) {
+      if (timed_out) return Internal("benchmark gate gave up before the host reached it");
+      if (UsSince(wait) > 1e6) return Internal("benchmark gate: the GPU did not reach the gate within 1 s");
     }
-    const double elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (static_cast<int>(us.size()) >= o.min_samples && elapsed_ms >= o.budget_ms) break;
+    const auto at_gate = Clock::now();
+    while (UsSince(at_gate) < kGateLeadUs) {
+    }
+    opener.Open();
+    OPFUSE_CUDA_CHECK(cudaEventSynchronize(events_[1]));
+    if (timed_out)
+      return Internal("benchmark gate timed out: the host opened it more than 2 s late (did the timed call "
+                      "synchronise the stream the gate holds?)");
+    float ms = 0;
+    OPFUSE_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[0], events_[1]));
+    us.push_back(ms * 1e3 / divide);
+    if (static_cast<int>(us.size()) >= o.min_samples && UsSince(t0) >= o.budget_ms * 1e3) break;
   }
   return SummarizeSamples(std::move(us));
 }
 
 StatusOr<SampleStats> Harness::TimeEvents(const RunFn& run, bool flush, double host_us, const TimingOptions& o) {
-  // The spin covers the host's enqueue of one call (its measured host time, with margin).
-  const double spin = std::clamp(1.5 * (Has(host_us) ? host_us : 20.0) + 5.0, kSpinFloorUs, 2000.0);
-  return Sample(run, flush, spin, 1.0, o);
+  (void)host_us;  // the gate opens only after the call is enqueued, however long that takes
+  return Sample(run, flush, 1.0, o);
 }
 
 StatusOr<GraphExec> Harness::Capture(const RunFn& run, int runs) {
@@ -147,7 +190,7 @@ StatusOr<SampleStats> Harness::TimeGraph(const GraphExec& g, int runs, bool flus
     OPFUSE_CUDA_CHECK(cudaGraphLaunch(g.get(), stream_));
     return Status::Ok();
   };
-  return Sample(one, flush, kSpinFloorUs, std::max(runs, 1), o);
+  return Sample(one, flush, std::max(runs, 1), o);
 }
 
 StatusOr<SampleStats> Harness::TimeSimple(const std::function<Status()>& enqueue, int samples) {
@@ -196,6 +239,14 @@ StatusOr<double> MeasureLaunchUs(Harness& h, int launches) {
   OPFUSE_ASSIGN_OR_RETURN(GraphExec g, h.Capture(empty, launches));
   TimingOptions o = TimingOptions::Quick();
   OPFUSE_ASSIGN_OR_RETURN(SampleStats st, h.TimeGraph(g, launches, /*flush=*/false, o));
+  return st.median_us;
+}
+
+StatusOr<double> MeasureEventFloorUs(Harness& h, const TimingOptions& o) {
+  auto empty = [&](int) { return LaunchSpin(0, h.stream()); };
+  for (int i = 0; i < 4; ++i) OPFUSE_RETURN_IF_ERROR(empty(i));
+  OPFUSE_ASSIGN_OR_RETURN(double host_us, h.HostUsPerCall(empty, o.host_calls));
+  OPFUSE_ASSIGN_OR_RETURN(SampleStats st, h.TimeEvents(empty, /*flush=*/false, host_us, o));
   return st.median_us;
 }
 

@@ -3,9 +3,16 @@
 //  * Device time with CUDA events after warm-up; the median (also min and p90) of many samples:
 //    at least min_samples, then until budget_ms of wall time has passed or max_samples.
 //  * Each sample is preceded by an L2 flush when the timed data would fit in L2 (a cudaMemsetAsync
-//    over a buffer of 2x DeviceInfo::l2_bytes) and by a spin kernel (at least 100 µs) long enough
-//    to cover the host's enqueue of the call, so the start event never waits on the host: events
-//    time device work only.
+//    over a buffer of 2x DeviceInfo::l2_bytes, finished before the sample goes on) and by a gate: a
+//    one-thread kernel that holds the stream until the host opens it (LaunchGate). The host enqueues
+//    gate, start event, the call and the end event, waits until the GPU is at the gate, waits
+//    kGateLeadUs more and opens it. The start event therefore never waits on the host (events time
+//    device work only), and every call — whatever its host cost — has been queued for the same
+//    short time when the gate opens. That matters: with a fixed-length spin instead (sessions 1-10),
+//    a call enqueued long before the spin ended measured 0.3-0.5 µs slower on an H200 than one
+//    enqueued just before (dev/kernel_ab/peer_ab.py --delay-us, session 11: swiglu 2048 x 4096
+//    15.98 µs with no delay, 15.71 with 30 µs, 15.49 with 60 µs of host delay before the launch), so
+//    a fast host path (opfuse's executor, ~15 µs) read slower than a slow one (torch.compile's, ~45).
 //  * Callers rotate over several input sets (sample i uses set i mod K; see op_runner.cc for K).
 //  * Decode sizes (kernels of a few µs, where a single event pair measures launch latency rather
 //    than the kernel): R calls, rotating the sets, are captured into one CUDA graph, and one graph
@@ -75,16 +82,17 @@ class Harness {
   int64_t flush_bytes() const { return static_cast<int64_t>(flush_.size()); }
 
   Status FlushL2();          // enqueues the flush
-  Status Spin(double us);    // enqueues the spin kernel
+  Status Spin(double us);    // enqueues the spin kernel (a fixed-length wait; samples use the gate)
 
   // Host wall time per call over `calls` calls (stream synchronised before and after, not inside).
   StatusOr<double> HostUsPerCall(const RunFn& run, int calls);
-  // One sample = [flush] + spin + event + run(i) + event.
+  // One sample = [flush] + gate + event + run(i) + event (the gate opened once all is enqueued).
+  // `host_us` (the call's host time) only bounds how long the host may take to enqueue a call.
   StatusOr<SampleStats> TimeEvents(const RunFn& run, bool flush, double host_us, const TimingOptions& o);
   // Captures run(0) .. run(runs-1) into one graph on stream(). Every input set must have been run
   // before (plans built, nothing allocated during capture).
   StatusOr<GraphExec> Capture(const RunFn& run, int runs);
-  // One sample = [flush] + spin + event + graph replay + event, divided by `runs`.
+  // One sample = [flush] + gate + event + graph replay + event, divided by `runs`.
   StatusOr<SampleStats> TimeGraph(const GraphExec& g, int runs, bool flush, const TimingOptions& o);
 
   // Times `enqueue` (already warm, big enough not to need flushing) `samples` times with events.
@@ -92,13 +100,20 @@ class Harness {
 
  private:
   Harness() = default;
-  StatusOr<SampleStats> Sample(const std::function<Status(int)>& one, bool flush, double spin_us, double divide,
-                               const TimingOptions& o);
+  StatusOr<SampleStats> Sample(const std::function<Status(int)>& one, bool flush, double divide, const TimingOptions& o);
+  // Mapped host memory the gate kernel and the host share (LaunchGate).
+  struct GateFlags {
+    uint64_t release = 0, running = 0;
+    uint32_t timed_out = 0;
+  };
   cuda::DeviceInfo dev_;
   cudaStream_t stream_ = nullptr;
   cuda::CachingAllocator* alloc_ = nullptr;
   cuda::DeviceBuffer flush_;
   std::vector<cudaEvent_t> events_;  // pairs: start, end
+  GateFlags* gate_host_ = nullptr;   // cudaHostAllocMapped
+  GateFlags* gate_dev_ = nullptr;    // its device address
+  uint64_t ticket_ = 0;              // the last gate's number
 };
 
 struct CopyCeiling {
@@ -112,6 +127,11 @@ StatusOr<CopyCeiling> MeasureCopyCeiling(Harness& h, int64_t bytes = int64_t{1} 
 // graph, one replay timed with events, divided by `launches` — the cost model's per-launch term
 // (what an extra kernel costs the device between two kernels of a step).
 StatusOr<double> MeasureLaunchUs(Harness& h, int launches = 256);
+// The fixed cost of one event-timed call: an empty kernel (LaunchSpin(0)) timed by TimeEvents, the
+// per-call rule of prefill-size cases (spin sized from its host time, start event, launch, end event),
+// median of `o`'s samples. Every prefill-size µs contains it; a kernel streaming at the copy ceiling
+// still measures bytes / ceiling + about this much.
+StatusOr<double> MeasureEventFloorUs(Harness& h, const TimingOptions& o = TimingOptions::Quick());
 // cuBLASLt C[m,n] = A[m,k]·B[n,k]ᵀ of `type` on random inputs; TFLOP/s = 2mnk / median time.
 StatusOr<double> MeasureGemmTflops(Harness& h, cuda::MatmulType type, int64_t m, int64_t n, int64_t k);
 
