@@ -1052,7 +1052,8 @@ class Gate:
 
     def check(self):
         if self.timed_out.value:
-            raise RuntimeError("gate timed out: the host opened it more than 2 s late (did the call synchronise?)")
+            raise RuntimeError("gate timed out: the host opened it more than 2 s late — the call, or a tool around the "
+                               "process (compute-sanitizer serialises launches), waited for the stream the gate holds")
 
 
 class Timer:

@@ -114,3 +114,21 @@ if [ "${STREAMS:-0}" = 1 ]; then
     rm -f "$W"/st_*.csv
   done
 fi
+# DECODE=1: swiglu 32 x 4096 by CUDA-graph replay in the peer's process (peer_ab --graph): torch.compile,
+# opfuse, Triton's winner, and pointwise decode shapes of ours (build/kab/swd_32_4096.cubin: the emitted
+# decode function, 2 elements x 128 threads, and hand variants of 1 / 2 / 4 / 8 elements per thread at
+# 64-256 threads per block).
+if [ "${DECODE:-0}" = 1 ]; then
+  [ -f build/c/libopfuse_capi.so ] ||
+    { mkdir -p build/c && python3 -c "import tarfile; tarfile.open('build/carry.tar.xz').extractall('build/c')"; }
+  D=$K/swd_32_4096.cubin
+  rm -rf /tmp/ind_pab
+  TORCHINDUCTOR_CACHE_DIR=/tmp/ind_pab timeout 300 python3 dev/kernel_ab/peer_ab.py --cases $K/cases_swi_dec.json \
+    --id 'patterns/swiglu/bf16/rows=32/h=4096' --opfuse-lib build/c/libopfuse_capi.so --rounds "${PEER_ROUNDS:-8}" \
+    --rotate-order --graph \
+    --ours "emitted_p2_t128=$D:fz_swiglu_bf16_w4096_x32_v8_decode:512:128:g,u,y" \
+    --ours "p2_t256=$D:d_p2_t256:256:256:g,u,y" --ours "p2_t64=$D:d_p2_t256:1024:64:g,u,y" \
+    --ours "p4_t128=$D:d_p4:256:128:g,u,y" --ours "p4_t64=$D:d_p4:512:64:g,u,y" \
+    --ours "p8_t128=$D:d_p8:128:128:g,u,y" --ours "p8_t64=$D:d_p8:256:64:g,u,y" \
+    --ours "p1_t256=$D:d_p1:512:256:g,u,y" ${PEER_EXTRA:-} 2>&1 | grep -v Warning | tee -a "$W/peer_ab_decode.md"
+fi

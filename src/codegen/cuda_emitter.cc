@@ -267,14 +267,15 @@ class Emitter {
       out.rows_per_block = 1;
       // Pointwise kernels over vectors wider than 4 bytes get a decode function for tiny tensors (at
       // most jit::kPointwiseDecodeBlocksPerSm of its blocks per SM, the launcher's rule): 4-byte
-      // packs, kPointwiseDecodeThreads threads, no loop, 32-bit indices. H200, swiglu 1 x 5632 bf16,
-      // CUDA-graph replay of 64 launches, L2 flushed: 1.55 us against 1.63 for 16-byte vectors in
-      // blocks of 64 (torch.compile's Triton kernel, 1-element packs in 44 blocks of 128: 1.56)
-      // (docs/BENCHMARKS.md, issue 4 session 10).
+      // packs, blocks of up to kPointwiseDecodeWideThreads (the launcher picks 128 or 256), no loop,
+      // 32-bit indices. H200, swiglu 1 x 5632 bf16, CUDA-graph replay of 64 launches, L2 flushed: 1.55
+      // us in blocks of 128 against 1.63 for 16-byte vectors in blocks of 64 (torch.compile's Triton
+      // kernel, 1-element packs in 44 blocks of 128: 1.56) (session 10); swiglu 32 x 4096 in the peer's
+      // process: 256-thread blocks 1.79 us, 128 1.84, Triton (2 elements x 256 threads) 1.77 (session 11).
       const int dv = std::max(1, 4 / std::max(1, max_size_));
       if (!k_.is_row() && o_.pointwise_decode && dv < vec_) {
         out.decode_function = out.function + "_decode";
-        out.decode_threads = kPointwiseDecodeThreads;
+        out.decode_threads = kPointwiseDecodeWideThreads;
         out.decode_vec = dv;
       }
     }

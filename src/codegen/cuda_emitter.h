@@ -49,9 +49,12 @@ inline constexpr int kDecodeRowsPerSm = 4;     // rows < this x SMs: the decode 
 inline constexpr int kDefaultDecodeRowThreads = 256;
 // The decode function indexes with 32-bit ints: the launcher takes it only below this many elements.
 inline constexpr long long kDecodeMaxElements = (1LL << 31) - 1;
-// Pointwise decode function: threads per block (the launcher takes it while ceil(elements /
-// decode_vec / this) <= jit::kPointwiseDecodeBlocksPerSm x SMs).
+// Pointwise decode function: the launcher takes it while ceil(elements / decode_vec /
+// kPointwiseDecodeThreads) <= jit::kPointwiseDecodeBlocksPerSm x SMs, in blocks of
+// kPointwiseDecodeWideThreads where that still gives every SM a block (torch.compile's shape at 32
+// rows), else of kPointwiseDecodeThreads. It is compiled for the wide block (EmittedKernel::decode_threads).
 inline constexpr int kPointwiseDecodeThreads = 128;
+inline constexpr int kPointwiseDecodeWideThreads = 256;
 
 struct EmitOptions {
   bool aligned = true;  // every pointer 16-byte aligned: allows vector accesses

@@ -46,7 +46,9 @@ class EvalCandidateGpu : public testing_gpu::WithGpu<> {
     const std::string src = Slurp(file);
     EXPECT_FALSE(src.empty()) << file;
     cudaStream_t side = nullptr;
-    if (side_stream) EXPECT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
+    if (side_stream) {
+      EXPECT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
+    }
     o.candidate = [&](const OpCase& c) -> StatusOr<CandidateKernel> {
       OPFUSE_ASSIGN_OR_RETURN(CandidateKernel k, LoadCandidate(src, file, c));
       if (side) {

@@ -130,6 +130,63 @@ TEST_P(JitGpuTest, UnalignedMatchesCpu) {
 INSTANTIATE_TEST_SUITE_P(Cases, JitGpuTest, ::testing::ValuesIn(testing_cases::kJitCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// Pointwise kernels at a decode size big enough for 256-thread blocks of the pointwise decode function
+// (every SM still gets a block) and at T = 1 (blocks of 128): the launcher's choice, and the wide
+// blocks' results against the CPU.
+TEST_P(JitGpuTest, PointwiseDecodeWideBlocksMatchCpu) {
+#ifdef OPFUSE_WITH_CUDA
+  JitCase c = GetParam();
+  if (!c.bind.count("T")) GTEST_SKIP() << "no token dim";
+  auto g = ParseGraph(c.text);
+  ASSERT_TRUE(g.ok());
+  auto k = testing_cases::WholeGraphKernel(*g);
+  ASSERT_TRUE(k.ok());
+  if (k->is_row()) GTEST_SKIP() << "row kernel";
+  auto arch = jit::CudaDeviceArch();
+  ASSERT_TRUE(arch.ok());
+  jit::KernelCache cache(jit::CacheOptions{"", true, false, 0});
+  jit::JitCompiler compiler(cache, {*arch, true, 1});
+  auto jk = compiler.CompileKernel(*k, true);
+  ASSERT_TRUE(jk.ok()) << jk.status().message();
+  if (jk->emitted.decode_vec == 0) GTEST_SKIP() << "no pointwise decode function";
+  EXPECT_EQ(jk->emitted.decode_threads, codegen::kPointwiseDecodeWideThreads);
+  auto lk = jit::LoadedKernel::Load(*jk);
+  ASSERT_TRUE(lk.ok()) << lk.status().message();
+  int dev = 0, sms = 0;
+  Check(cudaGetDevice(&dev));
+  Check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  c.bind["T"] = 1;
+  auto shape1 = BindShape(k->space, c.bind);
+  ASSERT_TRUE(shape1.ok());
+  int64_t per_t = 1;
+  for (int64_t d : *shape1) per_t *= d;
+  const int64_t dv = jk->emitted.decode_vec;
+  auto geometry = [&](int64_t t) {
+    std::vector<int64_t> sym;
+    for (const auto& s : k->symbols) sym.push_back(s == "T" ? t : c.bind.at(s));
+    auto geo = (*lk)->LaunchGeometry(sym);
+    EXPECT_TRUE(geo.ok());
+    return *geo;
+  };
+  // T = 1: fewer 256-blocks than SMs -> 128 (when it runs the decode function at all)
+  if (per_t / dv < int64_t{256} * sms) {
+    const auto g1 = geometry(1);
+    if (*g1.function == jk->emitted.decode_function) {
+      EXPECT_EQ(g1.threads, codegen::kPointwiseDecodeThreads);
+    }
+  }
+  // ~512 vectors per SM: 256-thread blocks, at least one per SM, still the decode function
+  const int64_t t = std::max<int64_t>(1, (int64_t{512} * sms * dv + per_t - 1) / per_t);
+  const auto gw = geometry(t);
+  ASSERT_EQ(*gw.function, jk->emitted.decode_function) << "T " << t;
+  EXPECT_EQ(gw.threads, codegen::kPointwiseDecodeWideThreads);
+  EXPECT_GE(gw.blocks, sms);
+  EXPECT_GE(gw.blocks * gw.threads * dv, t * per_t);
+  c.bind["T"] = t;
+  RunCase(c, true);
+#endif
+}
+
 // Row kernels at prefill row counts: rows >= kDecodeRowsPerSm x SMs launch the prefill function
 // (a different row shape from the small-T cases above), with a row count that leaves idle row
 // groups in the last block. Also checks which function each row count launches.

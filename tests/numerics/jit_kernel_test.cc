@@ -37,7 +37,9 @@ TEST_P(JitKernelTest, NvrtcCompilesAlignedAndUnaligned) {
     ASSERT_TRUE(e.ok()) << e.status().message();
     EXPECT_NE(e->source.find("// opfuse generated kernel " + e->function), std::string::npos);
     EXPECT_EQ(e->source.rfind("#include", 0), std::string::npos) << "generated source must be self-contained";
-    if (!aligned) EXPECT_EQ(e->vec, 1);
+    if (!aligned) {
+      EXPECT_EQ(e->vec, 1);
+    }
     auto c = jit::CompileCuda(e->source, e->function, "sm_90");
     ASSERT_TRUE(c.ok()) << c.status().message() << "\n" << e->source;
     EXPECT_GT(c->cubin.size(), 1000u);
@@ -150,7 +152,9 @@ TEST(JitKernel, EarlyStoreAndReload) {
       // early stores only in a decode function of its own (bf16: t512x2 of 8-byte packs beside the prefill t256x2)
       const size_t functions = e->decode_function == e->function ? 1 : 2;
       const size_t early_fns = early && functions == 2 ? 1 : 0;
-      if (std::string(dt) == "bf16") EXPECT_EQ(functions, 2u) << e->source;
+      if (std::string(dt) == "bf16") {
+        EXPECT_EQ(functions, 2u) << e->source;
+      }
       EXPECT_EQ(Count(e->source, "stored before the first one"), early_fns) << e->source;
       EXPECT_EQ(Count(e->source, "sv1[it].store(out1, r * C + c0)"), early_fns) << e->source;
       // the kept sum is read by pass 1 and the epilogue; the packs of x only by the early loop there
@@ -242,8 +246,11 @@ TEST(JitKernel, PointwiseDecodeFunction) {
       continue;
     }
     EXPECT_EQ(e->decode_function, e->function + "_decode");
-    EXPECT_EQ(e->decode_threads, codegen::kPointwiseDecodeThreads);
+    EXPECT_EQ(e->decode_threads, codegen::kPointwiseDecodeWideThreads);
     const std::string decode = DecodeSource(*e);
+    EXPECT_NE(e->source.find(fmt::format("__launch_bounds__({}) {}(", codegen::kPointwiseDecodeWideThreads, e->decode_function)),
+              std::string::npos)
+        << e->source;
     EXPECT_NE(decode.find("if (v >= NV) return;"), std::string::npos) << decode;
     EXPECT_NE(decode.find(fmt::format("const int i0 = v * {};", c.decode_vec)), std::string::npos) << decode;
     EXPECT_EQ(decode.find("long long v"), std::string::npos) << decode;

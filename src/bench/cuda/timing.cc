@@ -151,8 +151,9 @@ StatusOr<SampleStats> Harness::Sample(const std::function<Status(int)>& one, boo
     opener.Open();
     OPFUSE_CUDA_CHECK(cudaEventSynchronize(events_[1]));
     if (timed_out)
-      return Internal("benchmark gate timed out: the host opened it more than 2 s late (did the timed call "
-                      "synchronise the stream the gate holds?)");
+      return Internal("benchmark gate timed out: the host opened it more than 2 s late — the timed call, or a tool "
+                      "around the process (compute-sanitizer serialises launches), waited for the stream the gate "
+                      "holds; time outside such tools");
     float ms = 0;
     OPFUSE_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[0], events_[1]));
     us.push_back(ms * 1e3 / divide);

@@ -4,8 +4,8 @@
 // ceil(rows / rows per block) blocks. Looped row kernels: one block per row. Pointwise kernels: one
 // thread per vector, blocks of `threads` (256) for large tensors and 64 for small ones (fewer than
 // 1024 vectors per SM: more SMs busy), as the library's glu kernel; tensors of at most
-// kPointwiseDecodeBlocksPerSm blocks per SM of the pointwise decode function (4-byte packs, 128
-// threads) run that. Grids cover the work in one step up to the hardware limit; the kernels
+// kPointwiseDecodeBlocksPerSm blocks of 128 per SM run the pointwise decode function (4-byte packs),
+// in blocks of 256 where that still gives every SM a block, else of 128. Grids cover the work in one step up to the hardware limit; the kernels
 // grid-stride beyond it, except the decode functions (no loop, 32-bit indices), which are taken only
 // where their grid covers the work.
 #include <algorithm>
@@ -25,6 +25,12 @@ int PointwiseDecodeBlocksPerSm() {
                                [](long n) { return n >= 1 && n <= 64; },
                                [](long n) { return fmt::format("pointwise decode functions for up to {} blocks per SM", n); });
   return v;
+}
+// OPFUSE_JIT_POINTWISE_DECODE_WIDE=0: the pointwise decode function always in blocks of
+// codegen::kPointwiseDecodeThreads (the rule before session 11), for A/B.
+bool PointwiseDecodeWide() {
+  static const bool on = EnvSwitch("OPFUSE_JIT_POINTWISE_DECODE_WIDE", "pointwise decode functions in blocks of 128 only");
+  return on;
 }
 }  // namespace
 
@@ -116,10 +122,13 @@ StatusOr<LoadedKernel::Geometry> LoadedKernel::LaunchGeometry(const std::vector<
   } else {
     // a tiny tensor (at most kPointwiseDecodeBlocksPerSm blocks of the decode function per SM): that function
     if (em.decode_vec > 0 && decode_kernel_ != kernel_ && rows * cols <= codegen::kDecodeMaxElements) {
-      const int64_t blocks = (rows * cols / em.decode_vec + em.decode_threads - 1) / em.decode_threads;
-      if (blocks <= int64_t{PointwiseDecodeBlocksPerSm()} * sm_count_) {
-        geo.threads = em.decode_threads;
-        geo.blocks = blocks;
+      const int64_t vecs = rows * cols / em.decode_vec;
+      const int small = std::min(em.decode_threads, codegen::kPointwiseDecodeThreads);
+      if ((vecs + small - 1) / small <= int64_t{PointwiseDecodeBlocksPerSm()} * sm_count_) {
+        // blocks as wide as the function allows while every SM still gets one, else of `small`
+        const int wide = PointwiseDecodeWide() ? em.decode_threads : small;
+        geo.threads = (vecs + wide - 1) / wide >= sm_count_ ? wide : small;
+        geo.blocks = (vecs + geo.threads - 1) / geo.threads;
         geo.kernel = decode_kernel_;
         geo.function = &em.decode_function;
         return geo;

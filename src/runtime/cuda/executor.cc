@@ -265,7 +265,9 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
 
   ex->graph_ = input;
   Graph& g = ex->graph_;
-  PassContext ctx{opts.config, opts.schedule_bindings, {}};
+  PassContext ctx;
+  ctx.config = opts.config;
+  ctx.bindings = opts.schedule_bindings;
   if (opts.variant == Variant::kAuto) ctx.profile = opts.profile;
   OPFUSE_RETURN_IF_ERROR(RunPipeline(g, ctx));
 
