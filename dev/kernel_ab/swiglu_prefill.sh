@@ -132,3 +132,35 @@ if [ "${DECODE:-0}" = 1 ]; then
     --ours "p8_t128=$D:d_p8:128:128:g,u,y" --ours "p8_t64=$D:d_p8:256:64:g,u,y" \
     --ours "p1_t256=$D:d_p1:512:256:g,u,y" ${PEER_EXTRA:-} 2>&1 | grep -v Warning | tee -a "$W/peer_ab_decode.md"
 fi
+# DECODE8=1: the same for swiglu 8 x 5632 (build/kab/swd_8_5632.cubin: the emitted decode function and
+# 1 / 4 elements per thread; 45056 elements).
+if [ "${DECODE8:-0}" = 1 ]; then
+  [ -f build/c/libopfuse_capi.so ] ||
+    { mkdir -p build/c && python3 -c "import tarfile; tarfile.open('build/carry.tar.xz').extractall('build/c')"; }
+  D=$K/swd_8_5632.cubin E=fz_swiglu_bf16_w5632_x8_v8_decode
+  rm -rf /tmp/ind_pab
+  TORCHINDUCTOR_CACHE_DIR=/tmp/ind_pab timeout 300 python3 dev/kernel_ab/peer_ab.py --cases $K/cases_swi_dec.json \
+    --id 'patterns/swiglu/bf16/rows=8/h=5632' --opfuse-lib build/c/libopfuse_capi.so --rounds "${PEER_ROUNDS:-8}" \
+    --rotate-order --graph \
+    --ours "p2_t128=$D:$E:176:128:g,u,y" --ours "p2_t256=$D:$E:88:256:g,u,y" --ours "p2_t64=$D:$E:352:64:g,u,y" \
+    --ours "p1_t128=$D:d8_p1:352:128:g,u,y" --ours "p1_t256=$D:d8_p1:176:256:g,u,y" --ours "p1_t64=$D:d8_p1:704:64:g,u,y" \
+    --ours "p4_t64=$D:d8_p4:176:64:g,u,y" --ours "p4_t128=$D:d8_p4:88:128:g,u,y" ${PEER_EXTRA:-} 2>&1 |
+    grep -v Warning | tee -a "$W/peer_ab_decode8.md"
+fi
+# DECODEQ=1: load flavours and launch bounds at Triton's decode shape (4 elements x 128 threads;
+# build/kab/swq.cubin from dev/kernel_ab/swiglu_decode_variants.cu), swiglu 8 x 5632 and 32 x 4096.
+if [ "${DECODEQ:-0}" = 1 ]; then
+  [ -f build/c/libopfuse_capi.so ] ||
+    { mkdir -p build/c && python3 -c "import tarfile; tarfile.open('build/carry.tar.xz').extractall('build/c')"; }
+  Q=$K/swq.cubin
+  for rc in "8 5632" "32 4096"; do
+    set -- $rc
+    r=$1 c=$2 b=$((r * c / 4 / 128))
+    rm -rf /tmp/ind_pab
+    TORCHINDUCTOR_CACHE_DIR=/tmp/ind_pab timeout 300 python3 dev/kernel_ab/peer_ab.py --cases $K/cases_swi_dec.json \
+      --id "patterns/swiglu/bf16/rows=$r/h=$c" --opfuse-lib build/c/libopfuse_capi.so --rounds "${PEER_ROUNDS:-8}" \
+      --rotate-order --graph --ours "q4_lb256=$Q:q4_lb256:$b:128:g,u,y,N" --ours "q4_lb128=$Q:q4_lb128:$b:128:g,u,y,N" \
+      --ours "q4_nc=$Q:q4_nc:$b:128:g,u,y,N" --ours "q4_ef=$Q:q4_ef:$b:128:g,u,y,N" --ours "q4_cs=$Q:q4_cs:$b:128:g,u,y,N" \
+      ${PEER_EXTRA:-} 2>&1 | grep -v Warning | tee -a "$W/peer_ab_decodeq.md"
+  done
+fi
