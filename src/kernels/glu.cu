@@ -31,7 +31,7 @@ struct GluParams {
 template <int ACT>
 __device__ __forceinline__ float Act(float x) {
   if constexpr (ACT == kSiluAct) return __fdividef(x, 1.0f + Exp2(-kLog2e * x));  // exp(-x) = inf: x * 0
-  else if constexpr (ACT == kGeluErfAct) return 0.5f * x * erfcf(-x * 0.70710678118654752f);
+  else if constexpr (ACT == kGeluErfAct) return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));  // as the JIT (scalar_ops.h)
   else return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
 }
 

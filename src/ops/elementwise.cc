@@ -117,8 +117,8 @@ Status CpuBroadcast(const Node& n, const std::vector<const HostTensor*>& in, con
 void RegisterElementwiseOps(OpDefTable& t) {
   for (int i = 0; i < kNumOps; ++i) {
     auto op = static_cast<OpKind>(i);
-    if (GetOpInfo(op).kind == FusionKind::kElementwise) t[i] = {InferUnary, CpuUnary, nullptr};
-    if (GetOpInfo(op).kind == FusionKind::kBroadcast) t[i] = {InferBroadcast, CpuBroadcast, nullptr};
+    if (GetOpInfo(op).kind == FusionKind::kElementwise) t[i] = {InferUnary, CpuUnary, nullptr, {}};
+    if (GetOpInfo(op).kind == FusionKind::kBroadcast) t[i] = {InferBroadcast, CpuBroadcast, nullptr, {}};
   }
 }
 
