@@ -7,13 +7,19 @@
 //   q4_nc      ld.global.nc.L1::no_allocate loads
 //   q4_ef      loads with an L2 evict-first policy (fz_pack::load_ef)
 //   q4_cs      plain loads, st.global.cs stores (diagnostic: the next op reads y)
-template <int MODE>
+//   q4_ld      ld.global (not the read-only .nc path the compiler picks for const __restrict__ pointers)
+//   q4_ld_ng   q4_ld without the bounds check (the grid covers n / 4 exactly; Triton drops its mask so)
+//   q4_ng      the compiler's loads, no bounds check
+template <int MODE, bool GUARD = true>
 __device__ __forceinline__ void q4(const fz_bf16* __restrict__ g, const fz_bf16* __restrict__ u, fz_bf16* __restrict__ y, int n) {
   const int v = (int)blockIdx.x * blockDim.x + threadIdx.x;
-  if (v >= n / 4) return;
+  if (GUARD && v >= n / 4) return;
   const int i = v * 4;
   fz_pack<fz_bf16, 4> a, b;
-  if constexpr (MODE == 1) {
+  if constexpr (MODE == 4) {
+    asm volatile("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(a.w[0]), "=r"(a.w[1]) : "l"(g + i));
+    asm volatile("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(b.w[0]), "=r"(b.w[1]) : "l"(u + i));
+  } else if constexpr (MODE == 1) {
     asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(a.w[0]), "=r"(a.w[1]) : "l"(g + i));
     asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(b.w[0]), "=r"(b.w[1]) : "l"(u + i));
   } else if constexpr (MODE == 2) {
@@ -47,3 +53,9 @@ extern "C" __global__ void __launch_bounds__(256) q4_ef(const fz_bf16* __restric
                                                         fz_bf16* __restrict__ y, int n) { q4<2>(g, u, y, n); }
 extern "C" __global__ void __launch_bounds__(256) q4_cs(const fz_bf16* __restrict__ g, const fz_bf16* __restrict__ u,
                                                         fz_bf16* __restrict__ y, int n) { q4<3>(g, u, y, n); }
+extern "C" __global__ void __launch_bounds__(256) q4_ld(const fz_bf16* __restrict__ g, const fz_bf16* __restrict__ u,
+                                                        fz_bf16* __restrict__ y, int n) { q4<4>(g, u, y, n); }
+extern "C" __global__ void __launch_bounds__(256) q4_ld_ng(const fz_bf16* __restrict__ g, const fz_bf16* __restrict__ u,
+                                                           fz_bf16* __restrict__ y, int n) { q4<4, false>(g, u, y, n); }
+extern "C" __global__ void __launch_bounds__(256) q4_ng(const fz_bf16* __restrict__ g, const fz_bf16* __restrict__ u,
+                                                        fz_bf16* __restrict__ y, int n) { q4<0, false>(g, u, y, n); }

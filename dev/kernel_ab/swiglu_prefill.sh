@@ -156,11 +156,16 @@ if [ "${DECODEQ:-0}" = 1 ]; then
   for rc in "8 5632" "32 4096"; do
     set -- $rc
     r=$1 c=$2 b=$((r * c / 4 / 128))
+    if [ "${QSET:-1}" = 2 ]; then  # QSET=2: plain ld.global, and no bounds check
+      more=(--ours "q4_ld=$Q:q4_ld:$b:128:g,u,y,N" --ours "q4_ld_ng=$Q:q4_ld_ng:$b:128:g,u,y,N" --ours "q4_ng=$Q:q4_ng:$b:128:g,u,y,N")
+    else
+      more=(--ours "q4_nc=$Q:q4_nc:$b:128:g,u,y,N" --ours "q4_ef=$Q:q4_ef:$b:128:g,u,y,N" --ours "q4_cs=$Q:q4_cs:$b:128:g,u,y,N")
+    fi
     rm -rf /tmp/ind_pab
     TORCHINDUCTOR_CACHE_DIR=/tmp/ind_pab timeout 300 python3 dev/kernel_ab/peer_ab.py --cases $K/cases_swi_dec.json \
       --id "patterns/swiglu/bf16/rows=$r/h=$c" --opfuse-lib build/c/libopfuse_capi.so --rounds "${PEER_ROUNDS:-8}" \
       --rotate-order --graph --ours "q4_lb256=$Q:q4_lb256:$b:128:g,u,y,N" --ours "q4_lb128=$Q:q4_lb128:$b:128:g,u,y,N" \
-      --ours "q4_nc=$Q:q4_nc:$b:128:g,u,y,N" --ours "q4_ef=$Q:q4_ef:$b:128:g,u,y,N" --ours "q4_cs=$Q:q4_cs:$b:128:g,u,y,N" \
+      "${more[@]}" \
       ${PEER_EXTRA:-} 2>&1 | grep -v Warning | tee -a "$W/peer_ab_decodeq.md"
   done
 fi

@@ -134,6 +134,33 @@ std::string DecodeSource(const codegen::EmittedKernel& e) {
   return at == std::string::npos ? std::string() : e.source.substr(at);
 }
 
+// The pointwise decode function drops its bounds check only where a static shape's vectors fill blocks
+// of 256 (and so of 128) exactly: the launcher's grid then covers them with no thread left over.
+TEST(JitKernel, PointwiseDecodeExactGridHasNoGuard) {
+  struct Case {
+    int rows, cols;
+    bool guard;
+  };
+  // bf16, 2 elements per vector: 8 x 5632 = 22528 vectors = 88 x 256; 3 x 5632 = 8448 = 33 x 256;
+  // 1 x 4000 = 2000 vectors (not a multiple of 128); 5 x 96 = 240 vectors
+  const Case cases[] = {{8, 5632, false}, {3, 5632, false}, {1, 4000, true}, {5, 96, true}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("{} x {}", c.rows, c.cols));
+    auto e = EmitGraph(fmt::format("graph g\ninput a: bf16[{0}, {1}]\ninput b: bf16[{0}, {1}]\ny = swiglu(a, b)\noutput y\n",
+                                   c.rows, c.cols),
+                       codegen::EmitOptions{});
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    ASSERT_EQ(e->decode_vec, 2);
+    const std::string decode = DecodeSource(*e);
+    EXPECT_EQ(decode.find("if (v >= NV) return;") != std::string::npos, c.guard) << decode;
+    EXPECT_EQ(decode.find("covers the vectors exactly") != std::string::npos, !c.guard) << decode;
+    if (jit::NvrtcAvailable()) {
+      auto cu = jit::CompileCuda(e->source, e->function, "sm_90");
+      EXPECT_TRUE(cu.ok()) << cu.status().message();
+    }
+  }
+}
+
 // add_rms_norm's sum needs no reduction: in the decode function it is stored right after the row's
 // loads and its stored packs are kept and read again by the reduction and the epilogue (the x /
 // residual packs are not converted again); with early_store off, and in the prefill function, it is stored in the
@@ -251,7 +278,7 @@ TEST(JitKernel, PointwiseDecodeFunction) {
     EXPECT_NE(e->source.find(fmt::format("__launch_bounds__({}) {}(", codegen::kPointwiseDecodeWideThreads, e->decode_function)),
               std::string::npos)
         << e->source;
-    EXPECT_NE(decode.find("if (v >= NV) return;"), std::string::npos) << decode;
+    EXPECT_NE(decode.find("if (v >= NV) return;"), std::string::npos) << decode;  // symbolic T: bounds checked
     EXPECT_NE(decode.find(fmt::format("const int i0 = v * {};", c.decode_vec)), std::string::npos) << decode;
     EXPECT_EQ(decode.find("long long v"), std::string::npos) << decode;
     if (jit::NvrtcAvailable()) {
