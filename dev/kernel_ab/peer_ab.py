@@ -128,8 +128,8 @@ def main():
     p.add_argument("--graph", action="store_true",
                    help="time by CUDA-graph replay (bench_peer's decode rule) instead of per-call events")
     p.add_argument("--spin-host-us", type=float, default=None,
-                   help="size every path's spin as if its host time were this many µs (spin = 1.5 x + 5), "
-                        "instead of each path's own measured host time: do spin lengths move the reading?")
+                   help="with --no-gate: size every path's spin as if its host time were this many µs (spin = "
+                        "1.5 x + 5), instead of each path's own measured host time (the gate has no spin to size)")
     a = p.parse_args()
     case = next(c for c in json.load(open(a.cases))["cases"] if c["id"] == a.id)
     device = torch.device("cuda", 0)

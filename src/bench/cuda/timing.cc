@@ -13,7 +13,6 @@
 namespace opfuse::bench {
 
 namespace {
-constexpr int kBatch = 16;  // event pairs allocated
 // How long the host waits, once the GPU is at a sample's gate, before it opens the gate: the timed
 // call's launch (submitted before, cudaStreamQuery) has reached the GPU by then. Every call is
 // queued this long (plus the ~1 µs the open takes to reach the GPU) when the start event fires.
@@ -63,7 +62,7 @@ StatusOr<std::unique_ptr<Harness>> Harness::Create(const cuda::DeviceInfo& dev, 
   h->alloc_ = &alloc;
   const size_t flush = static_cast<size_t>(std::max<int64_t>(dev.l2_bytes, int64_t{1} << 20)) * 2;
   OPFUSE_ASSIGN_OR_RETURN(h->flush_, cuda::DeviceBuffer::Make(alloc, flush, stream));
-  h->events_.resize(2 * kBatch, nullptr);
+  h->events_.resize(2, nullptr);
   for (auto& e : h->events_) OPFUSE_CUDA_CHECK(cudaEventCreate(&e));
   void* gate = nullptr;
   OPFUSE_CUDA_CHECK(cudaHostAlloc(&gate, sizeof(GateFlags), cudaHostAllocMapped));

@@ -110,7 +110,7 @@ class Harness {
   cudaStream_t stream_ = nullptr;
   cuda::CachingAllocator* alloc_ = nullptr;
   cuda::DeviceBuffer flush_;
-  std::vector<cudaEvent_t> events_;  // pairs: start, end
+  std::vector<cudaEvent_t> events_;  // start, end (one sample at a time: each waits for its end event)
   GateFlags* gate_host_ = nullptr;   // cudaHostAllocMapped
   GateFlags* gate_dev_ = nullptr;    // its device address
   uint64_t ticket_ = 0;              // the last gate's number
