@@ -88,7 +88,7 @@ struct CaseResult {
   // peer compile_us / peer opfuse_us: both timed in the peer's process (NaN without --opfuse-lib).
   double compile_over_opfuse_one_process = kNaN;
   // The bandwidth reference at this size: a copy of the case's bytes (half read, half written) with
-  // the ceiling's copy kernel, timed as the variants are (sets rule, flush, spin, events or graph
+  // the ceiling's copy kernel, timed as the variants are (sets rule, flush, gate, events or graph
   // replay). NaN when not measured (bench ops --no-copy-reference; eval, profile).
   double copy_same_us = kNaN;
   std::string copy_same_method;
@@ -110,7 +110,7 @@ struct Ceilings {
   double memcpy_gbps = kNaN;       // cudaMemcpyAsync device to device, bytes read + written
   int64_t copy_bytes = 0;          // bytes copied per measurement (one direction)
   double launch_us = kNaN;         // device time of one empty kernel in a CUDA graph (measured when asked)
-  // An empty kernel timed by the per-call event rule (spin, start event, one launch, end event): the
+  // An empty kernel timed by the per-call event rule (gate, start event, one launch, end event): the
   // fixed cost inside every event-timed µs, so no prefill-size call can measure below it.
   double event_floor_us = kNaN;
   std::map<std::string, double> gemm_tflops;  // by dtype name: bf16, f16, f32, tf32

@@ -384,7 +384,7 @@ std::string MetaTable(const BenchReport& r) {
   row("GEMM ceiling", Esc(fmt::format("{} TFLOP/s (cuBLASLt {}×{}×{}; MFU denominator for the case dtype)", gemm,
                                       r.ceilings.gemm_m, r.ceilings.gemm_n, r.ceilings.gemm_k)));
   if (Has(r.ceilings.event_floor_us))
-    row("event floor", Esc(fmt::format("{:.2f} µs: an empty kernel timed like a prefill-size case (spin, start event, one "
+    row("event floor", Esc(fmt::format("{:.2f} µs: an empty kernel timed like a prefill-size case (gate, start event, one "
                                        "launch, end event) — the fixed cost inside every per-call µs",
                                        r.ceilings.event_floor_us)));
   std::string timing;

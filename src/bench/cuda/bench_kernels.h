@@ -1,6 +1,7 @@
 // Small CUDA kernels the benchmark harness needs around the kernels it measures: the copy kernel
-// that sets the bandwidth ceiling, a spin kernel that keeps the GPU busy while the host enqueues
-// a timed call (so host launch cost never lands between the timing events), and on-device random
+// that sets the bandwidth ceiling, the gate that holds the stream until the host has enqueued a
+// timed call (so host launch cost never lands between the timing events; timing.h), a fixed-length
+// spin kernel (the copy ceiling's timing, empty launches), and on-device random
 // fills (signed uniform, |x|+0.5, ids) so gigabytes of rotated inputs cost milliseconds, not the
 // seconds a host RNG plus upload would.
 //

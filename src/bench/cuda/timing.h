@@ -128,7 +128,7 @@ StatusOr<CopyCeiling> MeasureCopyCeiling(Harness& h, int64_t bytes = int64_t{1} 
 // (what an extra kernel costs the device between two kernels of a step).
 StatusOr<double> MeasureLaunchUs(Harness& h, int launches = 256);
 // The fixed cost of one event-timed call: an empty kernel (LaunchSpin(0)) timed by TimeEvents, the
-// per-call rule of prefill-size cases (spin sized from its host time, start event, launch, end event),
+// per-call rule of prefill-size cases (gate, start event, launch, end event),
 // median of `o`'s samples. Every prefill-size µs contains it; a kernel streaming at the copy ceiling
 // still measures bytes / ceiling + about this much.
 StatusOr<double> MeasureEventFloorUs(Harness& h, const TimingOptions& o = TimingOptions::Quick());
