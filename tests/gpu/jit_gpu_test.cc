@@ -36,18 +36,29 @@ class JitGpuTest : public ::testing::TestWithParam<JitCase> {
 #ifdef OPFUSE_WITH_CUDA
 void Check(cudaError_t e) { ASSERT_EQ(e, cudaSuccess) << cudaGetErrorString(e); }
 
+// `k` compiled for the device's arch (a fresh in-memory cache) and loaded; the loaded kernel keeps
+// its JitKernel (jit()).
+StatusOr<std::shared_ptr<jit::LoadedKernel>> CompileAndLoad(const codegen::Kernel& k, bool aligned) {
+  OPFUSE_ASSIGN_OR_RETURN(std::string arch, jit::CudaDeviceArch());
+  jit::KernelCache cache(jit::CacheOptions{"", true, false, 0});
+  jit::JitCompiler compiler(cache, {arch, aligned, 1});
+  OPFUSE_ASSIGN_OR_RETURN(jit::JitKernel jk, compiler.CompileKernel(k, aligned));
+  return jit::LoadedKernel::Load(jk);
+}
+
+int SmCount() {
+  int dev = 0, sms = 0;
+  Check(cudaGetDevice(&dev));
+  Check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
+
 void RunCase(const JitCase& c, bool aligned) {
   auto g = ParseGraph(c.text);
   ASSERT_TRUE(g.ok()) << g.status().message();
   auto k = testing_cases::WholeGraphKernel(*g);
   ASSERT_TRUE(k.ok()) << k.status().message();
-  auto arch = jit::CudaDeviceArch();
-  ASSERT_TRUE(arch.ok()) << arch.status().message();
-  jit::KernelCache cache(jit::CacheOptions{"", true, false, 0});
-  jit::JitCompiler compiler(cache, {*arch, aligned, 1});
-  auto jk = compiler.CompileKernel(*k, aligned);
-  ASSERT_TRUE(jk.ok()) << jk.status().message();
-  auto lk = jit::LoadedKernel::Load(*jk);
+  auto lk = CompileAndLoad(*k, aligned);
   ASSERT_TRUE(lk.ok()) << lk.status().message();
 
   const uint64_t seed = std::random_device{}();
@@ -142,25 +153,18 @@ TEST_P(JitGpuTest, PointwiseDecodeWideBlocksMatchCpu) {
   auto k = testing_cases::WholeGraphKernel(*g);
   ASSERT_TRUE(k.ok());
   if (k->is_row()) GTEST_SKIP() << "row kernel";
-  auto arch = jit::CudaDeviceArch();
-  ASSERT_TRUE(arch.ok());
-  jit::KernelCache cache(jit::CacheOptions{"", true, false, 0});
-  jit::JitCompiler compiler(cache, {*arch, true, 1});
-  auto jk = compiler.CompileKernel(*k, true);
-  ASSERT_TRUE(jk.ok()) << jk.status().message();
-  if (jk->emitted.decode_vec == 0) GTEST_SKIP() << "no pointwise decode function";
-  EXPECT_EQ(jk->emitted.decode_threads, codegen::kPointwiseDecodeWideThreads);
-  auto lk = jit::LoadedKernel::Load(*jk);
+  auto lk = CompileAndLoad(*k, true);
   ASSERT_TRUE(lk.ok()) << lk.status().message();
-  int dev = 0, sms = 0;
-  Check(cudaGetDevice(&dev));
-  Check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const codegen::EmittedKernel& em = (*lk)->jit().emitted;
+  if (em.decode_vec == 0) GTEST_SKIP() << "no pointwise decode function";
+  EXPECT_EQ(em.decode_threads, codegen::kPointwiseDecodeWideThreads);
+  const int sms = SmCount();
   c.bind["T"] = 1;
   auto shape1 = BindShape(k->space, c.bind);
   ASSERT_TRUE(shape1.ok());
   int64_t per_t = 1;
   for (int64_t d : *shape1) per_t *= d;
-  const int64_t dv = jk->emitted.decode_vec;
+  const int64_t dv = em.decode_vec;
   auto geometry = [&](int64_t t) {
     std::vector<int64_t> sym;
     for (const auto& s : k->symbols) sym.push_back(s == "T" ? t : c.bind.at(s));
@@ -171,14 +175,14 @@ TEST_P(JitGpuTest, PointwiseDecodeWideBlocksMatchCpu) {
   // T = 1: fewer 256-blocks than SMs -> 128 (when it runs the decode function at all)
   if (per_t / dv < int64_t{256} * sms) {
     const auto g1 = geometry(1);
-    if (*g1.function == jk->emitted.decode_function) {
+    if (*g1.function == em.decode_function) {
       EXPECT_EQ(g1.threads, codegen::kPointwiseDecodeThreads);
     }
   }
   // ~512 vectors per SM: 256-thread blocks, at least one per SM, still the decode function
   const int64_t t = std::max<int64_t>(1, (int64_t{512} * sms * dv + per_t - 1) / per_t);
   const auto gw = geometry(t);
-  ASSERT_EQ(*gw.function, jk->emitted.decode_function) << "T " << t;
+  ASSERT_EQ(*gw.function, em.decode_function) << "T " << t;
   EXPECT_EQ(gw.threads, codegen::kPointwiseDecodeWideThreads);
   EXPECT_GE(gw.blocks, sms);
   EXPECT_GE(gw.blocks * gw.threads * dv, t * per_t);
@@ -199,9 +203,7 @@ TEST_P(JitGpuTest, PrefillRowsMatchCpu) {
   auto k = testing_cases::WholeGraphKernel(*g);
   ASSERT_TRUE(k.ok());
   if (!k->is_row()) GTEST_SKIP() << "pointwise kernel";
-  int dev = 0, sms = 0;
-  Check(cudaGetDevice(&dev));
-  Check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int sms = SmCount();
   const int64_t rows_per_t = [&] {
     int64_t n = 1;
     auto shape = BindShape(k->space, c.bind);
@@ -212,14 +214,9 @@ TEST_P(JitGpuTest, PrefillRowsMatchCpu) {
   // Causal softmax with more queries than keys masks whole rows, which the JIT does not special-case
   // (NaN where the reference writes zeros): keep S >= T.
   if (c.bind.count("S")) c.bind["S"] = c.bind["T"] + 6;
-  auto arch = jit::CudaDeviceArch();
-  ASSERT_TRUE(arch.ok());
-  jit::KernelCache cache(jit::CacheOptions{"", true, false, 0});
-  jit::JitCompiler compiler(cache, {*arch, true, 1});
-  auto jk = compiler.CompileKernel(*k, true);
-  ASSERT_TRUE(jk.ok()) << jk.status().message();
-  auto lk = jit::LoadedKernel::Load(*jk);
+  auto lk = CompileAndLoad(*k, true);
   ASSERT_TRUE(lk.ok()) << lk.status().message();
+  const codegen::EmittedKernel& em = (*lk)->jit().emitted;
   std::vector<int64_t> big, small;
   for (const auto& s : k->symbols) {
     big.push_back(c.bind.at(s));
@@ -227,11 +224,11 @@ TEST_P(JitGpuTest, PrefillRowsMatchCpu) {
   }
   auto gb = (*lk)->LaunchGeometry(big), gs = (*lk)->LaunchGeometry(small);
   ASSERT_TRUE(gb.ok() && gs.ok());
-  if (jk->emitted.row_in_registers) {
-    EXPECT_EQ(*gb->function, jk->emitted.function);
-    EXPECT_EQ(*gs->function, jk->emitted.decode_function);
-    EXPECT_EQ(gb->threads, jk->emitted.threads);
-    EXPECT_EQ(gs->threads, jk->emitted.decode_threads);
+  if (em.row_in_registers) {
+    EXPECT_EQ(*gb->function, em.function);
+    EXPECT_EQ(*gs->function, em.decode_function);
+    EXPECT_EQ(gb->threads, em.threads);
+    EXPECT_EQ(gs->threads, em.decode_threads);
   }
   RunCase(c, true);
 #endif
