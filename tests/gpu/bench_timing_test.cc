@@ -128,7 +128,7 @@ TEST_F(BenchTiming, MeasuresAKnownDuration) {
   o.max_samples = 40;
   o.budget_ms = 10;
   auto spin = [&](int) { return LaunchSpin(10.0, stream_); };
-  auto ev = h_->TimeEvents(spin, true, 5.0, o);
+  auto ev = h_->TimeEvents(spin, true, o);
   ASSERT_TRUE(ev.ok()) << ev.status().ToString();
   std::printf("[bench] 10 us spin via events: median %.2f us (min %.2f, p90 %.2f, %d samples)\n", ev->median_us, ev->min_us,
               ev->p90_us, ev->samples);

@@ -115,12 +115,12 @@ Status TimeCalls(Harness& h, const Harness::RunFn& run, int sets, bool flush, co
     } else {
       if (IsStickyStatus(g.status())) return g.status();
       OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
-      out.note = fmt::format("CUDA-graph capture failed ({}); timed with events per call, which includes launch latency",
+      out.note = fmt::format("CUDA-graph capture failed ({}); timed with events per call, each with the event floor",
                              g.status().message());
     }
   }
   if (out.method.empty()) {
-    stats = h.TimeEvents(run, flush, out.host_us, t);
+    stats = h.TimeEvents(run, flush, t);
     out.method = "events";
   }
   stage = "timing";

@@ -161,8 +161,7 @@ StatusOr<SampleStats> Harness::Sample(const std::function<Status(int)>& one, boo
   return SummarizeSamples(std::move(us));
 }
 
-StatusOr<SampleStats> Harness::TimeEvents(const RunFn& run, bool flush, double host_us, const TimingOptions& o) {
-  (void)host_us;  // the gate opens only after the call is enqueued, however long that takes
+StatusOr<SampleStats> Harness::TimeEvents(const RunFn& run, bool flush, const TimingOptions& o) {
   return Sample(run, flush, 1.0, o);
 }
 
@@ -245,8 +244,7 @@ StatusOr<double> MeasureLaunchUs(Harness& h, int launches) {
 StatusOr<double> MeasureEventFloorUs(Harness& h, const TimingOptions& o) {
   auto empty = [&](int) { return LaunchSpin(0, h.stream()); };
   for (int i = 0; i < 4; ++i) OPFUSE_RETURN_IF_ERROR(empty(i));
-  OPFUSE_ASSIGN_OR_RETURN(double host_us, h.HostUsPerCall(empty, o.host_calls));
-  OPFUSE_ASSIGN_OR_RETURN(SampleStats st, h.TimeEvents(empty, /*flush=*/false, host_us, o));
+  OPFUSE_ASSIGN_OR_RETURN(SampleStats st, h.TimeEvents(empty, /*flush=*/false, o));
   return st.median_us;
 }
 
