@@ -1117,13 +1117,15 @@ class Timer:
     def _flush(self):
         self._flushes += 1
         self.flush_buf.fill_(self._flushes & 0x7F)
-        if self.gate:  # the flush ends before the gate, so it never delays an open gate
-            torch.cuda.current_stream(self.device).synchronize()
 
-    def _gated(self, enqueue_call):
-        """[flush done] gate, start event, enqueue_call() (-> result), end event, open the gate, wait
-        for the end event; returns (result, µs)."""
+    def _gated(self, enqueue_call, flush):
+        """One gated sample: [flush, finished, so it never delays an open gate] gate, start event,
+        enqueue_call() (-> result), end event, open the gate, wait for the end event; returns
+        (result, µs)."""
         stream = torch.cuda.current_stream(self.device)
+        if flush:
+            self._flush()
+            stream.synchronize()
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         ticket = self.gate.enqueue(stream.cuda_stream)
         opened = False
@@ -1179,9 +1181,7 @@ class Timer:
         if self.gate:
             us = []
             for i in range(n):
-                if flush:
-                    self._flush()
-                out, t = self._gated(lambda: fn(*sets[i % k]))
+                out, t = self._gated(lambda: fn(*sets[i % k]), flush)
                 us.append(t)
                 if rotate:
                     keep[i % k] = out
@@ -1226,12 +1226,7 @@ class Timer:
             self._sync()
             n = self.args.replays
             if self.gate:
-                ts = []
-                for i in range(n):
-                    if flush:
-                        self._flush()
-                    ts.append(self._gated(g.replay)[1] / calls)
-                us = statistics.median(ts)
+                us = statistics.median(self._gated(g.replay, flush)[1] / calls for _ in range(n))
             else:
                 starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
                 ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]

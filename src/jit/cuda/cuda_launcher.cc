@@ -5,9 +5,9 @@
 // thread per vector, blocks of `threads` (256) for large tensors and 64 for small ones (fewer than
 // 1024 vectors per SM: more SMs busy), as the library's glu kernel; tensors of at most
 // kPointwiseDecodeBlocksPerSm blocks of 128 per SM run the pointwise decode function (4-byte packs),
-// in blocks of 256 where that still gives every SM a block, else of 128. Grids cover the work in one step up to the hardware limit; the kernels
-// grid-stride beyond it, except the decode functions (no loop, 32-bit indices), which are taken only
-// where their grid covers the work.
+// in blocks of 256 where that still gives every SM a block, else of 128. Grids cover the work in one
+// step up to the hardware limit; the kernels grid-stride beyond it, except the decode functions (no
+// loop, 32-bit indices), which are taken only where their grid covers the work.
 #include <algorithm>
 
 #include <cuda_runtime.h>
