@@ -19,8 +19,8 @@ How it is built:
   inputs (torch.randn, fixed seed; |x|+0.5 where the case says positive); K rotated input sets
   (K = ceil(2 L2 / rotated bytes) <= 32; weights such as matmul b or attention k/v are one shared
   copy, as opfuse's runner keeps them); an L2 flush (a write of 2x L2) before each sample when the
-  K sets stay under 2x L2; a spin kernel before the start event so events time device work, not
-  launch latency. Prefill: CUDA events around one call, median of --reps. Decode: R calls over
+  K sets stay under 2x L2; a gate before the start event, opened once the call is enqueued (Gate;
+  --no-gate: the old fixed spin), so events time device work, not launch latency. Prefill: CUDA events around one call, median of --reps. Decode: R calls over
   the sets captured in one CUDA graph, replay time / R, median of --replays (capture failure is
   recorded and the case timed with per-call events). Host time per call: perf_counter around
   back-to-back calls without sync.
