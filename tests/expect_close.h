@@ -20,7 +20,9 @@ inline void ExpectClose(const std::string& what, const HostTensor& out, const Ho
     any_nonzero |= out.get(i) != 0;
     ref_nonzero |= ref.get(i) != 0;
   }
-  if (ref_nonzero) EXPECT_TRUE(any_nonzero) << what << ": all zero";
+  if (ref_nonzero) {
+    EXPECT_TRUE(any_nonzero) << what << ": all zero";
+  }
   if (IsFloat(ref.dtype)) {
     EXPECT_LE(RelErr(out, ref), Bound(ref.dtype)) << what;
   } else {

@@ -156,7 +156,9 @@ if [ "${DECODEQ:-0}" = 1 ]; then
   for rc in "8 5632" "32 4096"; do
     set -- $rc
     r=$1 c=$2 b=$((r * c / 4 / 128))
-    if [ "${QSET:-1}" = 2 ]; then  # QSET=2: plain ld.global, and no bounds check
+    if [ "${QSET:-1}" = 3 ]; then  # QSET=3 (session 12): L2::256B prefetch loads, and an empty kernel (the graph floor)
+      more=(--ours "q4_ng=$Q:q4_ng:$b:128:g,u,y,N" --ours "q4_l2p=$Q:q4_l2p:$b:128:g,u,y,N" --ours "empty=$Q:empty_k:$b:128:g,u,y,N")
+    elif [ "${QSET:-1}" = 2 ]; then  # QSET=2: plain ld.global, and no bounds check
       more=(--ours "q4_ld=$Q:q4_ld:$b:128:g,u,y,N" --ours "q4_ld_ng=$Q:q4_ld_ng:$b:128:g,u,y,N" --ours "q4_ng=$Q:q4_ng:$b:128:g,u,y,N")
     else
       more=(--ours "q4_nc=$Q:q4_nc:$b:128:g,u,y,N" --ours "q4_ef=$Q:q4_ef:$b:128:g,u,y,N" --ours "q4_cs=$Q:q4_cs:$b:128:g,u,y,N")

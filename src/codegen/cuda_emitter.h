@@ -41,7 +41,7 @@
 
 namespace opfuse::codegen {
 
-inline constexpr int kEmitterVersion = 7;
+inline constexpr int kEmitterVersion = 8;
 inline constexpr int kPrefillRowBlock = 128;   // prefill row kernels: rows per block fill ~this many threads
 inline constexpr int kDecodeRowsPerSm = 4;     // rows < this x SMs: the decode function (as the library)
 // Decode row groups up to 256 threads: on an H200 (CUDA-graph replay, rows 1/8/32, h2048/h4096 bf16)
@@ -72,6 +72,12 @@ struct EmitOptions {
   // Pointwise kernels over vectors wider than 4 bytes: a decode function of 4-byte packs for tiny
   // tensors (the launcher's rule); off only for A/B timing (OPFUSE_JIT_POINTWISE_DECODE=0).
   bool pointwise_decode = true;
+  // Programmatic dependent launch (Hopper): every function starts with fz_pdl_enter() — allow the
+  // next kernel to be scheduled, then wait for the earlier grids (griddepcontrol; no-ops below sm_90
+  // and when launched without the attribute), as the library kernels' PdlEnter (kernels/pdl.cuh).
+  // The executor then launches the kernel with the PDL attribute (OPFUSE_DISABLE=pdl clears it).
+  // Off only for A/B timing (OPFUSE_JIT_PDL=0).
+  bool pdl = true;
 };
 
 struct EmittedKernel {
@@ -92,6 +98,8 @@ struct EmittedKernel {
   int decode_rows_per_block = 1;
   // Pointwise kernels: the decode function's elements per thread (0: no decode function).
   int decode_vec = 0;
+  // Every function begins with fz_pdl_enter() (EmitOptions::pdl): safe to launch with PDL.
+  bool pdl = false;
 };
 
 StatusOr<EmittedKernel> EmitCuda(const Kernel& k, const EmitOptions& opts = {});

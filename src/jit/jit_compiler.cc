@@ -28,6 +28,7 @@ namespace {
 //   OPFUSE_JIT_EVICT_FIRST=0       decode row functions load rows without evict-first hints
 //   OPFUSE_JIT_HALF_PACKS=0        decode row functions keep one 16-byte pack per thread
 //   OPFUSE_JIT_POINTWISE_DECODE=0  pointwise kernels have no decode function
+//   OPFUSE_JIT_PDL=0               kernels have no PDL prologue (and launch without PDL)
 // (codegen::EmitOptions; all for tuning sweeps and A/B timing).
 int DecodeRowThreads() {
   static const int v = EnvKnob("OPFUSE_JIT_DECODE_ROW_THREADS", codegen::kDefaultDecodeRowThreads, "a power of two in [1, 1024]",
@@ -52,6 +53,11 @@ bool PointwiseDecode() {
   return v;
 }
 
+bool JitPdl() {
+  static const bool v = EnvSwitch("OPFUSE_JIT_PDL", "JIT kernels have no PDL prologue and launch without PDL");
+  return v;
+}
+
 codegen::EmitOptions EmitOptionsFor(bool aligned) {
   codegen::EmitOptions o;
   o.aligned = aligned;
@@ -61,6 +67,7 @@ codegen::EmitOptions EmitOptionsFor(bool aligned) {
   o.decode_evict_first = DecodeEvictFirst();
   o.decode_half_packs = DecodeHalfPacks();
   o.pointwise_decode = PointwiseDecode();
+  o.pdl = JitPdl();
   return o;
 }
 

@@ -11,6 +11,7 @@
 // fast divide: an IEEE divide would cost ~10 instructions per element), gelu 0.5 x erfc(-x / sqrt 2)
 // or the tanh form.
 #include "kernels/fused_common.cuh"
+#include "kernels/pdl.cuh"
 
 namespace opfuse::kernels {
 namespace {
@@ -37,6 +38,7 @@ __device__ __forceinline__ float Act(float x) {
 
 template <class T, int N, int U, int ACT>
 __global__ void __launch_bounds__(256) GluKernel(GluParams<T> p) {
+  PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
   const int64_t nthreads = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   for (int64_t i0 = tid; i0 < p.packs; i0 += nthreads * U) {
@@ -118,7 +120,7 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanGluEx(const Node& n, const std::ve
                    packs, numel};
     constexpr int kVec = 16 / static_cast<int>(sizeof(T));
     auto make = [&](auto kernel) {
-      return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(name, kernel, grid, dim3(block), 0, p)};
+      return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(name, kernel, grid, dim3(block), 0, p).Pdl()};
     };
     auto by_act = [&](auto n_c, auto u_c) {
       constexpr int N = decltype(n_c)::value, U = decltype(u_c)::value;

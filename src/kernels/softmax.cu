@@ -21,6 +21,7 @@
 // any leading dims, or any numpy-broadcastable shape; its last dim may be S or 1. Mask dtype: x's
 // or f32. ex2.approx is ~2 ulp, well inside the f32 test bound.
 #include "kernels/fused_common.cuh"
+#include "kernels/pdl.cuh"
 
 namespace opfuse::kernels {
 namespace {
@@ -78,6 +79,7 @@ __device__ __forceinline__ float Z(const P& p, float x, float m, int c, int lv) 
 // raw packs are kept (laundered between passes) and z recomputed: one FMUL per element.
 template <class T, class M, bool HAS_MASK, bool CAUSAL, int N, int VPT>
 __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel(SoftmaxParams<T, M> p) {
+  PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
   __shared__ float smem[64];
   const int tpr = p.tpr;
   const int g = threadIdx.x / tpr, t = threadIdx.x - g * tpr, rpb = blockDim.x / tpr;
@@ -154,6 +156,7 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel
 // Looped path: online (max, sum) in one read of the row, then a write pass.
 template <class T, class M, bool HAS_MASK, bool CAUSAL, int N>
 __global__ void __launch_bounds__(1024) SoftmaxLoopKernel(SoftmaxParams<T, M> p) {
+  PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
   constexpr int U = 4;
   __shared__ float smem[64];
   const int tpr = p.tpr;
@@ -231,7 +234,7 @@ template <class T, class M, bool HAS_MASK, bool CAUSAL>
 std::vector<cuda::KernelLaunch> MakeSoftmax(const std::string& name, const RowShape& s, dim3 grid,
                                             const SoftmaxParams<T, M>& p) {
   auto make = [&](auto kernel) {
-    return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(name, kernel, grid, dim3(s.block()), 0, p)};
+    return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(name, kernel, grid, dim3(s.block()), 0, p).Pdl()};
   };
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
   if (s.looped)

@@ -275,6 +275,39 @@ TEST_F(ExecutorTest, CudaGraphReplayMatchesEager) {
   }
 }
 
+// JIT kernels launch with PDL (their first statement is the grid-dependency wait): a chain of two JIT
+// kernels where the second reads the first's output, replayed back to back in a CUDA graph and run
+// eagerly, matches the CPU reference; OPFUSE_DISABLE=pdl (config) launches the same kernels without it.
+TEST_F(ExecutorTest, JitPdlChainMatchesCpu) {
+  const Bindings b{{"T", 77}};
+  Graph g = Parse("graph chain\ninput x: bf16[T, 2048]\nparam w: bf16[2048]\ny = rms_norm(x, w) {eps=1e-05}\nz = softmax(y)\noutput z\n");
+  for (bool pdl : {true, false}) {
+    SCOPED_TRACE(pdl ? "pdl" : "OPFUSE_DISABLE=pdl");
+    cuda::ExecutorOptions o;
+    o.variant = cuda::Variant::kJit;
+    if (!pdl) o.config.disabled.insert("pdl");
+    auto ex = cuda::CudaExecutable::Create(g, o);
+    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+    auto inputs = RandomInputs(g, b, FreshSeed());
+    auto ref = RunGraphCpu(g, inputs, CpuRunOptions{b});
+    ASSERT_TRUE(ref.ok());
+    DeviceIo io = Upload(**ex, inputs, b);
+    ASSERT_OK((*ex)->Run(io.in, io.out, b, nullptr));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    Download(io);
+    ExpectClose("eager z", io.host_out[0], ref->at("z"));
+    EXPECT_EQ((*ex)->kernels_per_run(), 2);
+    EXPECT_EQ((*ex)->pdl_launches_per_run(), pdl ? 2 : 0);
+    auto graph = (*ex)->Capture(io.in, io.out, b);
+    ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+    ASSERT_EQ(cudaMemset(io.out[0], 0xFF, io.host_out[0].data.size()), cudaSuccess);
+    for (int r = 0; r < 8; ++r) ASSERT_OK((*graph)->Launch(nullptr));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    Download(io);
+    ExpectClose("replayed z", io.host_out[0], ref->at("z"));
+  }
+}
+
 // Pre-resolved launches: after the first Run, a Run is a loop of cudaLaunchKernel. Target ≤ 10 µs.
 TEST_F(ExecutorTest, HostCostOfRun) {
   const auto& c = testing_cases::kJitCases[0];  // rms_norm, one kernel

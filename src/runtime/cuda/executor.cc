@@ -146,6 +146,7 @@ struct CudaExecutable::Impl {
     std::shared_ptr<Arena> arena;
     std::vector<KernelLaunch> launches;
     int kernels = 0;
+    int pdl_launches = 0;  // launches with the PDL attribute
     uint64_t last_used = 0;
     uint64_t generation = 0;  // BackgroundSwaps::generation() when built; stale once it moves on
   };
@@ -154,6 +155,7 @@ struct CudaExecutable::Impl {
   std::map<std::vector<uintptr_t>, std::shared_ptr<Plan>> plans;  // key: symbol values + pointers
   uint64_t clock = 0;
   std::atomic<int> last_kernels{-1};
+  std::atomic<int> last_pdl_launches{-1};
   cudaStream_t capture_stream = nullptr;
 
   // Background compiles: one entry per group that runs its fallback while its JIT kernel compiles.
@@ -894,15 +896,20 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
         for (int v : st.jit_inputs) args.push_back(ArgBytes(static_cast<const void*>(resolve(v))));
         for (int v : st.jit_outputs) args.push_back(ArgBytes(resolve(v)));
         for (int64_t s : symv) args.push_back(ArgBytes(static_cast<long long>(s)));
+        // PDL where the kernel starts with its wait (codegen::EmitOptions::pdl), as the library kernels
         plan->launches.push_back(KernelLaunch::Raw(*geo.function, geo.kernel,
-                                                   dim3(static_cast<unsigned>(geo.blocks)), dim3(geo.threads), 0, args));
+                                                   dim3(static_cast<unsigned>(geo.blocks)), dim3(geo.threads), 0, args)
+                                     .Pdl(lk->jit().emitted.pdl));
         break;
       }
     }
   }
   if (opts.config.IsDisabled("pdl"))
     for (auto& l : plan->launches) l.Pdl(false);
-  for (const auto& l : plan->launches) plan->kernels += l.kernels();
+  for (const auto& l : plan->launches) {
+    plan->kernels += l.kernels();
+    plan->pdl_launches += l.pdl() ? 1 : 0;
+  }
   return plan;
 }
 
@@ -948,6 +955,7 @@ Status CudaExecutable::Run(const std::vector<const void*>& inputs, const std::ve
   OPFUSE_ASSIGN_OR_RETURN(std::shared_ptr<Impl::Plan> plan, impl_->GetPlan(inputs, outputs, bindings));
   for (const auto& l : plan->launches) OPFUSE_RETURN_IF_ERROR(l.Launch(stream));
   impl_->last_kernels = plan->kernels;
+  impl_->last_pdl_launches = plan->pdl_launches;
   return Status::Ok();
 }
 
@@ -1066,6 +1074,7 @@ StatusOr<std::map<std::string, HostTensor>> CudaExecutable::RunHost(const std::m
 }
 
 int CudaExecutable::kernels_per_run() const { return impl_ ? impl_->last_kernels.load() : -1; }
+int CudaExecutable::pdl_launches_per_run() const { return impl_ ? impl_->last_pdl_launches.load() : -1; }
 
 std::vector<std::string> CudaExecutable::fallbacks() const {
   std::vector<std::string> out = fallbacks_;
@@ -1133,6 +1142,7 @@ StatusOr<std::unique_ptr<CudaGraph>> CudaExecutable::Capture(const std::vector<c
   cg->kernels_ = plan->kernels;
   cg->generation_ = plan->generation;
   impl_->last_kernels = plan->kernels;
+  impl_->last_pdl_launches = plan->pdl_launches;
   return cg;
 }
 

@@ -130,6 +130,9 @@ class CudaExecutable {
   // Device kernels the last Run (or Capture) launched (cuBLASLt matmul counts 1, aliases 0);
   // -1 before the first run. Counted from the plan actually used, never estimated.
   int kernels_per_run() const;
+  // Of those, the launches with the PDL attribute (library kernels and JIT kernels, unless
+  // OPFUSE_DISABLE=pdl); -1 before the first Run.
+  int pdl_launches_per_run() const;
   // Why a group did not get the variant it asked for ("group 2 fz_...: library → jit: no library kernel for generic groups"),
   // as of now: with background_compile also the groups still compiling ("... (pending): ...") and
   // those whose background compile failed ("...: background compile failed: <why>", also logged).
