@@ -2,7 +2,8 @@
 // (t64x4, 2 rows per block) reaches 88 % of the 1 GiB copy event-timed, 95 % in place; softmax on the
 // same bytes (t128x2) is 0.6 us faster in place. Same body as the emitted kernel (emitter v7), shape
 // as template parameters, plus a plain 16-byte copy of the same bytes (the in-place ceiling at this
-// size). Arguments (x, w, y) for the norms, (x, y, n) for the copy.
+// size). Arguments (x, w, y, rows) for the rms_rows variants (rows % RPB == 0), (x, w, y) for
+// rms_t128x2_2r (16384 rows), (x, y, n) for the copies.
 // Build: bash dev/kernel_ab/build_variant.sh dev/kernel_ab/big_rows_variants.cu build/kab/big_rows.cubin
 //   rms_t64x4_r2   the emitted shape: 64 threads x 4 vectors per row, 2 rows per block (grid R / 2)
 //   rms_t128x2     softmax's shape: 128 threads x 2 vectors, 1 row per block (grid R)
@@ -17,12 +18,12 @@
 //                  first (16 rows' worth of loads in flight per warp pair; grid R / 2)
 //   copy_v1        16-byte copy, one vector per thread (grid n / 8 / 256, blocks of 256)
 //   copy_v2        two vectors per thread, half the grid apart
-constexpr int kC = 2048, kR = 16384;
+constexpr int kC = 2048;
 
 template <int TPR, int VPT, int RPB, int LOAD = 0, bool CS = false>
 __device__ __forceinline__ void rms_rows(const fz_bf16* __restrict__ in0, const fz_bf16* __restrict__ in1,
-                                         fz_bf16* __restrict__ out0) {
-  const long long C = kC, R = kR;
+                                         fz_bf16* __restrict__ out0, int rows) {
+  const long long C = kC, R = rows;
   const int g = threadIdx.x / TPR, t = threadIdx.x - g * TPR;
   fz_pack<fz_bf16, 8> wr1[VPT];
 #pragma unroll
@@ -74,8 +75,9 @@ __device__ __forceinline__ void rms_rows(const fz_bf16* __restrict__ in0, const 
 
 #define RMS(name, TPR, VPT, RPB, ...)                                                                        \
   extern "C" __global__ void __launch_bounds__(TPR * RPB) name(const fz_bf16* __restrict__ x,                 \
-                                                               const fz_bf16* __restrict__ w, fz_bf16* __restrict__ y) { \
-    rms_rows<TPR, VPT, RPB __VA_OPT__(,) __VA_ARGS__>(x, w, y);                                                \
+                                                               const fz_bf16* __restrict__ w, fz_bf16* __restrict__ y, \
+                                                               int rows) {                                   \
+    rms_rows<TPR, VPT, RPB __VA_OPT__(,) __VA_ARGS__>(x, w, y, rows);                                          \
   }
 RMS(rms_t64x4_r2, 64, 4, 2)
 RMS(rms_t128x2, 128, 2, 1)
@@ -89,6 +91,7 @@ RMS(rms_t64x4_r2_nc, 64, 4, 2, 2)
 RMS(rms_t64x4_r2_l2p, 64, 4, 2, 3)
 RMS(rms_t64x4_r2_cs, 64, 4, 2, 0, true)
 RMS(rms_t32x8_r2, 32, 8, 2)
+RMS(rms_t32x8_r1, 32, 8, 1)
 
 extern "C" __global__ void __launch_bounds__(128) rms_t128x2_2r(const fz_bf16* __restrict__ in0, const fz_bf16* __restrict__ in1,
                                                                 fz_bf16* __restrict__ out0) {

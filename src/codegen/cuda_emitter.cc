@@ -265,6 +265,7 @@ class Emitter {
     out.row_in_registers = reg_rows_;
     out.function = fmt::format("{}_v{}", k_.name, vec_);
     out.pdl = o_.pdl;
+    pdl_now_ = o_.pdl;
     if (reg_rows_) {
       out.threads = std::max(tpr_p_, kPrefillRowBlock);
       out.rows_per_block = out.threads / tpr_p_;
@@ -313,15 +314,25 @@ class Emitter {
       // early stores (EarlyOutputs) in the decode function only: at prefill sizes they measured
       // 1-4% slower (H200, add_rms_norm 2048 and 16384 rows); when both shapes are one function, none
       const bool separate = out.decode_function != out.function;
+      // PDL prologue (EmitOptions::pdl) in the functions the launcher takes at decode sizes only: at
+      // prefill sizes a prefill function launched with it measured 1-4 % slower per event-timed call
+      // (H200, OPFUSE_JIT_PDL=0 A/B, rms_norm / softmax / swiglu 512 and 2048 rows; docs/BENCHMARKS.md
+      // issue 4 session 12), where there is no launch latency to hide.
+      pdl_now_ = o_.pdl && !separate;
+      out.pdl_prefill = pdl_now_;
       EmitFunction(s, out.function, out.threads, [&](std::string& b) { EmitRowRegisters(b, tpr_p_, vpt_p_, out.rows_per_block, false); });
+      pdl_now_ = o_.pdl;
       if (separate)
         EmitDecodeFunction(s, out.decode_function, out.decode_threads, decode_vec_,
                            [&](std::string& b) { EmitRowRegisters(b, tpr_d_, vpt_d_, out.decode_rows_per_block, true); });
     } else {
+      pdl_now_ = o_.pdl && out.decode_function.empty();
+      out.pdl_prefill = pdl_now_;
       EmitFunction(s, out.function, threads_, [&](std::string& b) {
         if (k_.is_row()) EmitRowLooped(b);
         else EmitPointwise(b, false);
       });
+      pdl_now_ = o_.pdl;
       if (!out.decode_function.empty())
         EmitDecodeFunction(s, out.decode_function, out.decode_threads, out.decode_vec, [&](std::string& b) { EmitPointwise(b, true); });
     }
@@ -351,7 +362,7 @@ class Emitter {
     for (const auto& sym : k_.symbols) params.push_back("long long s_" + sym);
     for (size_t i = 0; i < params.size(); ++i) s += (i ? ",\n    " : "\n    ") + params[i];
     s += ") {\n";
-    if (o_.pdl) s += "  fz_pdl_enter();  // PDL: wait for the earlier kernels before any memory access\n";
+    if (pdl_now_) s += "  fz_pdl_enter();  // PDL: wait for the earlier kernels before any memory access\n";
     std::string rows = "1LL";
     for (size_t d = 0; d + 1 < k_.space.size(); ++d) rows += " * " + DimExpr(k_.space[d]);
     if (ix_ == "long long") {
@@ -364,16 +375,6 @@ class Emitter {
     emitted_row_.clear();
     body(s);
     s += "}\n";
-  }
-
-  // The product of the row dims where all are static, else 0.
-  int64_t StaticRows() const {
-    int64_t rows = 1;
-    for (size_t d = 0; d + 1 < k_.space.size(); ++d) {
-      if (!k_.space[d].is_static()) return 0;
-      rows *= k_.space[d].value;
-    }
-    return rows;
   }
 
   // Full-shape inputs the row kernel loads element by element: held in registers as raw packs.
@@ -786,13 +787,10 @@ class Emitter {
     if (rpb == 1) {
       s += "    constexpr bool valid = true;  // one row group per block, and r0 < R\n    (void)valid;\n";
       s += fmt::format("    const {} r = r0;\n", ix_);
-    } else if (StaticRows() > 0 && StaticRows() % rpb == 0) {
-      // Static rows, a multiple of rpb: r0 steps by rpb from a multiple of rpb, so r0 < R keeps every
-      // group inside. No select and no branch around the stores (H200, rms_norm 16384 x 2048 bf16,
-      // t64x4 x 2 rows, CUPTI in place 33.22 -> 32.99 us; docs/BENCHMARKS.md, issue 4 session 12).
-      s += "    constexpr bool valid = true;  // the rows are a multiple of rpb\n    (void)valid;\n";
-      s += fmt::format("    const {} r = r0 + g;\n", ix_);
     } else {
+      // Kept where the rows are a static multiple of rpb too: dropping it there (session 12) moved
+      // rms_norm bf16 t64x4 x 2 rows 16384 x 2048 0.45 us faster but 2048 x 2048 0.3 us slower (H200,
+      // dev/kernel_ab; docs/BENCHMARKS.md issue 4 session 12).
       s += "    const bool valid = r0 + g < R;\n";
       s += fmt::format("    const {} r = valid ? r0 + g : R - 1;  // an idle group re-reads the last row and stores nothing\n", ix_);
     }
@@ -974,6 +972,7 @@ class Emitter {
   bool decode_half_ = false;                                 // the decode function takes half-width packs
   int decode_vec_ = 1;                                       // the decode function's pack width (elements)
   std::string ix_ = "long long";                             // index type of the function being emitted
+  bool pdl_now_ = false;                                     // the function being emitted starts with fz_pdl_enter()
   int tpr_p_ = 0, vpt_p_ = 0, tpr_d_ = 0, vpt_d_ = 0;       // prefill / decode row shapes
   std::set<int> reg_channels_;  // ChannelInputs of the register-path function being emitted
   std::vector<bool> live_;

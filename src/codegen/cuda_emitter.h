@@ -72,8 +72,9 @@ struct EmitOptions {
   // Pointwise kernels over vectors wider than 4 bytes: a decode function of 4-byte packs for tiny
   // tensors (the launcher's rule); off only for A/B timing (OPFUSE_JIT_POINTWISE_DECODE=0).
   bool pointwise_decode = true;
-  // Programmatic dependent launch (Hopper): every function starts with fz_pdl_enter() — allow the
-  // next kernel to be scheduled, then wait for the earlier grids (griddepcontrol; no-ops below sm_90
+  // Programmatic dependent launch (Hopper): the functions taken at decode sizes start with
+  // fz_pdl_enter() (EmittedKernel::pdl / pdl_prefill) — allow the next kernel to be scheduled, then
+  // wait for the earlier grids (griddepcontrol; no-ops below sm_90
   // and when launched without the attribute), as the library kernels' PdlEnter (kernels/pdl.cuh).
   // The executor then launches the kernel with the PDL attribute (OPFUSE_DISABLE=pdl clears it).
   // Off only for A/B timing (OPFUSE_JIT_PDL=0).
@@ -98,8 +99,12 @@ struct EmittedKernel {
   int decode_rows_per_block = 1;
   // Pointwise kernels: the decode function's elements per thread (0: no decode function).
   int decode_vec = 0;
-  // Every function begins with fz_pdl_enter() (EmitOptions::pdl): safe to launch with PDL.
+  // EmitOptions::pdl: the functions the launcher takes at decode sizes begin with fz_pdl_enter() and
+  // are safe to launch with PDL — the decode function (pdl), and the prefill function (pdl_prefill)
+  // where it is the only one (no separate decode function); a prefill function beside a decode one
+  // has no prologue (at prefill sizes it cost 1-4 % per event-timed call, H200).
   bool pdl = false;
+  bool pdl_prefill = false;
 };
 
 StatusOr<EmittedKernel> EmitCuda(const Kernel& k, const EmitOptions& opts = {});

@@ -275,10 +275,27 @@ TEST_F(ExecutorTest, CudaGraphReplayMatchesEager) {
   }
 }
 
-// JIT kernels launch with PDL (their first statement is the grid-dependency wait): a chain of two JIT
-// kernels where the second reads the first's output, replayed back to back in a CUDA graph and run
-// eagerly, matches the CPU reference; OPFUSE_DISABLE=pdl (config) launches the same kernels without it.
+// JIT kernels launch with PDL at decode sizes (their decode functions start with the grid-dependency
+// wait): a chain of two JIT kernels where the second reads the first's output, replayed back to back
+// in a CUDA graph and run eagerly, matches the CPU reference; OPFUSE_DISABLE=pdl (config) launches
+// the same kernels without it. 77 rows take the decode functions (below kDecodeRowsPerSm x SMs on
+// any GPU with 20 SMs or more); 4096 rows the prefill functions, which have no prologue and no PDL.
 TEST_F(ExecutorTest, JitPdlChainMatchesCpu) {
+  {
+    Graph g = Parse("graph chain\ninput x: bf16[T, 2048]\nparam w: bf16[2048]\ny = rms_norm(x, w) {eps=1e-05}\nz = softmax(y)\noutput z\n");
+    cuda::ExecutorOptions o;
+    o.variant = cuda::Variant::kJit;
+    auto ex = cuda::CudaExecutable::Create(g, o);
+    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+    const Bindings big{{"T", 4096}};
+    auto inputs = RandomInputs(g, big, FreshSeed());
+    auto out = (*ex)->RunHost(inputs, big);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    auto ref = RunGraphCpu(g, inputs, CpuRunOptions{big});
+    ASSERT_TRUE(ref.ok());
+    ExpectClose("prefill z", out->at("z"), ref->at("z"));
+    EXPECT_EQ((*ex)->pdl_launches_per_run(), 0);
+  }
   const Bindings b{{"T", 77}};
   Graph g = Parse("graph chain\ninput x: bf16[T, 2048]\nparam w: bf16[2048]\ny = rms_norm(x, w) {eps=1e-05}\nz = softmax(y)\noutput z\n");
   for (bool pdl : {true, false}) {

@@ -161,53 +161,37 @@ TEST(JitKernel, PointwiseDecodeExactGridHasNoGuard) {
   }
 }
 
-// The prefill row function with several row groups per block (rms_norm bf16 x 2048: t64x4, 2 rows per
-// block) keeps its per-row guard only where the rows are not a static multiple of the groups per block.
-TEST(JitKernel, RowGuardOnlyWhereRowsAreNotAMultipleOfRowsPerBlock) {
+// With EmitOptions::pdl the functions the launcher takes at decode sizes start with the PDL prologue
+// (the executor launches exactly those with the attribute): the decode function, and the prefill
+// function only where it is the sole function (looped rows); a prefill function beside a decode one
+// has none. With pdl off there is none. Row, pointwise and looped kernels, aligned and not; the
+// prologue compiles for sm_90 and, as no-ops, for sm_80.
+TEST(JitKernel, PdlPrologueOpensTheDecodeSizeFunctions) {
   struct Case {
-    std::string rows;
-    bool guard;
+    const char* graph;
+    bool sole_function;
   };
-  const Case cases[] = {{"16384", false}, {"512", false}, {"4", false}, {"17", true}, {"T", true}};
+  const Case cases[] = {
+      {"graph g\ninput x: bf16[T, 2048]\nparam w: bf16[2048]\ny = rms_norm(x, w) {eps=1e-05}\noutput y\n", false},
+      {"graph g\ninput a: bf16[8, 5632]\ninput b: bf16[8, 5632]\ny = swiglu(a, b)\noutput y\n", false},
+      {"graph g\ninput x: f32[T, 100000]\ny = softmax(x)\noutput y\n", true},  // looped row kernel
+  };
   for (const Case& c : cases) {
-    SCOPED_TRACE(c.rows);
-    auto e = EmitGraph(fmt::format("graph g\ninput x: bf16[{}, 2048]\nparam w: bf16[2048]\ny = rms_norm(x, w)\noutput y\n", c.rows),
-                       codegen::EmitOptions{});
-    ASSERT_TRUE(e.ok()) << e.status().message();
-    ASSERT_TRUE(e->row_in_registers);
-    ASSERT_EQ(e->rows_per_block, 2);
-    const std::string prefill = e->source.substr(0, e->source.find(e->decode_function + "("));
-    EXPECT_EQ(prefill.find("const bool valid = r0 + g < R;") != std::string::npos, c.guard) << prefill;
-    EXPECT_EQ(prefill.find("the rows are a multiple of rpb") != std::string::npos, !c.guard) << prefill;
-    if (jit::NvrtcAvailable()) {
-      auto cu = jit::CompileCuda(e->source, e->function, "sm_90");
-      EXPECT_TRUE(cu.ok()) << cu.status().message();
-    }
-  }
-}
-
-// Every emitted function (prefill and decode, row and pointwise, aligned and not) starts with the PDL
-// prologue when EmitOptions::pdl is on, and the kernel says so (the executor then launches it with
-// the attribute); with pdl off there is none. It compiles for sm_90 and, as no-ops, for sm_80.
-TEST(JitKernel, PdlPrologueOpensEveryFunction) {
-  const char* graphs[] = {
-      "graph g\ninput x: bf16[T, 2048]\nparam w: bf16[2048]\ny = rms_norm(x, w) {eps=1e-05}\noutput y\n",
-      "graph g\ninput a: bf16[8, 5632]\ninput b: bf16[8, 5632]\ny = swiglu(a, b)\noutput y\n",
-      "graph g\ninput x: f32[T, 100000]\ny = softmax(x)\noutput y\n",  // looped row kernel
-  };
-  for (const char* graph : graphs) {
-    SCOPED_TRACE(graph);
+    SCOPED_TRACE(c.graph);
     for (bool pdl : {true, false}) {
       for (bool aligned : {true, false}) {
         codegen::EmitOptions o;
         o.pdl = pdl;
         o.aligned = aligned;
-        auto e = EmitGraph(graph, o);
+        auto e = EmitGraph(c.graph, o);
         ASSERT_TRUE(e.ok()) << e.status().message();
+        const bool separate = !e->decode_function.empty() && e->decode_function != e->function;
+        if (aligned) ASSERT_EQ(separate, !c.sole_function) << e->source;
         EXPECT_EQ(e->pdl, pdl);
-        const size_t functions = Count(e->source, "extern \"C\" __global__");
-        ASSERT_GE(functions, 1u);
-        EXPECT_EQ(Count(e->source, ") {\n  fz_pdl_enter();"), pdl ? functions : 0) << e->source;
+        EXPECT_EQ(e->pdl_prefill, pdl && !separate);
+        const size_t prologues = Count(e->source, ") {\n  fz_pdl_enter();");
+        EXPECT_EQ(prologues, pdl ? 1u : 0u) << e->source;  // the decode function, or the sole one
+        if (pdl && separate) EXPECT_NE(DecodeSource(*e).find(") {\n  fz_pdl_enter();"), std::string::npos);
         if (jit::NvrtcAvailable() && pdl && aligned)
           for (const char* arch : {"sm_90", "sm_80"}) {
             auto cu = jit::CompileCuda(e->source, e->function, arch);
