@@ -16,8 +16,18 @@ mkdir -p "$W"
   { mkdir -p build/c && python3 -c "import tarfile; tarfile.open('build/carry.tar.xz').extractall('build/c')"; }
 R=16384 C=2048 N=$((16384 * 2048))
 M="$W/big_harness.md"
+# CLOCKS=1: nvidia-smi samples SM / memory clocks and power every 50 ms throughout (clocks.csv), each
+# phase's start time printed, to see whether the two processes run the GPU at different clocks.
+if [ "${CLOCKS:-0}" = 1 ]; then
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+    --format=csv,noheader -lms 50 > "$W/clocks.csv" 2>&1 &
+  SMI=$!
+  trap 'kill $SMI 2>/dev/null' EXIT
+fi
+phase() { echo "phase $1 $(date +%H:%M:%S.%N | cut -c1-12)" | tee -a "$M"; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$M"
 echo "## peer_ab (the peer's process)" | tee -a "$M"
+phase peer_ab
 rm -rf /tmp/ind_bh
 TORCHINDUCTOR_CACHE_DIR=/tmp/ind_bh timeout 300 python3 dev/kernel_ab/peer_ab.py --cases $K/cases_rms16384.json \
   --id 'patterns/rmsnorm/bf16/rows=16384/h=2048' --opfuse-lib build/c/libopfuse_capi.so --rounds 5 --rotate-order \
@@ -31,5 +41,6 @@ specs=(
 )
 for opts in "" "--fill random" "--pool" "--stream legacy" "--fill random --pool --stream legacy"; do
   echo "## kernel_ab ${opts:-(defaults)}" | tee -a "$M"
+  phase "kernel_ab ${opts:-defaults}"
   $K/kernel_ab --rows $R --cols $C --rounds 5 $opts "${specs[@]}" 2>&1 | tee -a "$M"
 done

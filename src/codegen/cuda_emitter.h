@@ -74,10 +74,10 @@ struct EmitOptions {
   bool pointwise_decode = true;
   // Programmatic dependent launch (Hopper): the functions taken at decode sizes start with
   // fz_pdl_enter() (EmittedKernel::pdl / pdl_prefill) — allow the next kernel to be scheduled, then
-  // wait for the earlier grids (griddepcontrol; no-ops below sm_90
-  // and when launched without the attribute), as the library kernels' PdlEnter (kernels/pdl.cuh).
-  // The executor then launches the kernel with the PDL attribute (OPFUSE_DISABLE=pdl clears it).
-  // Off only for A/B timing (OPFUSE_JIT_PDL=0).
+  // wait for the earlier grids (griddepcontrol; no-ops below sm_90 and when launched without the
+  // attribute), as the library kernels' PdlEnter (kernels/pdl.cuh). The executor launches those
+  // functions with the PDL attribute (OPFUSE_DISABLE=pdl clears it). Off only for A/B timing
+  // (OPFUSE_JIT_PDL=0).
   bool pdl = true;
 };
 

@@ -1,5 +1,5 @@
 // Fused gated-linear-unit library kernels: swiglu y = silu(gate) * up, geglu y = gelu(gate) * up
-// (approximate="none": erf form via erfc, as scalar_ops.h; "tanh": the tanh form).
+// (approximate="none": the erf form; "tanh": the tanh form).
 //
 // Design: a pointwise kernel over gate/up/y (same shape, contiguous). Each thread handles U
 // 16-byte packs per grid-stride step (U = 1 by default, measured; 2 and 4 for sweeps), all loads
@@ -8,8 +8,9 @@
 // blocks; small ones (decode) 64-thread blocks, so even one row of 5632 bf16 spreads over 11 SMs. Elements after the last full pack (numel not a
 // multiple of the pack) are done one per thread by the same launch. Unaligned pointers take the
 // 1-element path. Activations match scalar_ops.h: silu x / (1 + exp(-x)) (one MUFU.EX2 and a
-// fast divide: an IEEE divide would cost ~10 instructions per element), gelu 0.5 x erfc(-x / sqrt 2)
-// or the tanh form.
+// fast divide: an IEEE divide would cost ~10 instructions per element), gelu 0.5 x (1 + erf(x / sqrt 2))
+// (torch's and the JIT's formula; the CPU reference keeps erfc) or the tanh form. Launched with PDL,
+// PdlEnter first (pdl.cuh), as the other library kernels of a decode step.
 #include "kernels/fused_common.cuh"
 #include "kernels/pdl.cuh"
 

@@ -113,13 +113,13 @@ TEST_F(BenchTiming, HelperKernels) {
   ASSERT_TRUE(src.ok() && dst.ok());
   ASSERT_OK(LaunchFillUniform(src->get(), DType::kF32, bytes / 4, 9, false, dev_.sm_count, stream_));
   ASSERT_EQ(cudaMemsetAsync(dst->get(), 0, bytes, stream_), cudaSuccess);
-  ASSERT_OK(LaunchCopy16(src->get(), dst->get(), bytes, dev_.sm_count, stream_));
+  ASSERT_OK(LaunchCopy16(src->get(), dst->get(), bytes, stream_));
   std::vector<uint8_t> a(bytes), b(bytes);
   ASSERT_EQ(cudaMemcpyAsync(a.data(), src->get(), bytes, cudaMemcpyDeviceToHost, stream_), cudaSuccess);
   ASSERT_EQ(cudaMemcpyAsync(b.data(), dst->get(), bytes, cudaMemcpyDeviceToHost, stream_), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
   EXPECT_TRUE(a == b);
-  EXPECT_EQ(LaunchCopy16(src->get(), dst->get(), 15, dev_.sm_count, stream_).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(LaunchCopy16(src->get(), dst->get(), 15, stream_).code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(BenchTiming, MeasuresAKnownDuration) {

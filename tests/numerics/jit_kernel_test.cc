@@ -186,12 +186,16 @@ TEST(JitKernel, PdlPrologueOpensTheDecodeSizeFunctions) {
         auto e = EmitGraph(c.graph, o);
         ASSERT_TRUE(e.ok()) << e.status().message();
         const bool separate = !e->decode_function.empty() && e->decode_function != e->function;
-        if (aligned) ASSERT_EQ(separate, !c.sole_function) << e->source;
+        if (aligned) {
+          ASSERT_EQ(separate, !c.sole_function) << e->source;
+        }
         EXPECT_EQ(e->pdl, pdl);
         EXPECT_EQ(e->pdl_prefill, pdl && !separate);
         const size_t prologues = Count(e->source, ") {\n  fz_pdl_enter();");
         EXPECT_EQ(prologues, pdl ? 1u : 0u) << e->source;  // the decode function, or the sole one
-        if (pdl && separate) EXPECT_NE(DecodeSource(*e).find(") {\n  fz_pdl_enter();"), std::string::npos);
+        if (pdl && separate) {
+          EXPECT_NE(DecodeSource(*e).find(") {\n  fz_pdl_enter();"), std::string::npos);
+        }
         if (jit::NvrtcAvailable() && pdl && aligned)
           for (const char* arch : {"sm_90", "sm_80"}) {
             auto cu = jit::CompileCuda(e->source, e->function, arch);

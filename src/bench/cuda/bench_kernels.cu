@@ -96,12 +96,11 @@ unsigned GridFor(int64_t work_items, int sm_count, int blocks_per_sm) {
 
 }  // namespace
 
-Status LaunchCopy16(const void* src, void* dst, size_t bytes, int sm_count, cudaStream_t stream) {
+Status LaunchCopy16(const void* src, void* dst, size_t bytes, cudaStream_t stream) {
   if (bytes % 16 || reinterpret_cast<uintptr_t>(src) % 16 || reinterpret_cast<uintptr_t>(dst) % 16)
     return InvalidArgument(fmt::format("copy kernel: {} bytes / pointers not 16-byte aligned", bytes));
   const int64_t n = static_cast<int64_t>(bytes / 16);
   if (n == 0) return Status::Ok();
-  (void)sm_count;
   const int64_t blocks = (n + kThreads - 1) / kThreads;
   if (blocks > int64_t{0x7fffffff}) return InvalidArgument(fmt::format("copy kernel: {} bytes is more than one grid covers", bytes));
   Copy16Kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(static_cast<const int4*>(src), static_cast<int4*>(dst), n);

@@ -20,9 +20,9 @@
 
 namespace opfuse::bench {
 
-// dst[0, bytes) = src[0, bytes) with 16-byte vector loads/stores, several in flight per thread.
+// dst[0, bytes) = src[0, bytes), one 16-byte vector per thread on a grid that covers the copy.
 // `bytes` must be a multiple of 16 and both pointers 16-byte aligned (InvalidArgument otherwise).
-Status LaunchCopy16(const void* src, void* dst, size_t bytes, int sm_count, cudaStream_t stream);
+Status LaunchCopy16(const void* src, void* dst, size_t bytes, cudaStream_t stream);
 
 // One thread that spins for `us` microseconds of device time (%globaltimer).
 Status LaunchSpin(double us, cudaStream_t stream);

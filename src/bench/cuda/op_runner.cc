@@ -451,7 +451,7 @@ StatusOr<std::pair<double, std::string>> TimeSameSizeCopy(const OpCase& c, Harne
     dst.push_back(std::move(b));
   }
   auto run = [&](int i) {
-    return LaunchCopy16(src[i % k].get(), dst[i % k].get(), static_cast<size_t>(half), h.device().sm_count, s);
+    return LaunchCopy16(src[i % k].get(), dst[i % k].get(), static_cast<size_t>(half), s);
   };
   TimedCalls tc;
   const char* stage = "";

@@ -213,7 +213,7 @@ StatusOr<CopyCeiling> MeasureCopyCeiling(Harness& h, int64_t bytes) {
   OPFUSE_ASSIGN_OR_RETURN(auto src, cuda::DeviceBuffer::Make(h.allocator(), static_cast<size_t>(bytes), s));
   OPFUSE_ASSIGN_OR_RETURN(auto dst, cuda::DeviceBuffer::Make(h.allocator(), static_cast<size_t>(bytes), s));
   OPFUSE_RETURN_IF_ERROR(LaunchFillUniform(src.get(), DType::kF32, bytes / 4, 0x5eed, false, h.device().sm_count, s));
-  auto kernel = [&]() { return LaunchCopy16(src.get(), dst.get(), static_cast<size_t>(bytes), h.device().sm_count, s); };
+  auto kernel = [&]() { return LaunchCopy16(src.get(), dst.get(), static_cast<size_t>(bytes), s); };
   auto memcpy = [&]() -> Status {
     OPFUSE_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, s));
     return Status::Ok();
