@@ -125,6 +125,7 @@ json VariantToJson(const VariantResult& v) {
             {"rel_err", Num(v.rel_err)},
             {"check_error", Str(v.check_error)},
             {"kernels_per_run", v.kernels_per_run},
+            {"pdl_launches", v.pdl_launches},
             {"kernels", v.kernels},
             {"compile_ms", Num(v.compile_ms)},
             {"error", Str(v.error)},
@@ -405,6 +406,7 @@ StatusOr<BenchReport> ReportFromJson(const json& j) {
           v.rel_err = rd.Number(jv, vp, "rel_err");
           v.check_error = rd.String(jv, vp, "check_error");
           v.kernels_per_run = static_cast<int>(rd.Int(jv, vp, "kernels_per_run"));
+          v.pdl_launches = static_cast<int>(rd.Int(jv, vp, "pdl_launches"));  // absent before session 12: 0
           if (const json* ks = rd.Field(jv, vp, "kernels", false)) {
             if (!ks->is_array()) rd.Fail(vp + ".kernels", "expected an array");
             else

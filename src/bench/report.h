@@ -52,6 +52,9 @@ struct VariantResult {
   std::string note;         // executor fallbacks, capture problems: never silent
   std::vector<std::string> kernels;  // the steps one run executes
   int kernels_per_run = 0;
+  // Of those, launched with programmatic dependent launch (opfuse's decode-size kernels): in a graph
+  // replay their launch overlaps the call before (docs/bench.md "Decode sizes").
+  int pdl_launches = 0;
   double compile_ms = kNaN;
   double us = kNaN, us_min = kNaN, us_p90 = kNaN;
   int samples = 0;

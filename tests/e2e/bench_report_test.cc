@@ -75,6 +75,7 @@ BenchReport SyntheticReport() {
       v.method = c.phase == "decode" ? "graph x64" : "events";
       v.host_us = name == "unfused" ? 9.0 : 4.0;
       v.kernels_per_run = name == "unfused" && c.suite == "patterns" && !compute ? 5 : 1;
+      v.pdl_launches = c.phase == "decode" && name != "unfused" ? v.kernels_per_run : 0;
       v.kernels = {fmt::format("{}:{}", name, c.op)};
       v.correct = true;
       v.rel_err = cr.dtype == "bf16" ? 2.1e-3 : 1e-6;
@@ -249,6 +250,18 @@ TEST(BenchReport, JsonRoundTrip) {
       saw_null = true;
     }
   EXPECT_TRUE(saw_null);
+  // The PDL launch count survives the round trip; a report without it (before session 12) reads 0.
+  int pdl = 0;
+  for (const auto& c : back->cases)
+    for (const auto& v : c.variants) pdl += v.pdl_launches;
+  EXPECT_GT(pdl, 0);
+  nlohmann::json old_report = j;
+  for (auto& c : old_report["cases"])
+    for (auto& [name, v] : c["variants"].items()) v.erase("pdl_launches");
+  auto old_back = ReportFromJson(old_report);
+  ASSERT_TRUE(old_back.ok()) << old_back.status().message();
+  for (const auto& c : old_back->cases)
+    for (const auto& v : c.variants) EXPECT_EQ(v.pdl_launches, 0);
   // Malformed documents name the field.
   nlohmann::json bad = j;
   bad["cases"][0]["bytes"] = "many";

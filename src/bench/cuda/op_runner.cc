@@ -417,12 +417,18 @@ Status RunVariant(const OpCase& c, const Graph& graph, const CaseBuffers& b, con
   };
 
   if (Status st = CheckVariant(c, trials, call, s, o.reject_all_zero, v); !st.ok()) return fail(st, "check run");
-  if (exe_owner) v.kernels_per_run = exe_owner->kernels_per_run();  // counted from the plan the check run used
+  if (exe_owner) {  // counted from the plan the check run used
+    v.kernels_per_run = exe_owner->kernels_per_run();
+    v.pdl_launches = std::max(0, exe_owner->pdl_launches_per_run());
+  }
   TimedCalls tc;
   const char* stage = "";
   const Status timed = TimeCalls(h, run, b.sets, b.flush, c.phase, o.timing, tc, stage);
   v.host_us = tc.host_us;
   v.method = tc.method;
+  // said where it matters: a graph replay, where PDL overlaps each launch with the call before
+  if (v.pdl_launches > 0 && v.method.rfind("graph", 0) == 0)
+    v.method += fmt::format(", PDL {}/{} launches", v.pdl_launches, v.kernels_per_run);
   if (!tc.note.empty()) v.note += fmt::format("{}{}", v.note.empty() ? "" : "; ", tc.note);
   if (!timed.ok()) return fail(timed, stage);
   v.us = tc.stats.median_us;
