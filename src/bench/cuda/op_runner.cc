@@ -513,7 +513,8 @@ StatusOr<BenchReport> RunOpBench(const OpSuite& suite, const OpBenchOptions& o) 
   r.timing["method"] =
       "CUDA events after warm-up; median of samples; L2 flushed (2x L2 memset) before each sample when the rotated sets "
       "fit in 2x L2; a gate kernel before the start event, opened 5 us after the GPU waits at it with the call "
-      "already enqueued; decode sizes: one CUDA-graph replay of R calls / R";
+      "already enqueued; decode sizes: one CUDA-graph replay of R calls / R (launches with programmatic dependent launch, "
+      "`PDL k/n` in a variant's method, overlap the call before)";
   r.skipped = suite.skipped;
 
   // Ceilings first: the copy kernel over 1 GiB, cuBLASLt 8192^3 of the run's dtype.
