@@ -265,7 +265,6 @@ class Emitter {
     out.row_in_registers = reg_rows_;
     out.function = fmt::format("{}_v{}", k_.name, vec_);
     out.pdl = o_.pdl;
-    pdl_now_ = o_.pdl;
     if (reg_rows_) {
       out.threads = std::max(tpr_p_, kPrefillRowBlock);
       out.rows_per_block = out.threads / tpr_p_;
@@ -317,24 +316,20 @@ class Emitter {
       // PDL prologue (EmitOptions::pdl) in the functions the launcher takes at decode sizes only: at
       // prefill sizes a prefill function launched with it measured 1-4 % slower per event-timed call
       // (H200, OPFUSE_JIT_PDL=0 A/B, rms_norm / softmax / swiglu 512 and 2048 rows; docs/BENCHMARKS.md
-      // issue 4 session 12), where there is no launch latency to hide.
-      pdl_now_ = o_.pdl && !separate;
-      out.pdl_prefill = pdl_now_;
-      EmitFunction(s, out.function, out.threads, [&](std::string& b) { EmitRowRegisters(b, tpr_p_, vpt_p_, out.rows_per_block, false); });
-      pdl_now_ = o_.pdl;
+      // issue 4 session 12), where there is no launch latency to hide (EmittedKernel::PdlIn).
+      EmitFunction(s, out.function, out.threads, out.PdlIn(out.function),
+                   [&](std::string& b) { EmitRowRegisters(b, tpr_p_, vpt_p_, out.rows_per_block, false); });
       if (separate)
-        EmitDecodeFunction(s, out.decode_function, out.decode_threads, decode_vec_,
+        EmitDecodeFunction(s, out.decode_function, out.decode_threads, decode_vec_, out.PdlIn(out.decode_function),
                            [&](std::string& b) { EmitRowRegisters(b, tpr_d_, vpt_d_, out.decode_rows_per_block, true); });
     } else {
-      pdl_now_ = o_.pdl && out.decode_function.empty();
-      out.pdl_prefill = pdl_now_;
-      EmitFunction(s, out.function, threads_, [&](std::string& b) {
+      EmitFunction(s, out.function, threads_, out.PdlIn(out.function), [&](std::string& b) {
         if (k_.is_row()) EmitRowLooped(b);
         else EmitPointwise(b, false);
       });
-      pdl_now_ = o_.pdl;
       if (!out.decode_function.empty())
-        EmitDecodeFunction(s, out.decode_function, out.decode_threads, out.decode_vec, [&](std::string& b) { EmitPointwise(b, true); });
+        EmitDecodeFunction(s, out.decode_function, out.decode_threads, out.decode_vec, out.PdlIn(out.decode_function),
+                           [&](std::string& b) { EmitPointwise(b, true); });
     }
     return out;
   }
@@ -342,17 +337,19 @@ class Emitter {
  private:
   // A decode function: EmitFunction with 32-bit indices and `vec`-element packs (the launcher takes
   // it only where every index fits 32 bits and its grid covers the work).
-  void EmitDecodeFunction(std::string& s, const std::string& name, int bounds, int vec,
+  void EmitDecodeFunction(std::string& s, const std::string& name, int bounds, int vec, bool pdl,
                           const std::function<void(std::string&)>& body) {
     const int saved_vec = vec_;
     ix_ = "int";
     vec_ = vec;
-    EmitFunction(s, name, bounds, body);
+    EmitFunction(s, name, bounds, pdl, body);
     ix_ = "long long";
     vec_ = saved_vec;
   }
 
-  void EmitFunction(std::string& s, const std::string& name, int bounds, const std::function<void(std::string&)>& body) {
+  // `pdl`: the function opens with fz_pdl_enter() (EmittedKernel::PdlIn).
+  void EmitFunction(std::string& s, const std::string& name, int bounds, bool pdl,
+                    const std::function<void(std::string&)>& body) {
     s += fmt::format("\nextern \"C\" __global__ void __launch_bounds__({}) {}(", bounds, name);
     std::vector<std::string> params;
     for (size_t i = 0; i < k_.inputs.size(); ++i)
@@ -362,7 +359,7 @@ class Emitter {
     for (const auto& sym : k_.symbols) params.push_back("long long s_" + sym);
     for (size_t i = 0; i < params.size(); ++i) s += (i ? ",\n    " : "\n    ") + params[i];
     s += ") {\n";
-    if (pdl_now_) s += "  fz_pdl_enter();  // PDL: wait for the earlier kernels before any memory access\n";
+    if (pdl) s += "  fz_pdl_enter();  // PDL: wait for the earlier kernels before any memory access\n";
     std::string rows = "1LL";
     for (size_t d = 0; d + 1 < k_.space.size(); ++d) rows += " * " + DimExpr(k_.space[d]);
     if (ix_ == "long long") {
@@ -972,7 +969,6 @@ class Emitter {
   bool decode_half_ = false;                                 // the decode function takes half-width packs
   int decode_vec_ = 1;                                       // the decode function's pack width (elements)
   std::string ix_ = "long long";                             // index type of the function being emitted
-  bool pdl_now_ = false;                                     // the function being emitted starts with fz_pdl_enter()
   int tpr_p_ = 0, vpt_p_ = 0, tpr_d_ = 0, vpt_d_ = 0;       // prefill / decode row shapes
   std::set<int> reg_channels_;  // ChannelInputs of the register-path function being emitted
   std::vector<bool> live_;

@@ -73,7 +73,7 @@ struct EmitOptions {
   // tensors (the launcher's rule); off only for A/B timing (OPFUSE_JIT_POINTWISE_DECODE=0).
   bool pointwise_decode = true;
   // Programmatic dependent launch (Hopper): the functions taken at decode sizes start with
-  // fz_pdl_enter() (EmittedKernel::pdl / pdl_prefill) — allow the next kernel to be scheduled, then
+  // fz_pdl_enter() (EmittedKernel::PdlIn) — allow the next kernel to be scheduled, then
   // wait for the earlier grids (griddepcontrol; no-ops below sm_90 and when launched without the
   // attribute), as the library kernels' PdlEnter (kernels/pdl.cuh). The executor launches those
   // functions with the PDL attribute (OPFUSE_DISABLE=pdl clears it). Off only for A/B timing
@@ -99,12 +99,15 @@ struct EmittedKernel {
   int decode_rows_per_block = 1;
   // Pointwise kernels: the decode function's elements per thread (0: no decode function).
   int decode_vec = 0;
-  // EmitOptions::pdl: the functions the launcher takes at decode sizes begin with fz_pdl_enter() and
-  // are safe to launch with PDL — the decode function (pdl), and the prefill function (pdl_prefill)
-  // where it is the only one (no separate decode function); a prefill function beside a decode one
-  // has no prologue (at prefill sizes it cost 1-4 % per event-timed call, H200).
+  // EmitOptions::pdl. Then the functions the launcher takes at decode sizes begin with fz_pdl_enter()
+  // and are safe to launch with PDL: the decode function, and the prefill function where it is the
+  // only one (no separate decode function); a prefill function beside a decode one has no prologue
+  // (at prefill sizes it cost 1-4 % per event-timed call, H200). PdlIn(name) says which — the
+  // emitter writes the prologue by it and the executor sets the launch attribute by it.
   bool pdl = false;
-  bool pdl_prefill = false;
+  bool PdlIn(const std::string& name) const {
+    return pdl && (name == decode_function || decode_function.empty() || decode_function == function);
+  }
 };
 
 StatusOr<EmittedKernel> EmitCuda(const Kernel& k, const EmitOptions& opts = {});

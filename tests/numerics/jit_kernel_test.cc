@@ -190,7 +190,7 @@ TEST(JitKernel, PdlPrologueOpensTheDecodeSizeFunctions) {
           ASSERT_EQ(separate, !c.sole_function) << e->source;
         }
         EXPECT_EQ(e->pdl, pdl);
-        EXPECT_EQ(e->pdl_prefill, pdl && !separate);
+        EXPECT_EQ(e->PdlIn(e->function), pdl && !separate);
         const size_t prologues = Count(e->source, ") {\n  fz_pdl_enter();");
         EXPECT_EQ(prologues, pdl ? 1u : 0u) << e->source;  // the decode function, or the sole one
         if (pdl && separate) {

@@ -896,13 +896,11 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
         for (int v : st.jit_inputs) args.push_back(ArgBytes(static_cast<const void*>(resolve(v))));
         for (int v : st.jit_outputs) args.push_back(ArgBytes(resolve(v)));
         for (int64_t s : symv) args.push_back(ArgBytes(static_cast<long long>(s)));
-        // PDL where the function taken starts with its wait (codegen::EmittedKernel::pdl / pdl_prefill):
-        // the decode-size launches, as the library kernels'
-        const codegen::EmittedKernel& em = lk->jit().emitted;
-        const bool pdl = *geo.function == em.decode_function ? em.pdl : em.pdl_prefill;
+        // PDL where the function taken starts with its wait (codegen::EmittedKernel::PdlIn): the
+        // decode-size launches, as the library kernels'
         plan->launches.push_back(KernelLaunch::Raw(*geo.function, geo.kernel,
                                                    dim3(static_cast<unsigned>(geo.blocks)), dim3(geo.threads), 0, args)
-                                     .Pdl(pdl));
+                                     .Pdl(lk->jit().emitted.PdlIn(*geo.function)));
         break;
       }
     }
