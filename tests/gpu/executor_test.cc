@@ -281,8 +281,8 @@ TEST_F(ExecutorTest, CudaGraphReplayMatchesEager) {
 // the same kernels without it. 77 rows take the decode functions (below kDecodeRowsPerSm x SMs on
 // any GPU with 20 SMs or more); 4096 rows the prefill functions, which have no prologue and no PDL.
 TEST_F(ExecutorTest, JitPdlChainMatchesCpu) {
+  Graph g = Parse("graph chain\ninput x: bf16[T, 2048]\nparam w: bf16[2048]\ny = rms_norm(x, w) {eps=1e-05}\nz = softmax(y)\noutput z\n");
   {
-    Graph g = Parse("graph chain\ninput x: bf16[T, 2048]\nparam w: bf16[2048]\ny = rms_norm(x, w) {eps=1e-05}\nz = softmax(y)\noutput z\n");
     cuda::ExecutorOptions o;
     o.variant = cuda::Variant::kJit;
     auto ex = cuda::CudaExecutable::Create(g, o);
@@ -297,7 +297,6 @@ TEST_F(ExecutorTest, JitPdlChainMatchesCpu) {
     EXPECT_EQ((*ex)->pdl_launches_per_run(), 0);
   }
   const Bindings b{{"T", 77}};
-  Graph g = Parse("graph chain\ninput x: bf16[T, 2048]\nparam w: bf16[2048]\ny = rms_norm(x, w) {eps=1e-05}\nz = softmax(y)\noutput z\n");
   for (bool pdl : {true, false}) {
     SCOPED_TRACE(pdl ? "pdl" : "OPFUSE_DISABLE=pdl");
     cuda::ExecutorOptions o;
