@@ -1187,23 +1187,33 @@ class Timer:
                     keep[i % k] = out
                 del out
             return statistics.median(us)
+
+        def one(i):
+            out = fn(*sets[i % k])
+            if rotate:
+                keep[i % k] = out
+
         spin = min(max(1.5 * host_us + 5.0, SPIN_FLOOR_US), 2000.0)
+        # bound the queue: a long spin + many calls must not block the host
+        return statistics.median(self._spun(n, one, flush, spin, sync_every=16))
+
+    def _spun(self, n, enqueue, flush, spin_us, sync_every=None):
+        """The rule before the gate (--no-gate): n samples of [flush] + spin + start event +
+        enqueue(i) + end event, all enqueued (waiting for sample i's end every `sync_every`), then
+        read; returns µs per sample."""
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         for i in range(n):
             if flush:
                 self._flush()
-            self._spin(spin)
+            self._spin(spin_us)
             starts[i].record()
-            out = fn(*sets[i % k])
+            enqueue(i)
             ends[i].record()
-            if rotate:
-                keep[i % k] = out
-            del out
-            if i % 16 == 15:   # bound the queue: a long spin + many calls must not block the host
+            if sync_every and i % sync_every == sync_every - 1:
                 ends[i].synchronize()
         self._sync()
-        return statistics.median(s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends))
+        return [s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends)]
 
     def graph(self, fn, sets, flush):
         """R = K * ceil(--graph-calls / K) calls over the K sets in one CUDA graph; median over
@@ -1228,17 +1238,7 @@ class Timer:
             if self.gate:
                 us = statistics.median(self._gated(g.replay, flush)[1] / calls for _ in range(n))
             else:
-                starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-                ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-                for i in range(n):
-                    if flush:
-                        self._flush()
-                    self._spin(SPIN_FLOOR_US)
-                    starts[i].record()
-                    g.replay()
-                    ends[i].record()
-                self._sync()
-                us = statistics.median(s.elapsed_time(e) * 1000.0 / calls for s, e in zip(starts, ends))
+                us = statistics.median(t / calls for t in self._spun(n, lambda i: g.replay(), flush, SPIN_FLOOR_US))
         finally:
             del g
         return us, f"cuda_graph calls={calls} sets={k} flush={int(flush)} replays={n}"
