@@ -19,11 +19,28 @@
 // instead of opfuse's __nanosleep loop. --stream legacy|blocking: time on the NULL stream (PyTorch's default) or a
 // created blocking stream instead of a non-blocking one (bench ops'). --pool: buffers carved from 20 MiB segments at 512-byte
 // alignment (PyTorch's caching allocator) instead of one cudaMalloc each. --fill random: signed pseudo-random bf16 inputs (default: constant memset). Prints one markdown table (µs per round, median).
+// Session 13 (issue 4: why the peer's process runs the same 134 MB cubin ~1.1 µs faster), placement and rhythm:
+//   --outs N     the outputs (y, h) cycle over N slots independently of the input sets (PyTorch's peer keeps
+//                call i's output until call i + 1 has allocated its own: two output blocks alternate);
+//   --chunk GAP  only the buffers the kernels name, carved in order x r y h per set then per output slot from
+//                ONE cudaMalloc, GAP bytes after each (0: adjacent, as a caching allocator carves them);
+//   --spin-us U  the spin before each sample (default 100 µs);
+//   --pre-alloc MB  hold MB of device memory allocated before the buffers (where they land physically);
+//   --vmm G      each buffer reserved as one VA range and backed by G-MiB physical chunks (cuMemCreate /
+//                cuMemMap, as PyTorch's expandable segments), instead of cudaMalloc;
+//   --ext x=ADDR,y=ADDR,...  use these device pointers (decimal) for set 0 / output slot 0 instead of allocating
+//                (kab_in_torch.py passes PyTorch's tensors; the given inputs are not filled);
+//   --carveout P  cudaFuncAttributePreferredSharedMemoryCarveout = P (% of the unified L1 / shared memory
+//                as shared) on every kernel (default: not set, the driver's choice);
+//   --idle-us U  wait for each sample's end event, then U µs more on the host with the GPU idle, before the
+//                next sample's spin is enqueued (default: all samples enqueued at once, the GPU never idle).
 // Build: nvcc -O2 -std=c++20 -gencode arch=compute_90,code=sm_90 -cudart static dev/kernel_ab/kernel_ab.cu -o build/kernel_ab
+//   (as a library for kab_in_torch.py: add -DKAB_LIB -shared -Xcompiler -fPIC -o build/kab/libkab.so)
 #include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -60,13 +77,25 @@ std::vector<std::string> Split(const std::string& s, char sep) {
   return out;
 }
 
+#ifdef KAB_LIB  // built as a shared library: kab_main(argc, argv) from a Python process (dev/kernel_ab/kab_in_torch.py)
+extern "C" int kab_main(int argc, char** argv) {
+#else
 int main(int argc, char** argv) {
+#endif
   long long rows = 512, cols = 4096;
   int sets = 0, rounds = 3;  // sets 0: opfuse's rule, ceil(2 L2 / rotated bytes of the first kernel) <= 32
   bool flush = false;
   std::string spin = "sleep", fill = "const";
   int graph_calls = 0;  // --graph N: time one CUDA-graph replay of N launches over the sets, per launch
   bool pool = false;
+  int outs = 0;             // --outs N: output slots (0: one per input set)
+  long long chunk_gap = -1;  // --chunk GAP: one allocation, GAP bytes after each buffer (-1: off)
+  int spin_us = 100;
+  int idle_us = -1;
+  long long pre_alloc_mb = 0;
+  int vmm_mb = 0;
+  std::string ext;
+  int carveout = -1;  // --idle-us U: sync each sample, then leave the GPU idle U µs
   std::string stream_kind = "nonblocking";  // --stream nonblocking | blocking | legacy (the NULL stream, as PyTorch's default)
   std::vector<Spec> specs;
   for (int i = 1; i < argc; ++i) {
@@ -88,6 +117,14 @@ int main(int argc, char** argv) {
     else if (a == "--fill") fill = next();
     else if (a == "--pool") pool = true;
     else if (a == "--stream") stream_kind = next();
+    else if (a == "--outs") outs = std::stoi(next());
+    else if (a == "--chunk") chunk_gap = std::stoll(next());
+    else if (a == "--spin-us") spin_us = std::stoi(next());
+    else if (a == "--idle-us") idle_us = std::stoi(next());
+    else if (a == "--pre-alloc") pre_alloc_mb = std::stoll(next());
+    else if (a == "--vmm") vmm_mb = std::stoi(next());
+    else if (a == "--ext") ext = next();
+    else if (a == "--carveout") carveout = std::stoi(next());
     else {
       const auto eq = a.find('=');
       const auto f = Split(eq == std::string::npos ? "" : a.substr(eq + 1), ':');
@@ -135,6 +172,17 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (carveout >= 0) {
+    auto set_attr = Entry<decltype(&cuFuncSetAttribute)>("cuFuncSetAttribute");
+    for (auto& s : specs) {
+      if (s.load == "module") {
+        if (set_attr(s.fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, carveout) != CUDA_SUCCESS) return 1;
+      } else {
+        CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(s.kern), cudaFuncAttributePreferredSharedMemoryCarveout, carveout));
+      }
+    }
+    std::printf("carveout preference %d%% on every kernel\n", carveout);
+  }
   if (sets <= 0) {  // bench ops' rule (src/bench/cuda/op_runner.cc): the rotated bytes of one call
     long long rotated = 0;
     for (const auto& a : Split(specs[0].args, ','))
@@ -142,37 +190,107 @@ int main(int argc, char** argv) {
     const long long target = 2LL * prop.l2CacheSize;
     sets = static_cast<int>(std::clamp<long long>((target + rotated - 1) / std::max(rotated, 1LL), 1, 32));
   }
-  // Buffers: per set x, r, y, h (rows x cols bf16), one w; inputs filled with small bf16 values.
+  // Buffers: per set x, r (inputs), per output slot y, h (rows x cols bf16), one w; inputs filled with small bf16 values.
   const size_t mat = static_cast<size_t>(rows * cols) * 2;
+  if (outs <= 0) outs = sets;
   struct Set {
-    void *x, *r, *y, *h;
+    void *x = nullptr, *r = nullptr, *y = nullptr, *h = nullptr;
   };
-  std::vector<Set> bufs(sets);
-  for (auto& b : bufs) {
-    for (void** p : {&b.x, &b.r, &b.y, &b.h}) {
-      if (pool) {  // carved one after another from 20 MiB segments at 512-byte alignment, as PyTorch's allocator does
-        static char* seg = nullptr;
-        static size_t used = 0, cap = 0;
-        const size_t need = (mat + 511) / 512 * 512;
-        if (!seg || used + need > cap) {
-          cap = std::max<size_t>(20u << 20, need);
-          CK(cudaMalloc(reinterpret_cast<void**>(&seg), cap));
-          used = 0;
-        }
-        *p = seg + used;
-        used += need;
-      } else {
-        CK(cudaMalloc(p, mat));
-      }
+  std::vector<Set> bufs(sets), obufs(outs);
+  auto used = [&](const char* name) {
+    if (chunk_gap < 0) return true;
+    for (const auto& s : specs)
+      for (const auto& a : Split(s.args, ','))
+        if (a == name) return true;
+    return false;
+  };
+  if (pre_alloc_mb > 0) {
+    void* hold = nullptr;
+    CK(cudaMalloc(&hold, static_cast<size_t>(pre_alloc_mb) << 20));
+    std::printf("holding %lld MiB allocated before the buffers\n", pre_alloc_mb);
+  }
+  auto vmm_alloc = [&](void** p, size_t bytes) {
+    static auto reserve = Entry<decltype(&cuMemAddressReserve)>("cuMemAddressReserve");
+    static auto create = Entry<decltype(&cuMemCreate)>("cuMemCreate");
+    static auto map = Entry<decltype(&cuMemMap)>("cuMemMap");
+    static auto access = Entry<decltype(&cuMemSetAccess)>("cuMemSetAccess");
+    const size_t g = static_cast<size_t>(vmm_mb) << 20, total = (bytes + g - 1) / g * g;
+    CUdeviceptr va = 0;
+    if (reserve(&va, total, 0, 0, 0) != CUDA_SUCCESS) std::exit((std::fprintf(stderr, "cuMemAddressReserve failed\n"), 1));
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED, prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE, prop.location.id = 0;
+    for (size_t off = 0; off < total; off += g) {
+      CUmemGenericAllocationHandle h;
+      if (create(&h, g, &prop, 0) != CUDA_SUCCESS || map(va + off, g, 0, h, 0) != CUDA_SUCCESS)
+        std::exit((std::fprintf(stderr, "cuMemCreate / cuMemMap failed\n"), 1));
     }
+    CUmemAccessDesc d{};
+    d.location = prop.location, d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if (access(va, total, &d, 1) != CUDA_SUCCESS) std::exit((std::fprintf(stderr, "cuMemSetAccess failed\n"), 1));
+    *p = reinterpret_cast<void*>(va);
+  };
+  char* chunk = nullptr;
+  size_t chunk_used = 0;
+  if (chunk_gap >= 0) {
+    size_t n = 0;
+    for (const char* nm : {"x", "r"}) n += used(nm) ? sets : 0;
+    for (const char* nm : {"y", "h"}) n += used(nm) ? outs : 0;
+    const size_t step = (mat + static_cast<size_t>(chunk_gap) + 511) / 512 * 512;
+    CK(cudaMalloc(reinterpret_cast<void**>(&chunk), n * step + 512));
+    std::printf("one allocation of %zu buffers, %zu bytes apart\n", n, step);
+  }
+  auto alloc = [&](void** p, const char* name) {
+    if (!used(name)) return;
+    if (chunk) {
+      *p = chunk + chunk_used;
+      chunk_used += (mat + static_cast<size_t>(chunk_gap) + 511) / 512 * 512;
+    } else if (pool) {  // carved one after another from 20 MiB segments at 512-byte alignment, as PyTorch's allocator does
+      static char* seg = nullptr;
+      static size_t at = 0, cap = 0;
+      const size_t need = (mat + 511) / 512 * 512;
+      if (!seg || at + need > cap) {
+        cap = std::max<size_t>(20u << 20, need);
+        CK(cudaMalloc(reinterpret_cast<void**>(&seg), cap));
+        at = 0;
+      }
+      *p = seg + at;
+      at += need;
+    } else if (vmm_mb > 0) {
+      vmm_alloc(p, mat);
+    } else {
+      CK(cudaMalloc(p, mat));
+    }
+  };
+  auto ext_ptr = [&](const char* name) -> void* {
+    for (const auto& kv : Split(ext, ','))
+      if (kv.size() > 2 && kv.substr(0, kv.find('=')) == name) return reinterpret_cast<void*>(std::stoull(kv.substr(kv.find('=') + 1)));
+    return nullptr;
+  };
+  bool first = true;
+  for (auto& b : bufs) {
+    if (first && !ext.empty() && (b.x = ext_ptr("x"))) {
+      b.r = ext_ptr("r");
+      first = false;
+      std::printf("set 0 inputs: external (x %p, r %p)\n", b.x, b.r);
+      continue;
+    }
+    alloc(&b.x, "x"), alloc(&b.r, "r");
     if (fill == "random") {
       static unsigned seed = 1;
-      FillRandom<<<1024, 256>>>(static_cast<unsigned short*>(b.x), rows * cols, seed++);
-      FillRandom<<<1024, 256>>>(static_cast<unsigned short*>(b.r), rows * cols, seed++);
+      if (b.x) FillRandom<<<1024, 256>>>(static_cast<unsigned short*>(b.x), rows * cols, seed++);
+      if (b.r) FillRandom<<<1024, 256>>>(static_cast<unsigned short*>(b.r), rows * cols, seed++);
     } else {
-      CK(cudaMemset(b.x, 0x3c, mat));
-      CK(cudaMemset(b.r, 0x3b, mat));
+      if (b.x) CK(cudaMemset(b.x, 0x3c, mat));
+      if (b.r) CK(cudaMemset(b.r, 0x3b, mat));
     }
+  }
+  for (auto& b : obufs) {
+    if (&b == &obufs[0] && !ext.empty() && (b.y = ext_ptr("y"))) {
+      b.h = ext_ptr("h");
+      std::printf("output slot 0: external (y %p)\n", b.y);
+      continue;
+    }
+    alloc(&b.y, "y"), alloc(&b.h, "h");
   }
   CK(cudaDeviceSynchronize());
   void* w = nullptr;
@@ -191,13 +309,15 @@ int main(int argc, char** argv) {
   int ri = static_cast<int>(rows), ci = static_cast<int>(cols), numel = static_cast<int>(rows * cols);
   void* null = nullptr;
 
-  auto launch_one = [&](Spec& s, Set& b) {
+  auto launch_one = [&](Spec& s, int i) {
+    Set& b = bufs[i % sets];
+    Set& o = obufs[i % outs];
     std::vector<void*> args;
     for (const auto& a : Split(s.args, ',')) {
       if (a == "x") args.push_back(&b.x);
       else if (a == "r") args.push_back(&b.r);
-      else if (a == "y") args.push_back(&b.y);
-      else if (a == "h") args.push_back(&b.h);
+      else if (a == "y") args.push_back(&o.y);
+      else if (a == "h") args.push_back(&o.h);
       else if (a == "w") args.push_back(&w);
       else if (a == "i") args.push_back(&ri);
       else if (a == "I") args.push_back(&ci);
@@ -232,13 +352,13 @@ int main(int argc, char** argv) {
   std::vector<cudaEvent_t> ev(2 * kSamples);
   for (auto& e : ev) CK(cudaEventCreate(&e));
   auto median_us = [&](Spec& s) {
-    for (int i = 0; i < 10; ++i) launch_one(s, bufs[i % sets]);
+    for (int i = 0; i < 10; ++i) launch_one(s, i);
     CK(cudaStreamSynchronize(st));
     if (graph_calls > 0) {  // bench ops' decode rule: one replay of graph_calls launches, µs per launch
       cudaGraph_t g;
       cudaGraphExec_t ge;
       CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-      for (int i = 0; i < graph_calls; ++i) launch_one(s, bufs[i % sets]);
+      for (int i = 0; i < graph_calls; ++i) launch_one(s, i);
       CK(cudaStreamEndCapture(st, &g));
       CK(cudaGraphInstantiate(&ge, g, 0));
       CK(cudaGraphLaunch(ge, st));
@@ -246,7 +366,7 @@ int main(int argc, char** argv) {
       std::vector<float> ms;
       for (int i = 0; i < kSamples / 4; ++i) {
         if (flush) CK(cudaMemsetAsync(flush_buf, i & 0x7f, flush_bytes, st));
-        SpinSleep<<<1, 1, 0, st>>>(100000);
+        SpinSleep<<<1, 1, 0, st>>>(spin_us * 1000ULL);
         CK(cudaEventRecord(ev[0], st));
         CK(cudaGraphLaunch(ge, st));
         CK(cudaEventRecord(ev[1], st));
@@ -262,11 +382,17 @@ int main(int argc, char** argv) {
     }
     for (int i = 0; i < kSamples; ++i) {
       if (flush) CK(cudaMemsetAsync(flush_buf, i & 0x7f, flush_bytes, st));
-      if (spin == "clock") SpinClock<<<1, 1, 0, st>>>(100LL * clock_khz / 1000);  // ~100 µs at the boost clock
-      else SpinSleep<<<1, 1, 0, st>>>(100000);
+      if (spin == "clock") SpinClock<<<1, 1, 0, st>>>(spin_us * (long long)clock_khz / 1000);  // ~spin_us at the boost clock
+      else SpinSleep<<<1, 1, 0, st>>>(spin_us * 1000ULL);
       CK(cudaEventRecord(ev[2 * i], st));
-      launch_one(s, bufs[i % sets]);
+      launch_one(s, i);
       CK(cudaEventRecord(ev[2 * i + 1], st));
+      if (idle_us >= 0) {
+        CK(cudaEventSynchronize(ev[2 * i + 1]));
+        const auto t0 = std::chrono::steady_clock::now();
+        while (std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() < idle_us) {
+        }
+      }
     }
     CK(cudaStreamSynchronize(st));
     std::vector<float> ms;
@@ -281,9 +407,12 @@ int main(int argc, char** argv) {
   std::vector<std::vector<double>> us(specs.size());
   for (int r = 0; r < rounds; ++r)
     for (size_t k = 0; k < specs.size(); ++k) us[k].push_back(median_us(specs[k]));
-  std::printf("%s, %lld x %lld, %s inputs%s, %d set(s)%s, %s spin, %d rounds (each the median of %d samples)%s\n\n", prop.name, rows, cols, fill.c_str(), pool ? " (pooled)" : "", sets,
-              flush ? ", 2 x L2 memset before each" : "", spin == "clock" ? "clock64" : "__nanosleep", rounds,
-              graph_calls ? kSamples / 4 : kSamples, graph_calls ? (", CUDA-graph replays of " + std::to_string(graph_calls) + " launches, µs per launch").c_str() : "");
+  if (vmm_mb > 0) std::printf("buffers: VMM, %d MiB physical chunks\n", vmm_mb);
+  std::printf("%s, %lld x %lld, %s inputs%s, %d set(s), %d output slot(s)%s%s, %d us %s spin, %d rounds (each the median of %d samples)%s%s\n\n", prop.name, rows, cols, fill.c_str(), pool ? " (pooled)" : "", sets, outs,
+              chunk_gap >= 0 ? (", one allocation, gap " + std::to_string(chunk_gap)).c_str() : "",
+              flush ? ", 2 x L2 memset before each" : "", spin_us, spin == "clock" ? "clock64" : "__nanosleep", rounds,
+              graph_calls ? kSamples / 4 : kSamples, graph_calls ? (", CUDA-graph replays of " + std::to_string(graph_calls) + " launches, µs per launch").c_str() : "",
+              idle_us >= 0 ? (", each sample waited for, then the GPU idle " + std::to_string(idle_us) + " us").c_str() : "");
   std::printf("| kernel | load | grid x block | µs per round | median µs |\n|---|---|---|---|---:|\n");
   for (size_t k = 0; k < specs.size(); ++k) {
     std::string per;
@@ -293,5 +422,6 @@ int main(int argc, char** argv) {
     std::printf("| %s | %s | %u x %u | %s | %.2f |\n", specs[k].label.c_str(), specs[k].load.c_str(), specs[k].grid, specs[k].block,
                 per.c_str(), sorted[sorted.size() / 2]);
   }
+  std::fflush(stdout);
   return 0;
 }

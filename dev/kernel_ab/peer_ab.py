@@ -124,6 +124,9 @@ def main():
     p.add_argument("--unchecked", action="append", default=[],
                    help="an --ours label whose outputs are not checked against torch.compile's (a copy or an "
                         "empty kernel timed beside the case as a reference; session 12)")
+    p.add_argument("--paths", default="",
+                   help="time only these paths (comma list of labels; all are still built and checked): does "
+                        "interleaving with the other paths move a path's reading? (session 13)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--reps", type=int, default=100)
     p.add_argument("--side-stream", action="store_true",
@@ -220,6 +223,9 @@ def main():
                 print(f"check {tag}: rel err vs compile {err:.2e}")
                 if not err < 2e-2:
                     sys.exit(f"{tag}: outputs differ from torch.compile's ({err:.2e})")
+    if a.paths:
+        want = a.paths.split(",")
+        fns = {t: f for t, f in fns.items() if t in want}
     hosts = {}
     side = torch.cuda.Stream(device=device) if a.side_stream else torch.cuda.current_stream(device)
     torch.cuda.synchronize()
