@@ -91,11 +91,11 @@ int main(int argc, char** argv) {
   int outs = 0;             // --outs N: output slots (0: one per input set)
   long long chunk_gap = -1;  // --chunk GAP: one allocation, GAP bytes after each buffer (-1: off)
   int spin_us = 100;
-  int idle_us = -1;
+  int idle_us = -1;  // --idle-us U: sync each sample, then leave the GPU idle U µs
   long long pre_alloc_mb = 0;
   int vmm_mb = 0;
   std::string ext;
-  int carveout = -1;  // --idle-us U: sync each sample, then leave the GPU idle U µs
+  int carveout = -1;
   std::string stream_kind = "nonblocking";  // --stream nonblocking | blocking | legacy (the NULL stream, as PyTorch's default)
   std::vector<Spec> specs;
   for (int i = 1; i < argc; ++i) {
@@ -231,19 +231,19 @@ int main(int argc, char** argv) {
   };
   char* chunk = nullptr;
   size_t chunk_used = 0;
+  const size_t chunk_step = (mat + static_cast<size_t>(std::max(chunk_gap, 0LL)) + 511) / 512 * 512;
   if (chunk_gap >= 0) {
     size_t n = 0;
     for (const char* nm : {"x", "r"}) n += used(nm) ? sets : 0;
     for (const char* nm : {"y", "h"}) n += used(nm) ? outs : 0;
-    const size_t step = (mat + static_cast<size_t>(chunk_gap) + 511) / 512 * 512;
-    CK(cudaMalloc(reinterpret_cast<void**>(&chunk), n * step + 512));
-    std::printf("one allocation of %zu buffers, %zu bytes apart\n", n, step);
+    CK(cudaMalloc(reinterpret_cast<void**>(&chunk), n * chunk_step + 512));
+    std::printf("one allocation of %zu buffers, %zu bytes apart\n", n, chunk_step);
   }
   auto alloc = [&](void** p, const char* name) {
     if (!used(name)) return;
     if (chunk) {
       *p = chunk + chunk_used;
-      chunk_used += (mat + static_cast<size_t>(chunk_gap) + 511) / 512 * 512;
+      chunk_used += chunk_step;
     } else if (pool) {  // carved one after another from 20 MiB segments at 512-byte alignment, as PyTorch's allocator does
       static char* seg = nullptr;
       static size_t at = 0, cap = 0;
@@ -266,11 +266,9 @@ int main(int argc, char** argv) {
       if (kv.size() > 2 && kv.substr(0, kv.find('=')) == name) return reinterpret_cast<void*>(std::stoull(kv.substr(kv.find('=') + 1)));
     return nullptr;
   };
-  bool first = true;
   for (auto& b : bufs) {
-    if (first && !ext.empty() && (b.x = ext_ptr("x"))) {
+    if (&b == &bufs[0] && !ext.empty() && (b.x = ext_ptr("x"))) {
       b.r = ext_ptr("r");
-      first = false;
       std::printf("set 0 inputs: external (x %p, r %p)\n", b.x, b.r);
       continue;
     }

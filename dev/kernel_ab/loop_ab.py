@@ -62,18 +62,7 @@ def main():
     spec = a.args.split(",")
     alloc = peer_ab.launcher(lib, fn, a.grid, a.block, 0, spec, case, dev)
     y_fixed = torch.empty(a.rows, a.cols, device=dev, dtype=torch.bfloat16)
-    import ctypes
-    n = a.rows * a.cols
-    vals = {"x": ctypes.c_void_p(x.data_ptr()), "w": ctypes.c_void_p(w.data_ptr()), "y": ctypes.c_void_p(y_fixed.data_ptr()),
-            "N": ctypes.c_int32(n)}
-    store = [vals[s] for s in spec]
-    params = (ctypes.c_void_p * len(store))(*[ctypes.cast(ctypes.pointer(s), ctypes.c_void_p) for s in store])
-
-    def fixed(*_):
-        stream = torch.cuda.current_stream(dev).cuda_stream
-        if lib.cuLaunchKernel(fn, a.grid, 1, 1, a.block, 1, 1, 0, ctypes.c_void_p(stream), params, None) != 0:
-            raise RuntimeError("cuLaunchKernel")
-        return (y_fixed,)
+    fixed = peer_ab.launcher(lib, fn, a.grid, a.block, 0, spec, case, dev, outs=[y_fixed])
 
     targs = types.SimpleNamespace(no_gate=a.no_gate, reps=a.samples, no_rotate_outputs=False, warmup=5, host_calls=50,
                                   replays=25, graph_calls=64, no_graph=False, max_sets=32)
@@ -86,7 +75,7 @@ def main():
         for i in range(a.samples):
             torch.cuda._sleep(int(100 * cyc))
             evs[2 * i].record()
-            fixed()
+            fixed(x, w)
             evs[2 * i + 1].record()
             if each:
                 evs[2 * i + 1].synchronize()

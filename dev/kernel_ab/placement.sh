@@ -8,28 +8,15 @@
 # Carry build/kab (kernel_ab, big_rms8.cubin, big_rows.cubin, swq.cubin, cases_rms16384.json) and
 # build/carry.tar.xz. Writes $OUT/placement.md.
 set -uo pipefail
-K=build/kab
+. "$(dirname "$0")/big_common.sh"  # K R C N, specs, peer_big
 W=${OUT:-/tmp/kab}
 mkdir -p "$W"
-[ -f build/c/libopfuse_capi.so ] ||
-  { mkdir -p build/c && python3 -c "import tarfile; tarfile.open('build/carry.tar.xz').extractall('build/c')"; }
-R=16384 C=2048 N=$((16384 * 2048))
 M="$W/placement.md"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$M"
 if [ "${PEER:-1}" = 1 ]; then
   echo "## peer_ab (the peer's process)" | tee -a "$M"
-  rm -rf /tmp/ind_pl
-  TORCHINDUCTOR_CACHE_DIR=/tmp/ind_pl timeout 300 python3 dev/kernel_ab/peer_ab.py --cases $K/cases_rms16384.json \
-    --id 'patterns/rmsnorm/bf16/rows=16384/h=2048' --opfuse-lib build/c/libopfuse_capi.so --rounds 3 --rotate-order \
-    --ours "v8=$K/big_rms8.cubin:fz_rms_norm_bf16_h2048_x16384_v8:$((R / 2)):128:x,w,y" \
-    --ours "copy_v1=$K/big_rows.cubin:copy_v1:$((N / 8 / 256)):256:x,y,N" \
-    --ours "empty=$K/swq.cubin:empty_k:1:32:x,w,y,N" --unchecked copy_v1 --unchecked empty 2>&1 | grep -v Warning | tee -a "$M"
+  peer_big 3 | tee -a "$M"
 fi
-specs=(
-  v8=$K/big_rms8.cubin:fz_rms_norm_bf16_h2048_x16384_v8:$((R / 2)):128:0:library:x,w,y
-  copy_v1=$K/big_rows.cubin:copy_v1:$((N / 8 / 256)):256:0:library:x,y,N
-  empty=$K/swq.cubin:empty_k:1:32:0:library:x,w,y,N
-)
 IFS=';' read -r -a VARIANTS <<< "${VARIANTS-;--outs 2;--chunk 0;--chunk 0 --outs 2;--chunk 1048576;--chunk 3146240;--spin-us 5;--spin-us 20;--spin-us 5 --outs 2}"
 for opts in "${VARIANTS[@]}"; do
   echo "## kernel_ab ${opts:-(defaults)}" | tee -a "$M"
@@ -40,14 +27,11 @@ done
 # the gap from the spin / gate before it to its start, in the peer's process, in kernel_ab and in bench ops
 # (rmsnorm 16384 x 2048, jit). Does the peer's process run the kernel faster, or start it sooner?
 if [ "${TRACE:-0}" = 1 ]; then
-  T="env CUDA_INJECTION64_PATH=$PWD/build/cupti_trace/libopfuse_cupti_trace.so"
-  rm -rf /tmp/ind_pl
+  TRACER=$PWD/build/cupti_trace/libopfuse_cupti_trace.so
+  T="env CUDA_INJECTION64_PATH=$TRACER"
   echo "## trace: peer_ab" | tee -a "$M"
-  $T OPFUSE_CUPTI_TRACE_OUT=$W/tr_peer.csv TORCHINDUCTOR_CACHE_DIR=/tmp/ind_pl timeout 300 python3 dev/kernel_ab/peer_ab.py \
-    --cases $K/cases_rms16384.json --id 'patterns/rmsnorm/bf16/rows=16384/h=2048' --opfuse-lib build/c/libopfuse_capi.so \
-    --rounds 3 --rotate-order --ours "v8=$K/big_rms8.cubin:fz_rms_norm_bf16_h2048_x16384_v8:$((R / 2)):128:x,w,y" \
-    --ours "copy_v1=$K/big_rows.cubin:copy_v1:$((N / 8 / 256)):256:x,y,N" \
-    --ours "empty=$K/swq.cubin:empty_k:1:32:x,w,y,N" --unchecked copy_v1 --unchecked empty 2>&1 | grep -v "Warning\|^check\|^cupti" | tee -a "$M"
+  peer_big 3 CUDA_INJECTION64_PATH="$TRACER" OPFUSE_CUPTI_TRACE_OUT="$W/tr_peer.csv" |
+    grep -v "^check" | tee -a "$M"
   python3 tools/kernel_trace_summary.py "$W/tr_peer.csv" --by-name --min-count 10 --after opfuse_gate | tee -a "$M"
   echo "## trace: kernel_ab" | tee -a "$M"
   $T OPFUSE_CUPTI_TRACE_OUT=$W/tr_kab.csv $K/kernel_ab --rows $R --cols $C --rounds 3 "${specs[@]}" 2>&1 | grep -v "^cupti" | tee -a "$M"
