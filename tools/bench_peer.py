@@ -987,6 +987,52 @@ GATE_LEAD_US = 5.0        # opfuse's kGateLeadUs: the host opens the gate this l
 GATE_MAX_NS = 2_000_000_000
 
 
+_CUDA = None
+
+
+def cuda_driver():
+    """libcuda.so.1 through ctypes (loaded once), with the argument types of the entry points this
+    script calls: the gate's mapped host flags, PTX kernels (PtxKernel), the L2 persisting reset."""
+    global _CUDA
+    if _CUDA is None:
+        import ctypes
+        lib = ctypes.CDLL("libcuda.so.1")
+        P, U64 = ctypes.c_void_p, ctypes.c_uint64
+        lib.cuMemHostAlloc.argtypes = [ctypes.POINTER(P), ctypes.c_size_t, ctypes.c_uint]
+        lib.cuMemHostGetDevicePointer_v2.argtypes = [ctypes.POINTER(U64), P, ctypes.c_uint]
+        lib.cuModuleLoadData.argtypes = [ctypes.POINTER(P), ctypes.c_char_p]
+        lib.cuModuleGetFunction.argtypes = [ctypes.POINTER(P), P, ctypes.c_char_p]
+        lib.cuLaunchKernel.argtypes = [P] + [ctypes.c_uint] * 7 + [P, ctypes.POINTER(P), P]
+        lib.cuCtxResetPersistingL2Cache.argtypes = []
+        _CUDA = lib
+    return _CUDA
+
+
+class PtxKernel:
+    """Kernel `name` of a PTX text, loaded through the driver (so it compiles for whatever GPU this is);
+    launch() passes 64-bit integer arguments. Errors name `what` and the failing call."""
+
+    def __init__(self, ptx, name, what):
+        import ctypes
+        self.ct, self.lib, self.what = ctypes, cuda_driver(), what
+        mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
+        self._check(self.lib.cuModuleLoadData(ctypes.byref(mod), ptx.encode()), "cuModuleLoadData")
+        self._check(self.lib.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode()), "cuModuleGetFunction")
+        self.fn = fn
+
+    def _check(self, rc, call):
+        if rc != 0:
+            raise RuntimeError(f"{self.what}: {call} failed (CUresult {rc})")
+
+    def launch(self, grid, block, stream, args):
+        """One launch of grid x block threads on `stream` (a cudaStream_t as int)."""
+        ct = self.ct
+        vals = [ct.c_uint64(a) for a in args]
+        params = (ct.c_void_p * len(vals))(*[ct.cast(ct.pointer(v), ct.c_void_p) for v in vals])
+        self._check(self.lib.cuLaunchKernel(self.fn, grid, 1, 1, block, 1, 1, 0, ct.c_void_p(stream), params, None),
+                    "cuLaunchKernel")
+
+
 class Gate:
     """Holds the current stream before a timed sample until the host opens it (see GATE_PTX). The
     host enqueues gate, start event, the call and the end event, waits until the GPU is at the gate,
@@ -997,15 +1043,8 @@ class Gate:
 
     def __init__(self):
         import ctypes
-        self.ct = ctypes
-        lib = ctypes.CDLL("libcuda.so.1")
+        lib = cuda_driver()
         P, U64 = ctypes.c_void_p, ctypes.c_uint64
-        lib.cuMemHostAlloc.argtypes = [ctypes.POINTER(P), ctypes.c_size_t, ctypes.c_uint]
-        lib.cuMemHostGetDevicePointer_v2.argtypes = [ctypes.POINTER(U64), P, ctypes.c_uint]
-        lib.cuModuleLoadData.argtypes = [ctypes.POINTER(P), ctypes.c_char_p]
-        lib.cuModuleGetFunction.argtypes = [ctypes.POINTER(P), P, ctypes.c_char_p]
-        lib.cuLaunchKernel.argtypes = [P] + [ctypes.c_uint] * 7 + [P, ctypes.POINTER(P), P]
-        self.lib = lib
 
         def check(rc, what):
             if rc != 0:
@@ -1019,22 +1058,13 @@ class Gate:
         self.timed_out = ctypes.c_uint32.from_address(host.value + 16)
         self.release.value = self.running.value = self.timed_out.value = 0
         self.dev = dev.value
-        mod, fn = P(), P()
-        check(lib.cuModuleLoadData(ctypes.byref(mod), GATE_PTX.encode()), "cuModuleLoadData(gate PTX)")
-        check(lib.cuModuleGetFunction(ctypes.byref(fn), mod, b"opfuse_gate"), "cuModuleGetFunction")
-        self.fn = fn
+        self.kernel = PtxKernel(GATE_PTX, "opfuse_gate", "gate")
         self.ticket = 0
 
     def enqueue(self, stream):
         """Queues the next gate on `stream` (a cudaStream_t as int); returns its ticket."""
-        ct = self.ct
         self.ticket += 1
-        vals = [ct.c_uint64(self.dev), ct.c_uint64(self.dev + 8), ct.c_uint64(self.ticket), ct.c_uint64(GATE_MAX_NS),
-                ct.c_uint64(self.dev + 16)]
-        params = (ct.c_void_p * len(vals))(*[ct.cast(ct.pointer(v), ct.c_void_p) for v in vals])
-        rc = self.lib.cuLaunchKernel(self.fn, 1, 1, 1, 1, 1, 1, 0, ct.c_void_p(stream), params, None)
-        if rc != 0:
-            raise RuntimeError(f"gate: cuLaunchKernel failed (CUresult {rc})")
+        self.kernel.launch(1, 1, stream, [self.dev, self.dev + 8, self.ticket, GATE_MAX_NS, self.dev + 16])
         return self.ticket
 
     def open(self, ticket, wait=True):
@@ -1056,8 +1086,90 @@ class Gate:
                                "process (compute-sanitizer serialises launches), waited for the stream the gate holds")
 
 
+# L2Tags' demote kernel: every 128-byte line of [p, p + 128 * lines) back to L2::evict_normal priority
+# (applypriority: sm_80 and later; a line not in L2 is left alone).
+DEMOTE_PTX = r"""
+.version 7.4
+.target sm_80
+.address_size 64
+.visible .entry opfuse_l2_demote(.param .u64 p, .param .u64 lines)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<5>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [p];
+    ld.param.u64 %rd2, [lines];
+    mov.u32 %r1, %ctaid.x;
+    mov.u32 %r2, %ntid.x;
+    mov.u32 %r3, %tid.x;
+    mul.wide.u32 %rd3, %r1, %r2;
+    cvt.u64.u32 %rd4, %r3;
+    add.s64 %rd5, %rd3, %rd4;
+    mov.u32 %r4, %nctaid.x;
+    mul.wide.u32 %rd6, %r4, %r2;
+LOOP:
+    setp.ge.u64 %p1, %rd5, %rd2;
+    @%p1 bra DONE;
+    shl.b64 %rd7, %rd5, 7;
+    add.s64 %rd7, %rd1, %rd7;
+    applypriority.global.L2::evict_normal [%rd7], 128;
+    add.s64 %rd5, %rd5, %rd6;
+    bra.uni LOOP;
+DONE:
+    ret;
+}
+"""
+
+
+class L2Tags:
+    """Undoes L2::evict_last tags before each sample. torch.compile's Triton reduction kernels load their
+    input with eviction_policy='evict_last' (for their second pass over the row); neither a memset flush
+    nor a case bigger than L2 streaming through displaces such lines, so call i + 1 found part of call
+    i's input still in L2 — for whatever read it next, torch.compile's kernel or opfuse's in this
+    process: ~1.6 µs of a 134 MB rms norm on an H200 (session 14, dev/kernel_ab/state_probe.sh,
+    tags_ab.sh). Modes:
+      demote  (default) a kernel on the stream, before the gate, puts every line of the case's tensors
+              (all input sets) back to evict_normal priority: the next sample's inputs are as cold as
+              for a kernel that never tags, and nothing else changes;
+      reset   cuCtxResetPersistingL2Cache with the stream idle (every tagged line in L2; its host time
+              leaves the GPU idle longer before the sample, which read ~0.1-0.2 µs slower);
+      keep    nothing (the rule before session 14)."""
+
+    def __init__(self, mode):
+        self.mode = mode
+        self.lib = cuda_driver()
+        self.kernel = PtxKernel(DEMOTE_PTX, "opfuse_l2_demote", "l2 tags: demote") if mode == "demote" else None
+        self._spans = (None, [])  # (the sets list, its spans): one case's sets at a time
+
+    def spans(self, sets):
+        """(first 128-byte line, lines) of every distinct CUDA tensor in `sets`, cached for the last list."""
+        if self._spans[0] is not sets:
+            seen, out = set(), []
+            for st in sets:
+                for t in st:
+                    if not isinstance(t, torch.Tensor) or not t.is_cuda or t.numel() == 0:
+                        continue
+                    lo = t.data_ptr() & ~127
+                    hi = t.data_ptr() + t.numel() * t.element_size()
+                    if (lo, hi) not in seen:
+                        seen.add((lo, hi))
+                        out.append((lo, (hi - lo + 127) // 128))
+            self._spans = (sets, out)
+        return self._spans[1]
+
+    def clear(self, stream, sets):
+        if self.mode == "reset":
+            stream.synchronize()
+            rc = self.lib.cuCtxResetPersistingL2Cache()
+            if rc != 0:
+                raise RuntimeError(f"cuCtxResetPersistingL2Cache failed (CUresult {rc})")
+        elif self.mode == "demote":
+            for lo, lines in self.spans(sets):
+                self.kernel.launch(max(1, min((lines + 255) // 256, 1024)), 256, stream.cuda_stream, [lo, lines])
+
+
 class Timer:
-    """One sample = [L2 flush, finished] + gate + start event + the call (or one graph replay of R
+    """One sample = [L2 tags undone (L2Tags), L2 flush, finished] + gate + start event + the call (or one graph replay of R
     calls) + end event, the gate opened (Gate) once the call and the end event are enqueued and the
     GPU waits at it: the start event never waits on the host (events time device work, not launch
     latency), and every call is queued the same short time when it starts, whatever its host cost.
@@ -1073,7 +1185,11 @@ class Timer:
         self.flush_buf = None
         self.cycles_per_us = None
         self.gate = None
+        self.l2_tags = None
         if self.cuda:
+            mode = getattr(args, "l2_tags", "demote")
+            if mode != "keep":
+                self.l2_tags = L2Tags(mode)
             self.flush_buf = torch.empty(max(2 * l2_bytes, 1 << 20), dtype=torch.uint8, device=device)
             self.cycles_per_us = self._calibrate_spin()
             if not getattr(args, "no_gate", False):
@@ -1118,11 +1234,13 @@ class Timer:
         self._flushes += 1
         self.flush_buf.fill_(self._flushes & 0x7F)
 
-    def _gated(self, enqueue_call, flush):
-        """One gated sample: [flush, finished, so it never delays an open gate] gate, start event,
-        enqueue_call() (-> result), end event, open the gate, wait for the end event; returns
-        (result, µs)."""
+    def _gated(self, enqueue_call, flush, sets):
+        """One gated sample: [L2 tags of `sets` undone (L2Tags), flush, finished, so it never delays an
+        open gate] gate, start event, enqueue_call() (-> result), end event, open the gate, wait for the
+        end event; returns (result, µs)."""
         stream = torch.cuda.current_stream(self.device)
+        if self.l2_tags:
+            self.l2_tags.clear(stream, sets)
         if flush:
             self._flush()
             stream.synchronize()
@@ -1181,7 +1299,7 @@ class Timer:
         if self.gate:
             us = []
             for i in range(n):
-                out, t = self._gated(lambda: fn(*sets[i % k]), flush)
+                out, t = self._gated(lambda: fn(*sets[i % k]), flush, sets)
                 us.append(t)
                 if rotate:
                     keep[i % k] = out
@@ -1195,15 +1313,17 @@ class Timer:
 
         spin = min(max(1.5 * host_us + 5.0, SPIN_FLOOR_US), 2000.0)
         # bound the queue: a long spin + many calls must not block the host
-        return statistics.median(self._spun(n, one, flush, spin, sync_every=16))
+        return statistics.median(self._spun(n, one, flush, spin, sets, sync_every=16))
 
-    def _spun(self, n, enqueue, flush, spin_us, sync_every=None):
-        """The rule before the gate (--no-gate): n samples of [flush] + spin + start event +
+    def _spun(self, n, enqueue, flush, spin_us, sets, sync_every=None):
+        """The rule before the gate (--no-gate): n samples of [L2 tags of `sets` undone, flush] + spin + start event +
         enqueue(i) + end event, all enqueued (waiting for sample i's end every `sync_every`), then
         read; returns µs per sample."""
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         for i in range(n):
+            if self.l2_tags:  # reset: the stream idle first, so each sample then waits for the one before
+                self.l2_tags.clear(torch.cuda.current_stream(self.device), sets)
             if flush:
                 self._flush()
             self._spin(spin_us)
@@ -1236,9 +1356,9 @@ class Timer:
             self._sync()
             n = self.args.replays
             if self.gate:
-                us = statistics.median(self._gated(g.replay, flush)[1] / calls for _ in range(n))
+                us = statistics.median(self._gated(g.replay, flush, sets)[1] / calls for _ in range(n))
             else:
-                us = statistics.median(t / calls for t in self._spun(n, lambda i: g.replay(), flush, SPIN_FLOOR_US))
+                us = statistics.median(t / calls for t in self._spun(n, lambda i: g.replay(), flush, SPIN_FLOOR_US, sets))
         finally:
             del g
         return us, f"cuda_graph calls={calls} sets={k} flush={int(flush)} replays={n}"
@@ -1585,6 +1705,11 @@ def parse_args(argv):
     p.add_argument("--no-gate", action="store_true",
                    help="time with the fixed spin before each sample (the rule before session 11; opfuse's own "
                         "harness now opens a gate once the call is enqueued), for A/B")
+    p.add_argument("--l2-tags", choices=["demote", "reset", "keep"], default="demote",
+                   help="before each sample, undo L2::evict_last tags: torch.compile's reduction kernels load their "
+                        "inputs so, and the tagged lines survive the flush into the next call. demote (default): a "
+                        "kernel puts the case's tensors back to normal priority; reset: cuCtxResetPersistingL2Cache; "
+                        "keep: nothing (the rule before session 14), for A/B")
     p.add_argument("--opfuse-lib", help="libopfuse_capi.so (built with the cuda preset; tools/build_carry.sh packs it): "
                                         "also time opfuse's kernels in this process, with this script's Timer, "
                                         "beside torch.compile's (results opfuse_<variant>_us)")
@@ -1664,7 +1789,11 @@ def method_string(args, timer, feat):
         dev = (f"opfuse's rules (src/bench/cuda/timing.h): prefill: CUDA events around one call, median of "
                f"{args.reps}; decode: one CUDA-graph replay of R = K*ceil({args.graph_calls}/K) calls over the K "
                f"rotated sets / R, median of {args.replays} replays (per-call events if capture fails, reason per "
-               f"case); before each sample an L2 flush (fill_ of {timer.flush_buf.numel() >> 20} MiB, L2 "
+               f"case); before each sample "
+               + ({"demote": "the case's tensors demoted to evict_normal in L2 (undoes evict_last tags), ",
+                   "reset": "L2 lines tagged evict_last reset to normal (cuCtxResetPersistingL2Cache, stream idle), "}
+                  [timer.l2_tags.mode] if timer.l2_tags else "L2 lines tagged evict_last kept (--l2-tags keep), ")
+               + f"an L2 flush (fill_ of {timer.flush_buf.numel() >> 20} MiB, L2 "
                f"{timer.l2 >> 20} MiB) when the K sets stay under 2x L2, and "
                + (f"{timer.spin_note()}, so events time device work only and every call waits alike"
                   if timer.gate else

@@ -34,6 +34,10 @@
 //                as shared) on every kernel (default: not set, the driver's choice);
 //   --idle-us U  wait for each sample's end event, then U µs more on the host with the GPU idle, before the
 //                next sample's spin is enqueued (default: all samples enqueued at once, the GPU never idle).
+// Session 14 (the same question, answered: lines tagged L2::evict_last survive a memset flush):
+//   --flush-kind memset|deep  the flush before each sample (implies --flush): bench ops' memset, or a deep flush
+//                (read 2 x L2 with an evict_last policy, then demote it to evict_normal) that also evicts tagged lines;
+//   --reset-persisting  before each sample, synchronise the stream and call cudaCtxResetPersistingL2Cache.
 // Build: nvcc -O2 -std=c++20 -gencode arch=compute_90,code=sm_90 -cudart static dev/kernel_ab/kernel_ab.cu -o build/kernel_ab
 //   (as a library for kab_in_torch.py: add -DKAB_LIB -shared -Xcompiler -fPIC -o build/kab/libkab.so)
 #include <cuda.h>
@@ -85,6 +89,8 @@ int main(int argc, char** argv) {
   long long rows = 512, cols = 4096;
   int sets = 0, rounds = 3;  // sets 0: opfuse's rule, ceil(2 L2 / rotated bytes of the first kernel) <= 32
   bool flush = false;
+  std::string flush_kind = "memset";  // --flush-kind memset | deep (session 14)
+  bool reset_persisting = false;      // --reset-persisting (session 14)
   std::string spin = "sleep", fill = "const";
   int graph_calls = 0;  // --graph N: time one CUDA-graph replay of N launches over the sets, per launch
   bool pool = false;
@@ -112,6 +118,8 @@ int main(int argc, char** argv) {
     else if (a == "--sets") sets = std::stoi(next());
     else if (a == "--rounds") rounds = std::stoi(next());
     else if (a == "--flush") flush = true;
+    else if (a == "--flush-kind") flush_kind = next(), flush = true;
+    else if (a == "--reset-persisting") reset_persisting = true;
     else if (a == "--graph") graph_calls = std::atoi(next().c_str());
     else if (a == "--spin") spin = next();
     else if (a == "--fill") fill = next();
@@ -379,7 +387,14 @@ int main(int argc, char** argv) {
       return ms[ms.size() / 2] * 1e3;
     }
     for (int i = 0; i < kSamples; ++i) {
-      if (flush) CK(cudaMemsetAsync(flush_buf, i & 0x7f, flush_bytes, st));
+      if (reset_persisting) {  // the stream idle, then every L2 line tagged persisting / evict_last back to normal
+        CK(cudaStreamSynchronize(st));
+        CK(cudaCtxResetPersistingL2Cache());
+      }
+      if (flush && flush_kind == "deep")
+        DeepFlush<<<prop.multiProcessorCount * 8, 256, 0, st>>>(static_cast<const int4*>(flush_buf), flush_bytes / 16,
+                                                                static_cast<int*>(flush_buf) + flush_bytes / 4 - 1);
+      else if (flush) CK(cudaMemsetAsync(flush_buf, i & 0x7f, flush_bytes, st));
       if (spin == "clock") SpinClock<<<1, 1, 0, st>>>(spin_us * (long long)clock_khz / 1000);  // ~spin_us at the boost clock
       else SpinSleep<<<1, 1, 0, st>>>(spin_us * 1000ULL);
       CK(cudaEventRecord(ev[2 * i], st));
@@ -408,9 +423,10 @@ int main(int argc, char** argv) {
   if (vmm_mb > 0) std::printf("buffers: VMM, %d MiB physical chunks\n", vmm_mb);
   std::printf("%s, %lld x %lld, %s inputs%s, %d set(s), %d output slot(s)%s%s, %d us %s spin, %d rounds (each the median of %d samples)%s%s\n\n", prop.name, rows, cols, fill.c_str(), pool ? " (pooled)" : "", sets, outs,
               chunk_gap >= 0 ? (", one allocation, gap " + std::to_string(chunk_gap)).c_str() : "",
-              flush ? ", 2 x L2 memset before each" : "", spin_us, spin == "clock" ? "clock64" : "__nanosleep", rounds,
+              flush ? (flush_kind == "deep" ? ", 2 x L2 deep flush (read evict_last, demote) before each" : ", 2 x L2 memset before each") : "", spin_us, spin == "clock" ? "clock64" : "__nanosleep", rounds,
               graph_calls ? kSamples / 4 : kSamples, graph_calls ? (", CUDA-graph replays of " + std::to_string(graph_calls) + " launches, µs per launch").c_str() : "",
               idle_us >= 0 ? (", each sample waited for, then the GPU idle " + std::to_string(idle_us) + " us").c_str() : "");
+  if (reset_persisting) std::printf("cudaCtxResetPersistingL2Cache before each sample (stream synchronised first)\n\n");
   std::printf("| kernel | load | grid x block | µs per round | median µs |\n|---|---|---|---|---:|\n");
   for (size_t k = 0; k < specs.size(); ++k) {
     std::string per;

@@ -45,6 +45,8 @@ def main():
     p.add_argument("--show-ptrs", action="store_true")
     p.add_argument("--flush", action="store_true", help="timer modes: bench_peer's L2 flush (a fill_ of 2 x L2) "
                                                          "before each sample")
+    p.add_argument("--l2-tags", default="demote", choices=["demote", "reset", "keep"],
+                   help="timer samples: bench_peer's --l2-tags (undo evict_last tags before each sample)")
     p.add_argument("--no-gate", action="store_true", help="bench_peer's spin instead of its gate (under ncu, which "
                                                            "serialises launches)")
     a = p.parse_args()
@@ -64,7 +66,7 @@ def main():
     y_fixed = torch.empty(a.rows, a.cols, device=dev, dtype=torch.bfloat16)
     fixed = peer_ab.launcher(lib, fn, a.grid, a.block, 0, spec, case, dev, outs=[y_fixed])
 
-    targs = types.SimpleNamespace(no_gate=a.no_gate, reps=a.samples, no_rotate_outputs=False, warmup=5, host_calls=50,
+    targs = types.SimpleNamespace(no_gate=a.no_gate, l2_tags=a.l2_tags, reps=a.samples, no_rotate_outputs=False, warmup=5, host_calls=50,
                                   replays=25, graph_calls=64, no_graph=False, max_sets=32)
     timer = bp.Timer(targs, dev, int(torch.cuda.get_device_properties(dev).L2_cache_size))
     cyc = timer.cycles_per_us or 1980.0
@@ -123,7 +125,8 @@ def main():
                 elif m == "each_spin":
                     res[m].append(loop(True))
     print(f"{torch.cuda.get_device_name(dev)}, {a.fn} {a.rows} x {a.cols}, {a.samples} samples per round, "
-          f"companion {a.companion}, {'L2 flushed before each timer sample, ' if a.flush else ''}{timer.spin_note()}")
+          f"companion {a.companion}, {'L2 flushed before each timer sample, ' if a.flush else ''}"
+          f"L2 tags: {a.l2_tags}, {timer.spin_note()}")
     if a.show_ptrs:
         print(f"x {hex(x.data_ptr())}, fixed y {hex(y_fixed.data_ptr())}; " + "; ".join(f"{k}: {sorted(v)}" for k, v in ptrs.items()))
     print("| loop | µs per round | median |\n|---|---|---:|")

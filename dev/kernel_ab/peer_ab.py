@@ -130,6 +130,8 @@ def main():
                    help="time only these paths (comma list of labels; all are still built and checked): does "
                         "interleaving with the other paths move a path's reading? (session 13)")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--l2-tags", default="demote", choices=["demote", "reset", "keep"],
+                   help="bench_peer's --l2-tags (undo evict_last tags before each sample)")
     p.add_argument("--reps", type=int, default=100)
     p.add_argument("--side-stream", action="store_true",
                    help="run everything on a stream torch creates instead of the legacy default stream")
@@ -143,7 +145,7 @@ def main():
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)
     l2 = int(torch.cuda.get_device_properties(device).L2_cache_size)
-    args = types.SimpleNamespace(no_gate=a.no_gate, reps=a.reps, no_rotate_outputs=False, warmup=5, host_calls=50, replays=25,
+    args = types.SimpleNamespace(no_gate=a.no_gate, l2_tags=a.l2_tags, reps=a.reps, no_rotate_outputs=False, warmup=5, host_calls=50, replays=25,
                                  graph_calls=64, no_graph=False, max_sets=32)
     timer = bp.Timer(args, device, l2)
     feat = bp.Features("auto")

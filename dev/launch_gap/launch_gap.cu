@@ -62,29 +62,6 @@ __global__ void Fmas(float* p, int n) {
   if (p && threadIdx.x + blockIdx.x * blockDim.x == n) p[0] = x;  // never: n is out of range
 }
 
-// A flush that also removes lines other kernels tagged L2::evict_last (Triton's reduction kernels
-// load their inputs so): read the buffer with an evict_last policy, so its lines displace older
-// evict_last lines as equals, then demote them to evict_normal (applypriority), so L2 is left with
-// clean, normal-priority lines of the flush buffer only.
-__global__ void DeepFlush(const int4* __restrict__ p, long long n, int* sink) {
-  unsigned long long pol;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-  int acc = 0;
-  const long long stride = (long long)gridDim.x * blockDim.x;
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-    int4 v;
-    asm volatile("ld.global.L2::cache_hint.v4.s32 {%0, %1, %2, %3}, [%4], %5;"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p + i), "l"(pol));
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x12345) *sink = acc;
-  __syncthreads();
-  // Every 128-byte line (8 int4) back to evict_normal.
-  for (long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * 8; i < n; i += stride * 8)
-    asm volatile("applypriority.global.L2::evict_normal [%0], 128;" ::"l"(p + i));
-}
-
 // Triton-shaped rms_norm over a 4096-wide bf16 row, one row per block: 512 threads, each
 // with two 8-byte chunks (VEC=4) or one 16-byte chunk (VEC=8) per pass; pass 1 loads x (policy
 // XP1) and reduces; pass 2 re-reads x (XP2, from L2) and w, and stores. HINTS=false: plain loads.

@@ -18,12 +18,15 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "kernels/fused.h"
+#include "kernels/kernel_env.h"
 
 namespace opfuse::kernels::fused {
 
@@ -254,6 +257,42 @@ auto DispatchVpt(int v, F&& f) {
     case 8: return f(std::integral_constant<int, 8>{});
     default: return f(std::integral_constant<int, 1>{});
   }
+}
+
+// ------------------------------------------------------------------ exact-cover fast path
+// The register-path row kernels (norm.cu, softmax.cu) are also instantiated with the row group as a
+// template constant for a list of shapes: where the row is an exact cover of the shape (every vector
+// of every thread inside the row), the group split is shifts, the reductions unroll and no column
+// guard is needed. With a runtime row group a 2-vector softmax ran twice the JIT's instructions
+// (ncu, session 14). OPFUSE_ROW_EXACT=0 turns the fast path off (A/B).
+inline bool ExactCover(const RowShape& s, int64_t cols, int full_vec) {
+  return !s.looped && s.vec == full_vec && int64_t{s.threads_per_row} * s.vectors_per_thread * full_vec == cols &&
+         !EnvFlagOff("OPFUSE_ROW_EXACT");
+}
+
+template <int VPT, int TPR>
+struct ExactShape {
+  static constexpr int kVpt = VPT, kTpr = TPR;
+};
+// The shapes the planner picks at common widths (16-bit rows of 2048 / 4096 / 8192: 4 vectors per
+// thread at prefill sizes (t64x4, t128x4, t256x4), add_rms_norm's 2 (t128x2, t256x2, t512x2),
+// t256x1..4 between, t256x1, t512x1, t1024x1 for few rows; f32 rows of half those widths).
+using ExactShapes = std::tuple<ExactShape<4, 64>, ExactShape<4, 128>, ExactShape<4, 256>, ExactShape<2, 128>,
+                               ExactShape<2, 256>, ExactShape<2, 512>, ExactShape<1, 256>, ExactShape<1, 512>,
+                               ExactShape<1, 1024>>;
+
+// f(ExactShape<VPT, TPR>{}) for the shape of `Shapes` (a std::tuple of ExactShape) that `s` has, or
+// nullopt when it has none of them.
+template <class Shapes, class F>
+auto DispatchExactShape(const RowShape& s, F&& f) {
+  std::optional<decltype(f(std::tuple_element_t<0, Shapes>{}))> r;
+  std::apply(
+      [&](auto... shape) {
+        ((!r && s.vectors_per_thread == shape.kVpt && s.threads_per_row == shape.kTpr ? (void)(r = f(shape)) : (void)0),
+         ...);
+      },
+      Shapes{});
+  return r;
 }
 
 inline unsigned GridFor(int64_t units) {

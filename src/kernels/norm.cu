@@ -17,7 +17,10 @@
 // In the register path the sum is stored as soon as it is computed and the rms weight is loaded
 // before the row reduction (rms_norm up to 4 packs per thread, add_rms_norm up to 2: beyond that the
 // extra registers spill under the 1024-thread bound), so neither the store nor the weight's L2 round
-// trip waits for the reduction.
+// trip waits for the reduction. Where the row is an exact cover of the planner's shape (cols ==
+// threads per row x vectors x vec) and the shape is one of fused_common.cuh's ExactShapes, the row group is a
+// template constant (KTPR): no column guards, unrolled reductions (softmax.cu's fast path; with a
+// runtime row group a 2-vector softmax ran twice the JIT's instructions, session 14).
 #include "kernels/pdl.cuh"
 #include "kernels/fused_common.cuh"
 
@@ -67,25 +70,28 @@ __device__ __forceinline__ void Finish(const NormParams<T>& p, const Pack<T, N>&
   FinishWith<T, N>(p, xv, wv, bv, base, c, mean, inv);
 }
 
-// Register path: VPT packs of N elements per thread.
-template <class T, int N, int VPT, int KIND>
+// Register path: VPT packs of N elements per thread. KTPR > 0: the exact-cover fast path (cols ==
+// KTPR * VPT * N, as softmax.cu's): the row group is a compile-time constant, no column guards.
+template <class T, int N, int VPT, int KIND, int KTPR = 0>
 __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormParams<T> p) {
   PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
   __shared__ float smem[64];
-  const int tpr = p.tpr;
+  const int tpr = KTPR > 0 ? KTPR : p.tpr;
+  // whether column c (a vector's first) is inside the row: always, on the exact-cover path
+  auto in_row = [&](int c) { return KTPR > 0 || c < p.cols; };
   const int g = threadIdx.x / tpr, t = threadIdx.x - g * tpr, rpb = blockDim.x / tpr;
   int phase = 0;
   for (int64_t r0 = static_cast<int64_t>(blockIdx.x) * rpb; r0 < p.rows; r0 += static_cast<int64_t>(gridDim.x) * rpb) {
     const int64_t r = r0 + g;
     const bool valid = r < p.rows;
-    const int64_t base = r * p.cols;
+    const int64_t base = r * (KTPR > 0 ? KTPR * VPT * N : p.cols);
     Pack<T, N> xv[VPT];
     if constexpr (KIND == kAddRms) {
       Pack<T, N> rv[VPT];
 #pragma unroll
       for (int it = 0; it < VPT; ++it) {
         const int c = (it * tpr + t) * N;
-        if (valid && c < p.cols) {
+        if (valid && in_row(c)) {
           xv[it] = LoadPack<T, N>(p.x + base + c);
           rv[it] = LoadPack<T, N>(p.res + base + c);
         }
@@ -99,13 +105,13 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormP
         // stored now, not after the reduction: the write overlaps it (x and res of this pack were
         // read by this thread above, so an in-place sum over res is still read-before-write)
         const int c = (it * tpr + t) * N;
-        if (valid && c < p.cols) StorePack<T, N>(p.sum + base + c, xv[it]);
+        if (valid && in_row(c)) StorePack<T, N>(p.sum + base + c, xv[it]);
       }
     } else {
 #pragma unroll
       for (int it = 0; it < VPT; ++it) {
         const int c = (it * tpr + t) * N;
-        if (valid && c < p.cols) xv[it] = LoadPack<T, N>(p.x + base + c);
+        if (valid && in_row(c)) xv[it] = LoadPack<T, N>(p.x + base + c);
       }
     }
     // The weight (rms kinds, few packs per thread) is loaded before the reduction, so its L2 round
@@ -117,14 +123,14 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormP
 #pragma unroll
       for (int it = 0; it < VPT; ++it) {
         const int c = (it * tpr + t) * N;
-        if (p.w && valid && c < p.cols) wv[it] = LoadPack<T, N>(p.w + c);
+        if (p.w && valid && in_row(c)) wv[it] = LoadPack<T, N>(p.w + c);
       }
     }
     float mean = 0.0f, acc = 0.0f;
     if constexpr (KIND == kLayer) {
 #pragma unroll
       for (int it = 0; it < VPT; ++it)
-        if (valid && (it * tpr + t) * N < p.cols)
+        if (valid && in_row((it * tpr + t) * N))
 #pragma unroll
           for (int j = 0; j < N; ++j) acc += xv[it].get(j);
       mean = RowReduce<SumOp>(acc, tpr, smem, phase) * p.inv_cols;
@@ -133,7 +139,7 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormP
       acc = 0.0f;
 #pragma unroll
       for (int it = 0; it < VPT; ++it)
-        if (valid && (it * tpr + t) * N < p.cols)
+        if (valid && in_row((it * tpr + t) * N))
 #pragma unroll
           for (int j = 0; j < N; ++j) {
             const float d = xv[it].get(j) - mean;
@@ -142,7 +148,7 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormP
     } else {
 #pragma unroll
       for (int it = 0; it < VPT; ++it)
-        if (valid && (it * tpr + t) * N < p.cols)
+        if (valid && in_row((it * tpr + t) * N))
 #pragma unroll
           for (int j = 0; j < N; ++j) {
             const float f = xv[it].get(j);
@@ -155,7 +161,7 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormP
 #pragma unroll
     for (int it = 0; it < VPT; ++it) {
       const int c = (it * tpr + t) * N;
-      if (valid && c < p.cols) {
+      if (valid && in_row(c)) {
         if constexpr (kEarlyW) FinishWith<T, N>(p, xv[it], wv[it], wv[it], base, c, mean, inv);  // no bias (rms)
         else Finish<T, N>(p, xv[it], base, c, mean, inv);
       }
@@ -302,6 +308,10 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
   } else {
     RowLimits lim;
     if (kind == kAddRms) lim.prefill_vpt = 2;  // x and residual both in registers (fused.h)
+    // OPFUSE_LAYER_NORM_PREFILL_VPT=N (A/B): layer_norm's vectors per thread at prefill sizes. 4 stays:
+    // with the exact-cover path, 2 / 4 / 8 read 37.5 / 37.8 / 39.7 us at 16384 x 2048, 72.8 / 69.6 /
+    // 71.6 at 16384 x 4096, 9.9 / 9.28 / 11.6 at 2048 x 2048, 14.4 / 14.9 / 14.8 at 2048 x 4096 (H200).
+    if (kind == kLayer) lim.prefill_vpt = EnvInt("OPFUSE_LAYER_NORM_PREFILL_VPT", lim.prefill_vpt);
     s = ChooseRowShape(rows, cols, vec, dev, lim);
   }
   const double eps = AttrFloat(n.attrs, "eps", kind == kLayer ? 1e-5 : 1e-6);
@@ -342,6 +352,20 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
     constexpr int kVec = 16 / static_cast<int>(sizeof(T));
     using One = std::integral_constant<int, 1>;
     using VecN = std::integral_constant<int, kVec>;
+    // The exact-cover fast path (fused_common.cuh); not rms_norm at 4 vectors per thread (its prefill
+    // shapes): there the runtime row group read 1-2 % faster at 2048-16384 rows (bench ops, H200,
+    // session 14), every other case 1-23 % slower.
+    if (ExactCover(s, cols, kVec) && !(kind == kRms && s.vectors_per_thread == 4)) {
+      auto r = DispatchExactShape<ExactShapes>(s, [&](auto shape) -> std::vector<cuda::KernelLaunch> {
+        constexpr int V = decltype(shape)::kVpt, KT = decltype(shape)::kTpr;
+        switch (kind) {
+          case kRms: return make(NormRegKernel<T, kVec, V, kRms, KT>);
+          case kAddRms: return make(NormRegKernel<T, kVec, V, kAddRms, KT>);
+          default: return make(NormRegKernel<T, kVec, V, kLayer, KT>);
+        }
+      });
+      if (r) return *std::move(r);
+    }
     if (s.looped) return vec == 1 ? by_kind(One{}, One{}, std::true_type{}) : by_kind(VecN{}, One{}, std::true_type{});
     return DispatchVpt(s.vectors_per_thread, [&](auto vpt_c) {
       return vec == 1 ? by_kind(One{}, vpt_c, std::false_type{}) : by_kind(VecN{}, vpt_c, std::false_type{});

@@ -12,6 +12,10 @@
 //  * Register path without a mask: the row's raw 16-byte packs stay in registers (laundered
 //    between passes so the compiler does not hold f32 copies); z is recomputed in each of the
 //    three steps (max, sum, write).
+//  * Exact-cover fast path (no mask, not causal, cols == threads_per_row x vectors x vec, and the
+//    planner's shape one of fused_common.cuh's ExactShapes): the row group is a template constant (KTPR), so no
+//    column guard and unrolled reductions; 2-9 % faster at 512-16384 rows x 2048 / 4096 (H200). With
+//    a runtime row group, t128x2 executed twice the JIT's instructions at the same shape (ncu).
 //  * Register path with a mask: z is computed once as f32 (x and mask packs are loaded together,
 //    all in flight) and cached, so the kernel is "heavy" (<= 512 threads, <= 4 vectors/thread).
 //  * Looped path (rows wider than the register path): one online pass keeps a running (max, sum)
@@ -77,17 +81,24 @@ __device__ __forceinline__ float Z(const P& p, float x, float m, int c, int lv) 
 
 // Register path. HAS_MASK caches z as f32 (x and mask packs all in flight first); otherwise the
 // raw packs are kept (laundered between passes) and z recomputed: one FMUL per element.
-template <class T, class M, bool HAS_MASK, bool CAUSAL, int N, int VPT>
+// KTPR > 0: the exact-cover fast path (no mask, not causal, cols == KTPR * VPT * N): the row group
+// is a compile-time constant, so the group / lane split is shifts, the reductions unroll, and no
+// column is out of the row (no per-vector guard). Without it the kernel read ~20 % slower than the
+// JIT's (compile-time shaped) softmax at 512-2048 rows (session 14).
+template <class T, class M, bool HAS_MASK, bool CAUSAL, int N, int VPT, int KTPR = 0>
 __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel(SoftmaxParams<T, M> p) {
+  static_assert(KTPR == 0 || (!HAS_MASK && !CAUSAL), "the exact-cover path has no mask and no causal mask");
   PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
   __shared__ float smem[64];
-  const int tpr = p.tpr;
+  const int tpr = KTPR > 0 ? KTPR : p.tpr;
+  // whether column c (a vector's first) is inside the row: always, on the exact-cover path
+  auto in_row = [&](int c) { return KTPR > 0 || c < p.cols; };
   const int g = threadIdx.x / tpr, t = threadIdx.x - g * tpr, rpb = blockDim.x / tpr;
   int phase = 0;
   for (int64_t r0 = static_cast<int64_t>(blockIdx.x) * rpb; r0 < p.rows; r0 += static_cast<int64_t>(gridDim.x) * rpb) {
     const int64_t r = r0 + g;
     const bool valid = r < p.rows;
-    const int64_t base = r * p.cols;
+    const int64_t base = r * (KTPR > 0 ? KTPR * VPT * N : p.cols);
     const int lv = LastVisible<CAUSAL>(p, r);
     Pack<T, N> xv[VPT];
     float z[HAS_MASK ? VPT : 1][N];
@@ -97,7 +108,7 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel
 #pragma unroll
       for (int it = 0; it < VPT; ++it) {
         const int c = (it * tpr + t) * N;
-        if (valid && c < p.cols) {
+        if (valid && in_row(c)) {
           xv[it] = LoadPack<T, N>(p.x + base + c);
           LoadMask<T, M, N>(p, moff, c, mv[it]);
         }
@@ -107,13 +118,13 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel
         const int c = (it * tpr + t) * N;
 #pragma unroll
         for (int j = 0; j < N; ++j)
-          z[it][j] = valid && c < p.cols ? Z<CAUSAL>(p, xv[it].get(j), mv[it][j] * kLog2e, c + j, lv) : NegInf();
+          z[it][j] = valid && in_row(c) ? Z<CAUSAL>(p, xv[it].get(j), mv[it][j] * kLog2e, c + j, lv) : NegInf();
       }
     } else {
 #pragma unroll
       for (int it = 0; it < VPT; ++it) {
         const int c = (it * tpr + t) * N;
-        if (valid && c < p.cols) xv[it] = LoadPack<T, N>(p.x + base + c);
+        if (valid && in_row(c)) xv[it] = LoadPack<T, N>(p.x + base + c);
       }
     }
     auto zval = [&](int it, int j) -> float {
@@ -123,7 +134,7 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel
     float mx = NegInf();
 #pragma unroll
     for (int it = 0; it < VPT; ++it)
-      if (valid && (it * tpr + t) * N < p.cols)
+      if (valid && in_row((it * tpr + t) * N))
 #pragma unroll
         for (int j = 0; j < N; ++j) mx = fmaxf(mx, zval(it, j));
     mx = RowReduce<MaxOp>(mx, tpr, smem, phase);
@@ -133,7 +144,7 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel
     float sum = 0.0f;
 #pragma unroll
     for (int it = 0; it < VPT; ++it)
-      if (valid && !dead && (it * tpr + t) * N < p.cols)
+      if (valid && !dead && in_row((it * tpr + t) * N))
 #pragma unroll
         for (int j = 0; j < N; ++j) sum += Exp2(zval(it, j) - mx);
     sum = RowReduce<SumOp>(sum, tpr, smem, phase);
@@ -143,7 +154,7 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel
 #pragma unroll
     for (int it = 0; it < VPT; ++it) {
       const int c = (it * tpr + t) * N;
-      if (valid && c < p.cols) {
+      if (valid && in_row(c)) {
         float o[N];
 #pragma unroll
         for (int j = 0; j < N; ++j) o[j] = dead ? 0.0f : Exp2(zval(it, j) - off);
@@ -237,6 +248,17 @@ std::vector<cuda::KernelLaunch> MakeSoftmax(const std::string& name, const RowSh
     return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(name, kernel, grid, dim3(s.block()), 0, p).Pdl()};
   };
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  if constexpr (!HAS_MASK && !CAUSAL) {
+    // The exact-cover fast path (fused_common.cuh): the common shapes, and those of
+    // OPFUSE_SOFTMAX_PREFILL_VPT=8 (t32x8, t64x8, t128x8).
+    using Shapes = decltype(std::tuple_cat(ExactShapes{}, std::tuple<ExactShape<8, 32>, ExactShape<8, 64>, ExactShape<8, 128>>{}));
+    if (ExactCover(s, p.cols, kVec)) {
+      auto r = DispatchExactShape<Shapes>(s, [&](auto shape) {
+        return make(SoftmaxRegKernel<T, M, false, false, kVec, decltype(shape)::kVpt, decltype(shape)::kTpr>);
+      });
+      if (r) return *std::move(r);
+    }
+  }
   if (s.looped)
     return s.vec == 1 ? make(SoftmaxLoopKernel<T, M, HAS_MASK, CAUSAL, 1>) : make(SoftmaxLoopKernel<T, M, HAS_MASK, CAUSAL, kVec>);
   return DispatchVpt(s.vectors_per_thread, [&](auto vpt_c) {
@@ -296,9 +318,10 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanSoftmaxEx(const Node& n, const std
   bool ok = !opt.force_scalar && cols % vec == 0 && Aligned(x.data, 16) && Aligned(out[0].data, 16);
   if (mask && mask_cols) ok = ok && Aligned(mask->data, vec * DTypeSize(mask->dtype));
   if (!ok) vec = 1;
-  // Prefill: 8 vectors per thread without a mask (measured best, fused.h); the mask path caches
-  // f32 values and stays at 4.
-  const RowLimits lim{has_mask ? 4 : kMaxVectorsPerThread, has_mask, has_mask ? 4 : 8};
+  // Prefill: 4 vectors per thread (fused.h: with the exact-cover fast path t64x4 / t128x4 were best in
+  // bench ops, session 14); the mask path caches f32 values and stays at 4 too.
+  // OPFUSE_SOFTMAX_PREFILL_VPT=N (A/B): N vectors per thread at prefill sizes without a mask.
+  const RowLimits lim{has_mask ? 4 : kMaxVectorsPerThread, has_mask, has_mask ? 4 : EnvInt("OPFUSE_SOFTMAX_PREFILL_VPT", 4)};
   RowShape s;
   if (opt.shape) {
     s = *opt.shape;

@@ -147,6 +147,33 @@ TEST_F(BenchTiming, MeasuresAKnownDuration) {
   EXPECT_GT(*host, 0.0);
 }
 
+// The demote step before each sample (timing.h): it changes L2 priorities only, never data, over an
+// unaligned range too, and a harness with demote spans still times a known duration.
+TEST_F(BenchTiming, L2DemoteKeepsDataAndTimes) {
+  const size_t bytes = (size_t{8} << 20) + 200;
+  auto buf = cuda::DeviceBuffer::Make(alloc(), bytes, stream_);
+  ASSERT_TRUE(buf.ok());
+  ASSERT_OK(LaunchFillUniform(buf->get(), DType::kF32, bytes / 4, 11, false, dev_.sm_count, stream_));
+  std::vector<uint8_t> before(bytes), after(bytes);
+  ASSERT_EQ(cudaMemcpyAsync(before.data(), buf->get(), bytes, cudaMemcpyDeviceToHost, stream_), cudaSuccess);
+  ASSERT_OK(LaunchL2Demote(buf->get(), bytes, stream_));
+  ASSERT_OK(LaunchL2Demote(static_cast<char*>(buf->get()) + 40, bytes - 100, stream_));
+  ASSERT_OK(LaunchL2Demote(nullptr, 0, stream_));
+  ASSERT_EQ(cudaMemcpyAsync(after.data(), buf->get(), bytes, cudaMemcpyDeviceToHost, stream_), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  EXPECT_TRUE(before == after);
+  h_->set_demote_spans({{buf->get(), bytes}});
+  TimingOptions o;
+  o.min_samples = 20;
+  o.max_samples = 40;
+  o.budget_ms = 10;
+  auto ev = h_->TimeEvents([&](int) { return LaunchSpin(10.0, stream_); }, false, o);
+  h_->set_demote_spans({});
+  ASSERT_TRUE(ev.ok()) << ev.status().ToString();
+  EXPECT_GT(ev->median_us, 9.0);  // the demote runs before the gate, never inside the timed window
+  EXPECT_LT(ev->median_us, 30.0);
+}
+
 TEST_F(BenchTiming, CeilingsArePlausible) {
   auto copy = MeasureCopyCeiling(*h_);
   ASSERT_TRUE(copy.ok()) << copy.status().ToString();

@@ -190,7 +190,7 @@ TEST(LibraryFusedPlan, NormLaunchesAndPaths) {
   auto unaligned = plan(3, 2048, 2);  // x offset by one bf16 element: scalar path
   ASSERT_TRUE(unaligned.ok());
   EXPECT_NE((*unaligned)[0].name().find("_v1_"), std::string::npos) << (*unaligned)[0].name();
-  // Per-family prefill shapes (fused.h): add_rms_norm 2 vectors per thread, softmax 8.
+  // Per-family prefill shapes (fused.h): add_rms_norm 2 vectors per thread, softmax 4.
   {
     std::vector<TensorRef> in{{FakePtr(0), DType::kBF16, {16384, 2048}}, {FakePtr(1), DType::kBF16, {16384, 2048}},
                               {FakePtr(3), DType::kBF16, {2048}}};
@@ -202,7 +202,7 @@ TEST(LibraryFusedPlan, NormLaunchesAndPaths) {
     out.resize(1);
     auto sm = kernels::PlanLibraryNode(MakeNode(OpKind::kSoftmax), in, out, dev);
     ASSERT_TRUE(sm.ok()) << sm.status().ToString();
-    EXPECT_NE((*sm)[0].name().find("_t32x8_p4"), std::string::npos) << (*sm)[0].name();
+    EXPECT_NE((*sm)[0].name().find("_t64x4_p2"), std::string::npos) << (*sm)[0].name();
     in.push_back({FakePtr(1), DType::kBF16, {2048}});  // with a mask: at most 4 vectors per thread
     auto smm = kernels::PlanLibraryNode(MakeNode(OpKind::kSoftmax), in, out, dev);
     ASSERT_TRUE(smm.ok()) << smm.status().ToString();
@@ -492,6 +492,13 @@ std::vector<FusedCase> NormCases() {
     for (int64_t cols : {64, 77, 1000, 2048, 4096}) v.push_back(NormCase(op, DType::kBF16, 4096, cols));
   v.push_back(NormCase(OpKind::kRmsNorm, DType::kF32, 4096, 2048));
   v.push_back(NormCase(OpKind::kRmsNorm, DType::kF16, 4096, 5632));
+  // The exact-cover fast path (norm.cu, KTPR) at prefill shapes with a last block only partly filled
+  // with rows: every kind, 16-bit and f32.
+  for (OpKind op : {OpKind::kRmsNorm, OpKind::kAddRmsNorm, OpKind::kLayerNorm}) {
+    v.push_back(NormCase(op, DType::kBF16, 4099, 2048));
+    v.push_back(NormCase(op, DType::kF16, 4097, 4096));
+    v.push_back(NormCase(op, DType::kF32, 4099, 1024));
+  }
   // Optional operands and a non-default eps.
   v.push_back(NormCase(OpKind::kRmsNorm, DType::kBF16, 33, 2048, false));
   v.push_back(NormCase(OpKind::kRmsNorm, DType::kF32, 5, 20000, false));
@@ -562,6 +569,11 @@ std::vector<FusedCase> SoftmaxCases() {
     for (int64_t rows : {1, 3, 32, 513})
       for (int64_t cols : kWidths) v.push_back(SoftmaxCase(dt, {rows, cols}, std::nullopt, rows % 2 ? 3.0 : 1.0));
   for (int64_t cols : {64, 77, 1000, 2048, 4096}) v.push_back(SoftmaxCase(DType::kBF16, {4096, cols}, std::nullopt, 2.0));
+  // The exact-cover fast path (softmax.cu, KTPR) at prefill shapes with a last block only partly
+  // filled with rows: bf16 t64x4 / f16 t128x4 / f32 t64x4.
+  v.push_back(SoftmaxCase(DType::kBF16, {4099, 2048}, std::nullopt, 2.0));
+  v.push_back(SoftmaxCase(DType::kF16, {4097, 4096}));
+  v.push_back(SoftmaxCase(DType::kF32, {4099, 1024}, std::nullopt, 3.0));
   // Causal on [B, T, S]: T < S (decode with a KV cache), T = S, T > S (fully masked rows -> zeros).
   struct TS { int64_t t, s; };
   for (DType dt : kDtypes)

@@ -126,6 +126,24 @@ Status LaunchGate(const volatile uint64_t* release, volatile uint64_t* running, 
   return Status::Ok();
 }
 
+__global__ void L2DemoteKernel(const char* p, unsigned long long lines) {
+#if __CUDA_ARCH__ >= 800
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < lines;
+       i += (unsigned long long)gridDim.x * blockDim.x)
+    asm volatile("applypriority.global.L2::evict_normal [%0], 128;" ::"l"(p + i * 128) : "memory");
+#endif
+}
+
+Status LaunchL2Demote(const void* p, size_t bytes, cudaStream_t stream) {
+  if (!p || bytes == 0) return Status::Ok();
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{127};
+  const unsigned long long lines = (reinterpret_cast<uintptr_t>(p) + bytes - lo + 127) / 128;
+  const unsigned grid = static_cast<unsigned>(std::min<unsigned long long>((lines + kThreads - 1) / kThreads, 1024));
+  L2DemoteKernel<<<grid, kThreads, 0, stream>>>(reinterpret_cast<const char*>(lo), lines);
+  OPFUSE_CUDA_CHECK(cudaGetLastError());
+  return Status::Ok();
+}
+
 Status LaunchFillUniform(void* p, DType dtype, int64_t n, uint64_t seed, bool positive, int sm_count,
                          cudaStream_t stream) {
   if (n <= 0) return Status::Ok();

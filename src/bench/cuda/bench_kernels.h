@@ -36,6 +36,11 @@ Status LaunchSpin(double us, cudaStream_t stream);
 Status LaunchGate(const volatile uint64_t* release, volatile uint64_t* running, uint64_t ticket, double max_us,
                   volatile uint32_t* timed_out, cudaStream_t stream);
 
+// Every 128-byte L2 line of [p, p + bytes) back to evict_normal priority (applypriority; a line not in
+// L2 is left alone): undoes L2::evict_last tags a kernel left on a case's tensors before the next
+// sample (timing.h). Needs sm_80; a no-op below.
+Status LaunchL2Demote(const void* p, size_t bytes, cudaStream_t stream);
+
 // p[0, n) of float `dtype` (f32/f16/bf16) = uniform in [-1, 1), or |that| + 0.5 with `positive`.
 Status LaunchFillUniform(void* p, DType dtype, int64_t n, uint64_t seed, bool positive, int sm_count,
                          cudaStream_t stream);

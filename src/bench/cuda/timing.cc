@@ -114,6 +114,7 @@ StatusOr<SampleStats> Harness::Sample(const std::function<Status(int)>& one, boo
   volatile uint32_t& timed_out = gate_host_->timed_out;
   timed_out = 0;  // every earlier gate has been passed (each sample waits for its end event)
   for (int index = 0; static_cast<int>(us.size()) < max_samples; ++index) {
+    for (const auto& [p, bytes] : demote_) OPFUSE_RETURN_IF_ERROR(LaunchL2Demote(p, bytes, stream_));
     if (flush) {  // the flush ends before the gate, so it never delays an open gate
       OPFUSE_RETURN_IF_ERROR(FlushL2());
       OPFUSE_CUDA_CHECK(cudaStreamSynchronize(stream_));

@@ -13,6 +13,14 @@
 //    enqueued just before (dev/kernel_ab/peer_ab.py --delay-us, session 11: swiglu 2048 x 4096
 //    15.98 µs with no delay, 15.71 with 30 µs, 15.49 with 60 µs of host delay before the launch), so
 //    a fast host path (opfuse's executor, ~15 µs) read slower than a slow one (torch.compile's, ~45).
+//  * Before that (flush, gate), a kernel puts every 128-byte line of the case's tensors (all sets)
+//    back to normal L2 priority (LaunchL2Demote; set_demote_spans names them). Lines a kernel loaded
+//    with an L2::evict_last policy — torch.compile's Triton reduction kernels load their inputs so —
+//    survive both the flush and a case bigger than L2 streaming through, so the next call would find
+//    part of its input in L2 (~1.6 µs of a 134 MB rms norm on an H200; session 14,
+//    dev/kernel_ab/state_probe.sh, tags_ab.sh). opfuse's kernels never tag (JitKernelTest.
+//    EmittedSourceNeverTagsEvictLast); tools/bench_peer.py does the same before each of its samples,
+//    so both harnesses run the same steps.
 //  * Callers rotate over several input sets (sample i uses set i mod K; see op_runner.cc for K).
 //  * Decode sizes (kernels of a few µs, where a single event pair measures launch latency rather
 //    than the kernel): R calls, rotating the sets, are captured into one CUDA graph, and one graph
@@ -28,6 +36,7 @@
 
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -80,6 +89,10 @@ class Harness {
   cudaStream_t stream() const { return stream_; }
   cuda::CachingAllocator& allocator() const { return *alloc_; }
   int64_t flush_bytes() const { return static_cast<int64_t>(flush_.size()); }
+  // The tensors whose L2 lines each sample first demotes to normal priority (timing rules above);
+  // the caller keeps them allocated while it times, and clears the list after.
+  using Spans = std::vector<std::pair<const void*, size_t>>;
+  void set_demote_spans(Spans spans) { demote_ = std::move(spans); }
 
   Status FlushL2();          // enqueues the flush
   Status Spin(double us);    // enqueues the spin kernel (a fixed-length wait; samples use the gate)
@@ -110,6 +123,7 @@ class Harness {
   cudaStream_t stream_ = nullptr;
   cuda::CachingAllocator* alloc_ = nullptr;
   cuda::DeviceBuffer flush_;
+  Spans demote_;
   std::vector<cudaEvent_t> events_;  // start, end (one sample at a time: each waits for its end event)
   GateFlags* gate_host_ = nullptr;   // cudaHostAllocMapped
   GateFlags* gate_dev_ = nullptr;    // its device address
