@@ -6,7 +6,10 @@
 #   2. preset `asan` (clang, ASan+UBSan, OPFUSE_FUZZ=ON): build the unit and error tests and the
 #      libFuzzer targets, run the unit and error tests under the sanitizers, then each fuzzer for
 #      OPFUSE_FUZZ_SECONDS (default 30) over tests/fuzz/corpus + examples/graphs (CTest label fuzz).
-# Env: OPFUSE_JOBS (default: number of CPUs), OPFUSE_FUZZ_SECONDS, OPFUSE_SKIP_ASAN=1 (step 1 only).
+# Env: OPFUSE_JOBS (default: number of CPUs), OPFUSE_FUZZ_SECONDS, OPFUSE_SKIP_ASAN=1 (step 1 only),
+#   OPFUSE_PRUNE=1 (default when CI=true): remove build/cpu once its tests have run, before the asan
+#   build. With debug info the two builds take ~1.8 + 1.9 GB; a CI runner ran out of disk in the asan
+#   link with both on disk (2026-11-24). Free space is printed at the start and before the asan build.
 # Prints the time of every step; CI (2 cores) has a budget of about 25 minutes in all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +17,9 @@ cd "$(dirname "$0")/.."
 JOBS="${OPFUSE_JOBS:-$(nproc)}"
 FUZZ_SECONDS="${OPFUSE_FUZZ_SECONDS:-30}"
 T0=$SECONDS
+PRUNE="${OPFUSE_PRUNE:-$([ "${CI:-}" = true ] && echo 1 || echo 0)}"
+free_space() { echo "==> free disk: $(df -h --output=avail . | tail -1 | tr -d ' ') at $PWD"; }
+free_space
 step() {
   local t=$SECONDS
   echo "==> $*"
@@ -34,6 +40,10 @@ step env PYTHONPATH="$PWD/build/cpu/python${PYTHONPATH:+:$PYTHONPATH}" OPFUSE_RE
   "$PY" -m pytest -q -p no:cacheprovider tests/python
 
 if [ "${OPFUSE_SKIP_ASAN:-0}" != 1 ]; then
+  if [ "$PRUNE" = 1 ]; then
+    step rm -rf build/cpu
+  fi
+  free_space
   # Fuzz targets are the files in tests/fuzz/*.cc (tests/CMakeLists.txt makes one target each).
   fuzzers=()
   for f in tests/fuzz/*.cc; do
