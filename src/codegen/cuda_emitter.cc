@@ -781,6 +781,14 @@ class Emitter {
       s += fmt::format("  {{\n    const {0} r0 = ({0})blockIdx.x * rpb;  // the grid covers the rows\n    if (r0 >= R) return;\n", ix_);
     else
       s += fmt::format("  for ({0} r0 = ({0})blockIdx.x * rpb; r0 < R; r0 += ({0})gridDim.x * rpb) {{\n", ix_);
+    // The per-column packs laundered each row (EmitOptions::channel_launder): without it the compiler
+    // hoists their f32 conversions out of the row loop, which with two channel inputs (layer_norm)
+    // took 127 registers and half the resident blocks of rms_norm's kernel.
+    if (!decode && o_.channel_launder && static_cast<int>(reg_channels_.size()) * vpt * vec_ > kMaxHoistedChannelFloats) {
+      s += "#pragma unroll\n    for (int it = 0; it < VPT; ++it) {";
+      for (int in : reg_channels_) s += fmt::format(" wr{}[it].launder();", in);
+      s += " }  // convert the per-column packs where they are used, not once before the loop\n";
+    }
     if (rpb == 1) {
       s += "    constexpr bool valid = true;  // one row group per block, and r0 < R\n    (void)valid;\n";
       s += fmt::format("    const {} r = r0;\n", ix_);

@@ -79,7 +79,17 @@ struct EmitOptions {
   // functions with the PDL attribute (OPFUSE_DISABLE=pdl clears it). Off only for A/B timing
   // (OPFUSE_JIT_PDL=0).
   bool pdl = true;
+  // Register-path prefill function: where the per-column packs loaded before the row loop would widen
+  // to more than kMaxHoistedChannelFloats f32 registers (layer_norm's weight and bias at 4 vectors of
+  // 8: 64), they are laundered at the top of each row iteration, so the compiler converts them where
+  // they are used instead of hoisting f32 copies out of the loop (layer_norm bf16 h2048 t64x4: 127 -> 80
+  // registers, ptxas sm_90). Off only for A/B timing (OPFUSE_JIT_CHANNEL_LAUNDER=0).
+  bool channel_launder = true;
 };
+
+// See EmitOptions::channel_launder: f32 registers the hoisted per-column values may take (one
+// channel input's 4 vectors of 8 fit, as rms_norm's weight, whose kernels do not change).
+inline constexpr int kMaxHoistedChannelFloats = 32;
 
 struct EmittedKernel {
   std::string function;  // extern "C" name

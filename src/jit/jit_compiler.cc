@@ -29,6 +29,7 @@ namespace {
 //   OPFUSE_JIT_HALF_PACKS=0        decode row functions keep one 16-byte pack per thread
 //   OPFUSE_JIT_POINTWISE_DECODE=0  pointwise kernels have no decode function
 //   OPFUSE_JIT_PDL=0               kernels have no PDL prologue (and launch without PDL)
+//   OPFUSE_JIT_CHANNEL_LAUNDER=0   prefill row functions let the compiler hoist the per-column values
 // (codegen::EmitOptions; all for tuning sweeps and A/B timing).
 int DecodeRowThreads() {
   static const int v = EnvKnob("OPFUSE_JIT_DECODE_ROW_THREADS", codegen::kDefaultDecodeRowThreads, "a power of two in [1, 1024]",
@@ -53,6 +54,11 @@ bool PointwiseDecode() {
   return v;
 }
 
+bool ChannelLaunder() {
+  static const bool v = EnvSwitch("OPFUSE_JIT_CHANNEL_LAUNDER", "prefill row kernels let the compiler hoist per-column values");
+  return v;
+}
+
 bool JitPdl() {
   static const bool v = EnvSwitch("OPFUSE_JIT_PDL", "JIT kernels have no PDL prologue and launch without PDL");
   return v;
@@ -68,6 +74,7 @@ codegen::EmitOptions EmitOptionsFor(bool aligned) {
   o.decode_half_packs = DecodeHalfPacks();
   o.pointwise_decode = PointwiseDecode();
   o.pdl = JitPdl();
+  o.channel_launder = ChannelLaunder();
   return o;
 }
 

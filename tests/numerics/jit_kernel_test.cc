@@ -310,6 +310,45 @@ TEST(JitKernel, DecodeFunctionHabits) {
   EXPECT_GT(Count(odd_decode, "c0 < C"), 0u) << odd_decode;
 }
 
+// The prefill function launders its per-column packs at the top of each row where their f32 copies
+// would exceed kMaxHoistedChannelFloats (layer_norm's weight and bias: ptxas sm_90 then gives the
+// h2048 kernel 80 registers instead of 127); rms_norm's one weight stays as it was; never in the
+// decode function (no row loop); the switch turns it off.
+TEST(JitKernel, ChannelPacksLaunderedWhereTheyWouldBeHoisted) {
+  struct Case {
+    const char* graph;
+    bool on;
+    size_t launders;
+  };
+  const char* ln = "graph g\ninput x: bf16[T, 2048]\nparam w: bf16[2048]\nparam b: bf16[2048]\n"
+                   "y = layer_norm(x, w, b) {eps=1e-05}\noutput y\n";
+  const char* rms = "graph g\ninput x: bf16[T, 2048]\nparam w: bf16[2048]\ny = rms_norm(x, w)\noutput y\n";
+  for (const Case& c : {Case{ln, true, 1}, Case{ln, false, 0}, Case{rms, true, 0}}) {
+    SCOPED_TRACE(fmt::format("{} launder {}", c.graph, c.on));
+    codegen::EmitOptions o;
+    o.channel_launder = c.on;
+    auto e = EmitGraph(c.graph, o);
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    ASSERT_TRUE(e->row_in_registers);
+    ASSERT_NE(e->decode_function, e->function);
+    const std::string decode = DecodeSource(*e);
+    const std::string prefill = e->source.substr(0, e->source.size() - decode.size());
+    EXPECT_EQ(Count(prefill, "not once before the loop"), c.launders) << prefill;
+    EXPECT_EQ(Count(decode, "not once before the loop"), 0u) << decode;
+    if (c.launders) {  // after the loop header, before the row's loads
+      const size_t loop = prefill.find("for (long long r0"), l = prefill.find("[it].launder(); }"),
+                   row = prefill.find("xr0[it].load(in0");
+      EXPECT_LT(loop, l);
+      EXPECT_LT(l, row);
+      EXPECT_NE(prefill.find("wr1[it].launder(); wr2[it].launder();"), std::string::npos) << prefill;
+    }
+    if (jit::NvrtcAvailable()) {
+      auto k = jit::CompileCuda(e->source, e->function, "sm_90");
+      EXPECT_TRUE(k.ok()) << k.status().message() << "\n" << e->source;
+    }
+  }
+}
+
 // Pointwise kernels over vectors wider than 4 bytes get a decode function of 4-byte packs (no loop,
 // 32-bit indices, 128 threads) for tiny tensors; none where the vector already is that narrow, or
 // with the switch off.
