@@ -7,11 +7,14 @@
 // (std::random_device seed, printed), outputs are poisoned by RunHost before each run, and the
 // comparison is norm-wise relative error against the op-by-op CPU reference with the per-dtype
 // bounds of tests/jit_cases.h; NaN or all-zero outputs fail.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 
@@ -27,6 +30,7 @@
 
 #include "gpu/gpu_test_util.h"
 #include "runtime/cuda/allocator.h"
+#include "runtime/cuda/cublaslt_matmul.h"
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/executor.h"
 #endif
@@ -343,6 +347,71 @@ TEST_F(ExecutorTest, HostCostOfRun) {
     std::printf("host cost of one Run (%s, 1 kernel): %.2f us\n", cuda::VariantName(v), us);
     RecordProperty(std::string("host_us_") + cuda::VariantName(v), std::to_string(us));
     EXPECT_LE(us, 10.0);
+  }
+}
+
+// The host cost of one Run whose step is a cuBLASLt matmul (prefill rows; decode rows take the GEMV),
+// beside the raw MatmulEngine call for the same shape and a captured Run's CudaGraph::Launch: the
+// executor's own share is Run - raw. 200 calls per reading (fewer than the launch queue holds, so the
+// host never waits on the GPU). Prints the three; the executor's share must stay <= 3 us. The total
+// against issue 4's 10 us is printed and recorded (cuBLASLt's own host time is most of it), checked
+// by tools/bench_targets.py over bench ops' host_us.
+TEST_F(ExecutorTest, HostCostOfMatmulRun) {
+  struct Shape {
+    int64_t m, n, k;
+  };
+  for (const Shape sh : {Shape{512, 5632, 2048}, Shape{512, 4096, 4096}, Shape{2048, 4096, 4096}}) {
+    SCOPED_TRACE(::testing::Message() << sh.m << "x" << sh.n << "x" << sh.k);
+    Graph g = Parse(fmt::format("graph g\ninput a: bf16[{0}, {2}]\nparam b: bf16[{1}, {2}]\n"
+                                "y = matmul(a, b) {{transpose_b=1}}\noutput y\n", sh.m, sh.n, sh.k));
+    auto ex = cuda::CudaExecutable::Create(g, {.variant = cuda::Variant::kLibrary});
+    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+    const Bindings b;
+    auto inputs = RandomInputs(g, b, FreshSeed());
+    DeviceIo io = Upload(**ex, inputs, b);
+    ASSERT_OK((*ex)->Run(io.in, io.out, b, nullptr));
+    ASSERT_EQ((*ex)->kernels_per_run(), 1);
+    auto graph = (*ex)->Capture(io.in, io.out, b);
+    ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+    cuda::MatmulArgs a;
+    a.type = cuda::MatmulType::kBF16;
+    a.m = sh.m, a.n = sh.n, a.k = sh.k;
+    a.a = io.in[0], a.b = io.in[1], a.c = io.out[0];
+    a.transpose_b = true;
+    ASSERT_OK(cuda::Matmul(a, nullptr));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    constexpr int kCalls = 200;
+    auto per_call = [&](const std::function<Status()>& call) {
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < kCalls; ++i) {
+        const Status st = call();
+        EXPECT_TRUE(st.ok()) << st.ToString();
+      }
+      const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / kCalls;
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      return us;
+    };
+    // median of 5 readings each, interleaved
+    std::vector<double> run_us, raw_us, graph_us;
+    for (int rep = 0; rep < 5; ++rep) {
+      run_us.push_back(per_call([&] { return (*ex)->Run(io.in, io.out, b, nullptr); }));
+      raw_us.push_back(per_call([&] { return cuda::Matmul(a, nullptr); }));
+      graph_us.push_back(per_call([&] { return (*graph)->Launch(nullptr); }));
+    }
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    const double run = median(run_us), raw = median(raw_us), replay = median(graph_us);
+    std::printf("host cost, cuBLASLt matmul %lldx%lldx%lld: Run %.2f us, raw cublasLtMatmul path %.2f us, "
+                "CudaGraph::Launch %.2f us\n", static_cast<long long>(sh.m), static_cast<long long>(sh.n),
+                static_cast<long long>(sh.k), run, raw, replay);
+    const std::string tag = fmt::format("{}x{}x{}", sh.m, sh.n, sh.k);
+    RecordProperty("run_us_" + tag, std::to_string(run));
+    RecordProperty("raw_us_" + tag, std::to_string(raw));
+    RecordProperty("graph_us_" + tag, std::to_string(replay));
+    EXPECT_LE(run - raw, 3.0) << "the executor's own share of a matmul Run";
   }
 }
 
