@@ -22,6 +22,7 @@ anyway). --strict: exit 1 when a target is missed or has no data. Bad input: a m
 """
 import argparse
 import json
+import os
 import sys
 
 FUSED = ("swiglu", "add_rmsnorm", "rmsnorm", "softmax")
@@ -56,11 +57,16 @@ def measured(variant):
     return us if isinstance(us, (int, float)) and us > 0 else None
 
 
+def variants_of(case):
+    v = case.get("variants")
+    return v if isinstance(v, dict) else {}
+
+
 def best(case):
     """(us, variant name, mbu) of the fastest correct library / jit variant, or None."""
     got = []
     for name in ("library", "jit"):
-        v = case.get("variants", {}).get(name)
+        v = variants_of(case).get(name)
         us = measured(v)
         if us is not None:
             got.append((us, name, v.get("mbu")))
@@ -79,9 +85,9 @@ class Target:
             self.bounded.add(case_id)
 
     def passes(self, value, tol):
-        if self.higher:
-            return value >= self.bound - tol if self.bound != "gt1" else value > 1.0 - tol
-        return value <= self.bound + tol
+        if self.bound == "gt1":  # strictly faster
+            return value > 1.0 - tol
+        return value >= self.bound - tol if self.higher else value <= self.bound + tol
 
     def result(self, tol):
         misses = [r for r in self.rows if not self.passes(r[1], tol)]
@@ -105,15 +111,15 @@ def check(report, tol):
         Target("host_cost", "host cost of one executor call <= 10 us", False, HOST_US, "{:.2f} us"),
     ]
     t = {x.key: x for x in ts}
-    ceilings = report.get("ceilings") or {}
+    ceilings = report.get("ceilings") if isinstance(report.get("ceilings"), dict) else {}
     copy_gbps = ceilings.get("copy_gbps")
     for case in report["cases"]:
         if not isinstance(case, dict) or "id" not in case:
             raise BadInput("a case without an 'id'")
         cid, op, phase = case["id"], case.get("op"), case.get("phase")
-        variants = case.get("variants", {})
+        variants = variants_of(case)
         b = best(case)
-        ratios = case.get("ratios", {}) or {}
+        ratios = case.get("ratios") if isinstance(case.get("ratios"), dict) else {}
         if op in FUSED and b is not None:
             us, name, mbu = b
             if phase == "prefill":
@@ -197,7 +203,6 @@ def main(argv=None):
         tmp = a.json + ".tmp"
         with open(tmp, "w") as f:
             json.dump(out, f, indent=1)
-        import os
         os.replace(tmp, a.json)
     return 1 if a.strict and not all_met else 0
 
