@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Issue 4's whole measurement in one device call: `opfuse bench ops` over its default suite (micro +
-# patterns, decode and prefill rows, unfused / library / jit), tools/bench_peer.py (torch eager and
+# Issue 4's targets measured in one device call: `opfuse bench ops` over the patterns suite (every
+# pattern at decode and prefill rows, unfused / library / jit), tools/bench_peer.py (torch eager and
 # torch.compile, and opfuse timed in the peer's process where libopfuse_capi.so is carried), merged
 # by `opfuse bench report`, then tools/bench_targets.py: one verdict per target, its worst case and
 # every miss. Carry build/carry.tar.xz (tools/build_carry.sh).
 #   device: bash tools/bench_full.sh
-# Env: BENCH_ARGS (extra `opfuse bench ops` flags, e.g. "--suite patterns --rows 1,8,32"),
-# PEER_TIMEOUT (s, default 480), OPFUSE_LIB=0 (no one-process reading), PEER_INTERLEAVE (default 3).
+# Env: BENCH_ARGS (`opfuse bench ops` flags; default "--suite patterns": every target is about patterns,
+# and micro + patterns with the peer's torch.compile warm-ups may not fit one 600 s device call;
+# BENCH_ARGS="--suite micro" for the rest, BENCH_ARGS= for every suite), PEER_TIMEOUT (s, default 420), OPFUSE_LIB=0 (no one-process
+# reading), PEER_INTERLEAVE (default 3).
 # Everything lands in $OUT/bench_full.tgz (bench_report.json, bench_metrics.json, report.html,
 # peer.json, cases.json, logs, targets.json / targets.md); the targets table is printed last.
 set -uo pipefail
@@ -17,13 +19,13 @@ opfuse_device_setup || exit 1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$W/device.txt"
 t=$SECONDS
 # shellcheck disable=SC2086  # BENCH_ARGS is a list of flags
-"$B/opfuse" bench ops --out "$W/bench" ${BENCH_ARGS:-} > "$W/bench.md" 2> "$W/bench_stderr.log"
+"$B/opfuse" bench ops --out "$W/bench" ${BENCH_ARGS---suite patterns} > "$W/bench.md" 2> "$W/bench_stderr.log"
 echo "bench ops rc $? ($((SECONDS - t)) s)"
 PEER_OPFUSE=()
 [ "${OPFUSE_LIB:-1}" = 1 ] && [ -f "$B/libopfuse_capi.so" ] &&
   PEER_OPFUSE=(--opfuse-lib "$B/libopfuse_capi.so" --interleave "${PEER_INTERLEAVE:-3}")
 t=$SECONDS
-timeout "${PEER_TIMEOUT:-480}" python3 tools/bench_peer.py --cases "$W/bench/cases.json" --out "$W/bench/peer.json" \
+timeout "${PEER_TIMEOUT:-420}" python3 tools/bench_peer.py --cases "$W/bench/cases.json" --out "$W/bench/peer.json" \
   "${PEER_OPFUSE[@]}" > "$W/peer.txt" 2> "$W/peer_stderr.log"
 echo "bench_peer rc $? ($((SECONDS - t)) s)"
 "$B/opfuse" bench report --dir "$W/bench" --peer "$W/bench/peer.json" > "$W/report.md" 2>&1
