@@ -376,7 +376,16 @@ TEST_F(ExecutorTest, HostCostOfMatmulRun) {
     cuda::MatmulArgs a;
     a.type = cuda::MatmulType::kBF16;
     a.m = sh.m, a.n = sh.n, a.k = sh.k;
-    a.a = io.in[0], a.b = io.in[1], a.c = io.out[0];
+    // the executor's inputs by name (graph().inputs order is the pipeline's, not necessarily a, b)
+    const Graph& eg = (*ex)->graph();
+    auto input_ptr = [&](const char* name) -> const void* {
+      for (size_t i = 0; i < eg.inputs.size(); ++i)
+        if (eg.values[eg.inputs[i]].name == name) return io.in[i];
+      return nullptr;
+    };
+    a.a = input_ptr("a"), a.b = input_ptr("b"), a.c = io.out[0];
+    ASSERT_NE(a.a, nullptr);
+    ASSERT_NE(a.b, nullptr);
     a.transpose_b = true;
     ASSERT_OK(cuda::Matmul(a, nullptr));
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
