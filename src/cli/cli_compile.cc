@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
+#include "jit/cubin_info.h"
 #include "jit/jit_compiler.h"
 #include "jit/nvrtc_compiler.h"
 #include "passes/pipeline.h"
@@ -81,10 +82,22 @@ int RunCompile(const CompileArgs& a) {
       src_file = (std::filesystem::path(a.emit_dir) / (k.emitted.function + ".cu")).string();
       if (auto st = WriteFileAtomic(src_file, k.emitted.source); !st.ok()) return Fail("compile", st);
     }
+    // Registers per thread of each function (read from the cubin, as ptxas -v reports them) and the
+    // threads that fit on an SM of compute capability 9.0 at the main function's block size.
+    nlohmann::json regs = nlohmann::json::object();
+    int main_regs = -1;
+    if (auto rc = jit::CubinRegisterCounts(k.binary->binary); rc.ok()) {
+      for (const auto& [fn, n] : *rc) regs[fn] = n;
+      if (rc->count(k.emitted.function)) main_regs = rc->at(k.emitted.function);
+    } else {
+      std::cerr << fmt::format("opfuse compile: {}: registers not read from the cubin: {}\n", k.emitted.function,
+                               rc.status().message());
+    }
     kernels.push_back({{"group", r.group}, {"kind", grp.kind}, {"kernel", k.emitted.function},
                        {"vec", k.emitted.vec}, {"threads", k.emitted.threads},
                        {"row_in_registers", k.emitted.row_in_registers}, {"cubin_bytes", k.binary->binary.size()},
-                       {"source", src_file}});
+                       {"registers", regs}, {"source", src_file}});
+    if (main_regs >= 0) kernels.back()["resident_threads_sm90"] = jit::ResidentThreadsSm90(main_regs, k.emitted.threads);
   }
   auto st = cache.Stats();
   nlohmann::json stats = {{"kernels", kernels.size()}, {"compiles", st.compiles}, {"memory_hits", st.memory_hits},
@@ -96,11 +109,13 @@ int RunCompile(const CompileArgs& a) {
   } else {
     std::cout << fmt::format("{}: {} fused group(s) -> {} kernel(s) for {} ({})\n", a.file, results.size(),
                              kernels.size(), compiler.arch(), jit::NvrtcVersion());
-    for (const auto& k : kernels)
-      std::cout << fmt::format("  group {:>3} {:<22} {:<44} vec {:>2} threads {:>3} {:>7} B{}\n", k["group"].get<int>(),
-                               k["kind"].get<std::string>(), k["kernel"].get<std::string>(), k["vec"].get<int>(),
-                               k["threads"].get<int>(), k["cubin_bytes"].get<size_t>(),
-                               k["row_in_registers"].get<bool>() ? "  row in registers" : "");
+    for (const auto& k : kernels) {
+      const std::string fn = k["kernel"].get<std::string>();
+      const std::string regs = k["registers"].contains(fn) ? fmt::format("{:>3}", k["registers"][fn].get<int>()) : "  ?";
+      std::cout << fmt::format("  group {:>3} {:<22} {:<44} vec {:>2} threads {:>3} regs {} {:>7} B{}\n", k["group"].get<int>(),
+                               k["kind"].get<std::string>(), fn, k["vec"].get<int>(), k["threads"].get<int>(), regs,
+                               k["cubin_bytes"].get<size_t>(), k["row_in_registers"].get<bool>() ? "  row in registers" : "");
+    }
     if (a.stats)
       std::cout << fmt::format("cache {}: {} compiles ({:.1f} ms NVRTC), {} memory hits, {} disk hits; wall {:.1f} ms\n",
                                cache.dir().empty() ? "(memory only)" : cache.dir(), st.compiles, st.compile_ms,

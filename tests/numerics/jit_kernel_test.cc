@@ -13,6 +13,7 @@
 #include "codegen/cuda_emitter.h"
 #include "codegen/kernel_interpreter.h"
 #include "codegen/kernel_ir.h"
+#include "jit/cubin_info.h"
 #include "jit/nvrtc_compiler.h"
 #include "runtime/cpu/cpu_executor.h"
 #include "jit_cases.h"
@@ -347,6 +348,79 @@ TEST(JitKernel, ChannelPacksLaunderedWhereTheyWouldBeHoisted) {
       EXPECT_TRUE(k.ok()) << k.status().message() << "\n" << e->source;
     }
   }
+}
+
+// The register counts read from NVRTC's cubin: present for both functions of a row kernel, plausible,
+// and the reader refuses what is not a well-formed cubin (truncated, not ELF) with a reason.
+TEST(JitKernel, CubinRegisterCounts) {
+  if (!jit::NvrtcAvailable()) GTEST_SKIP() << "built without NVRTC";
+  auto e = EmitGraph("graph g\ninput x: bf16[T, 2048]\nparam w: bf16[2048]\ny = rms_norm(x, w)\noutput y\n", {});
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  auto c = jit::CompileCuda(e->source, e->function, "sm_90");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  auto regs = jit::CubinRegisterCounts(c->cubin);
+  ASSERT_TRUE(regs.ok()) << regs.status().message();
+  ASSERT_TRUE(regs->count(e->function)) << e->function;
+  ASSERT_TRUE(regs->count(e->decode_function)) << e->decode_function;
+  for (const auto& [name, n] : *regs) {
+    EXPECT_GE(n, 8) << name;
+    EXPECT_LE(n, 255) << name;
+  }
+  for (size_t cut : {size_t{0}, size_t{3}, size_t{63}, c->cubin.size() / 2}) {
+    auto bad = jit::CubinRegisterCounts(std::string_view(c->cubin).substr(0, cut));
+    EXPECT_FALSE(bad.ok()) << "cut at " << cut;
+  }
+  std::string not_elf = c->cubin;
+  not_elf[1] = 'X';
+  EXPECT_EQ(jit::CubinRegisterCounts(not_elf).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(jit::ResidentThreadsSm90(64, 128), 1024);
+  EXPECT_EQ(jit::ResidentThreadsSm90(80, 128), 768);
+  EXPECT_EQ(jit::ResidentThreadsSm90(127, 128), 512);
+  EXPECT_EQ(jit::ResidentThreadsSm90(32, 256), 2048);
+}
+
+// Occupancy of the prefill row functions at bench ops' widths: each keeps at least 768 resident
+// threads per SM (24 warps). With 512 (layer_norm bf16 h2048 before channel_launder: 127 registers)
+// the JIT layer_norm 16384 x 2048 was 12 % slower than the library's (H200, docs/BENCHMARKS.md
+// issue 4 sessions 14-15); rms_norm h4096 streams at 98 % of a same-size copy with 768.
+TEST(JitKernel, PrefillRowFunctionsKeepEnoughThreadsResident) {
+  if (!jit::NvrtcAvailable()) GTEST_SKIP() << "built without NVRTC";
+  for (const char* dt : {"bf16", "f32"})
+    for (int h : {2048, 4096}) {
+      const std::vector<std::string> graphs = {
+          fmt::format("graph g\ninput x: {0}[16384, {1}]\ny = softmax(x) {{scale=0.125}}\noutput y\n", dt, h),
+          fmt::format("graph g\ninput x: {0}[16384, {1}]\nparam w: {0}[{1}]\ny = rms_norm(x, w)\noutput y\n", dt, h),
+          fmt::format("graph g\ninput x: {0}[16384, {1}]\ninput r: {0}[16384, {1}]\nparam w: {0}[{1}]\n"
+                      "y, s = add_rms_norm(x, r, w)\noutput y, s\n", dt, h),
+          fmt::format("graph g\ninput x: {0}[16384, {1}]\nparam w: {0}[{1}]\nparam b: {0}[{1}]\n"
+                      "y = layer_norm(x, w, b)\noutput y\n", dt, h)};
+      for (const std::string& graph : graphs) {
+        auto e = EmitGraph(graph, {});
+        ASSERT_TRUE(e.ok()) << e.status().message();
+        ASSERT_TRUE(e->row_in_registers) << graph;
+        auto c = jit::CompileCuda(e->source, e->function, "sm_90");
+        ASSERT_TRUE(c.ok()) << c.status().message();
+        auto regs = jit::CubinRegisterCounts(c->cubin);
+        ASSERT_TRUE(regs.ok()) << regs.status().message();
+        ASSERT_TRUE(regs->count(e->function)) << e->function;
+        const int n = regs->at(e->function);
+        EXPECT_GE(jit::ResidentThreadsSm90(n, e->threads), 768)
+            << e->function << ": " << n << " registers x " << e->threads << " threads per block";
+      }
+    }
+  // ...and without the launder, layer_norm bf16 h2048 is the kernel that falls below (NVRTC 13 hoists
+  // the weight and bias conversions). If this starts to fail, the compiler stopped hoisting them and
+  // EmitOptions::channel_launder may no longer be needed: re-measure it (OPFUSE_JIT_CHANNEL_LAUNDER=0).
+  codegen::EmitOptions off;
+  off.channel_launder = false;
+  auto e = EmitGraph("graph g\ninput x: bf16[16384, 2048]\nparam w: bf16[2048]\nparam b: bf16[2048]\n"
+                     "y = layer_norm(x, w, b)\noutput y\n", off);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  auto c = jit::CompileCuda(e->source, e->function, "sm_90");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  auto regs = jit::CubinRegisterCounts(c->cubin);
+  ASSERT_TRUE(regs.ok() && regs->count(e->function)) << regs.status().message();
+  EXPECT_LT(jit::ResidentThreadsSm90(regs->at(e->function), e->threads), 768) << regs->at(e->function) << " registers";
 }
 
 // Pointwise kernels over vectors wider than 4 bytes get a decode function of 4-byte packs (no loop,
