@@ -20,14 +20,18 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$W/devic
 t=$SECONDS
 # shellcheck disable=SC2086  # BENCH_ARGS is a list of flags
 "$B/opfuse" bench ops --out "$W/bench" ${BENCH_ARGS---suite patterns} > "$W/bench.md" 2> "$W/bench_stderr.log"
-echo "bench ops rc $? ($((SECONDS - t)) s)"
+rc=$?
+echo "bench ops rc $rc ($((SECONDS - t)) s)"
+[ "$rc" = 0 ] || tail -5 "$W/bench_stderr.log"
 PEER_OPFUSE=()
 [ "${OPFUSE_LIB:-1}" = 1 ] && [ -f "$B/libopfuse_capi.so" ] &&
   PEER_OPFUSE=(--opfuse-lib "$B/libopfuse_capi.so" --interleave "${PEER_INTERLEAVE:-3}")
 t=$SECONDS
 timeout "${PEER_TIMEOUT:-420}" python3 tools/bench_peer.py --cases "$W/bench/cases.json" --out "$W/bench/peer.json" \
   "${PEER_OPFUSE[@]}" > "$W/peer.txt" 2> "$W/peer_stderr.log"
-echo "bench_peer rc $? ($((SECONDS - t)) s)"
+rc=$?
+echo "bench_peer rc $rc ($((SECONDS - t)) s)"
+[ "$rc" = 0 ] || tail -5 "$W/peer_stderr.log"
 "$B/opfuse" bench report --dir "$W/bench" --peer "$W/bench/peer.json" > "$W/report.md" 2>&1
 echo "report rc $?"
 python3 tools/bench_targets.py "$W/bench/bench_report.json" --json "$W/targets.json" --max-misses 30 > "$W/targets.md" 2>&1
