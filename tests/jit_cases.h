@@ -52,6 +52,9 @@ inline const JitCase kJitCases[] = {
     {"generic_mean_row_output",
      "graph g\ninput x: f32[T, 256]\nm = mean(x)\ny = sub(x, m)\nq = mul(y, y)\noutput m, q\n", {{"T", 3}}},
     {"generic_cast_chain", "graph g\ninput x: bf16[T, 96]\nf = cast(x) {dtype=f32}\ne = exp2(f)\nh = cast(e) {dtype=f16}\noutput h\n", {{"T", 2}}},
+    // bf16 h2048: the prefill function launders its weight and bias packs each row
+    // (EmitOptions::channel_launder). Appended: tests address the cases above by index.
+    {"layer_norm_bf16", "graph g\ninput x: bf16[T, 2048]\nparam w: bf16[2048]\nparam b: bf16[2048]\ny = layer_norm(x, w, b)\noutput y\n", {{"T", 5}}},
 };
 
 // The kernel of a graph whose every node forms one fused group (how each case is written).
