@@ -12,20 +12,15 @@
 # Everything lands in $OUT/bench_full.tgz (bench_report.json, bench_metrics.json, report.html,
 # peer.json, cases.json, logs, targets.json / targets.md); the targets table is printed last.
 set -uo pipefail
-W=${OUT:-/tmp/bench_full}/work
-mkdir -p "$W"
 . "$(dirname "$0")/device_common.sh"
-opfuse_device_setup || exit 1
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$W/device.txt"
+opfuse_device_work bench_full || exit 1
 t=$SECONDS
 # shellcheck disable=SC2086  # BENCH_ARGS is a list of flags
 "$B/opfuse" bench ops --out "$W/bench" ${BENCH_ARGS---suite patterns} > "$W/bench.md" 2> "$W/bench_stderr.log"
 rc=$?
 echo "bench ops rc $rc ($((SECONDS - t)) s)"
 [ "$rc" = 0 ] || tail -5 "$W/bench_stderr.log"
-PEER_OPFUSE=()
-[ "${OPFUSE_LIB:-1}" = 1 ] && [ -f "$B/libopfuse_capi.so" ] &&
-  PEER_OPFUSE=(--opfuse-lib "$B/libopfuse_capi.so" --interleave "${PEER_INTERLEAVE:-3}")
+opfuse_peer_opfuse_args
 t=$SECONDS
 timeout "${PEER_TIMEOUT:-420}" python3 tools/bench_peer.py --cases "$W/bench/cases.json" --out "$W/bench/peer.json" \
   "${PEER_OPFUSE[@]}" > "$W/peer.txt" 2> "$W/peer_stderr.log"

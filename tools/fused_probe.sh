@@ -18,11 +18,8 @@
 # (no peer) AB_ROUNDS times (default 3) without and with those variables, in turn, and tabulates the
 # medians, MAIN=0 skips the default bench ops + peer + report (with ENV_AB etc.). Everything lands in $OUT/probe.tgz; a short table is printed last.
 set -uo pipefail
-W=${OUT:-/tmp/fused_probe}/work
-mkdir -p "$W"
 . "$(dirname "$0")/device_common.sh"
-opfuse_device_setup || exit 1
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$W/device.txt"
+opfuse_device_work fused_probe || exit 1
 # bench ops over the fused patterns (OPS, ROWS), library + jit, into directory $1; further arguments
 # go to bench ops. Its markdown goes to stdout, its stderr to bench_stderr.log.
 bench_fused() {
@@ -43,9 +40,7 @@ if [ "${SWEEP:-1}" = 1 ]; then
   echo "sweep rc $? ($((SECONDS - t)) s), $(grep -c '^\[lib-bw\].*us' "$W/sweep.txt") rows"
 fi
 # opfuse's kernels timed inside the peer's process too (one-process comparison) unless OPFUSE_LIB=0.
-PEER_OPFUSE=()
-[ "${OPFUSE_LIB:-1}" = 1 ] && [ -f "$B/libopfuse_capi.so" ] &&
-  PEER_OPFUSE=(--opfuse-lib "$B/libopfuse_capi.so" --interleave "${PEER_INTERLEAVE:-3}")
+opfuse_peer_opfuse_args
 if [ "${MAIN:-1}" = 1 ]; then  # MAIN=0: only the modes asked for (ENV_AB, FIT_ROWS, ...)
   t=$SECONDS
   bench_fused "$W/bench" > "$W/bench.md"

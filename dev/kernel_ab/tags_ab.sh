@@ -4,11 +4,8 @@
 # (ROWS, OPS), then tools/bench_peer.py times them with opfuse in its process, under each --l2-tags mode (RULES), ROUNDS times in turn; a table of torch.compile and opfuse µs per rule
 # (median over rounds) last. Carry build/carry.tar.xz.
 set -uo pipefail
-W=${OUT:-/tmp/tags_ab}/work
-mkdir -p "$W"
 . "$(dirname "$0")/../../tools/device_common.sh"
-opfuse_device_setup || exit 1
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$W/device.txt"
+opfuse_device_work tags_ab || exit 1
 "$B/opfuse" bench ops --suite patterns --ops "${OPS:-rmsnorm|add_rmsnorm|swiglu|softmax}" --rows "${ROWS:-512,2048,16384}" \
   --variants jit --out "$W/bench" > "$W/bench.md" 2> "$W/bench_stderr.log" || { echo "bench ops failed"; exit 1; }
 # RULES: bench_peer's --l2-tags modes (demote, reset, keep)
