@@ -383,8 +383,27 @@ TEST(JitKernel, CubinRegisterCounts) {
 // threads per SM (24 warps). With 512 (layer_norm bf16 h2048 before channel_launder: 127 registers)
 // the JIT layer_norm 16384 x 2048 was 12 % slower than the library's (H200, docs/BENCHMARKS.md
 // issue 4 sessions 14-15); rms_norm h4096 streams at 98 % of a same-size copy with 768.
+// Resident threads per SM (compute capability 9.0) of `graph`'s prefill row function emitted with
+// `o`, by the registers NVRTC gave it; `what` names the function, its registers and block.
+StatusOr<int> PrefillResidentThreads(const std::string& graph, const codegen::EmitOptions& o, std::string* what) {
+  OPFUSE_ASSIGN_OR_RETURN(codegen::EmittedKernel e, EmitGraph(graph, o));
+  if (!e.row_in_registers) return InvalidArgument("not a register-path row kernel: " + graph);
+  OPFUSE_ASSIGN_OR_RETURN(jit::NvrtcOutput c, jit::CompileCuda(e.source, e.function, "sm_90"));
+  OPFUSE_ASSIGN_OR_RETURN(auto regs, jit::CubinRegisterCounts(c.cubin));
+  if (!regs.count(e.function)) return NotFound("no register count for " + e.function);
+  const int n = regs.at(e.function);
+  *what = fmt::format("{}: {} registers x {} threads per block", e.function, n, e.threads);
+  return jit::ResidentThreadsSm90(n, e.threads);
+}
+
+std::string LayerNormGraph(const char* dt, int h) {
+  return fmt::format("graph g\ninput x: {0}[16384, {1}]\nparam w: {0}[{1}]\nparam b: {0}[{1}]\n"
+                     "y = layer_norm(x, w, b)\noutput y\n", dt, h);
+}
+
 TEST(JitKernel, PrefillRowFunctionsKeepEnoughThreadsResident) {
   if (!jit::NvrtcAvailable()) GTEST_SKIP() << "built without NVRTC";
+  std::string what;
   for (const char* dt : {"bf16", "f32"})
     for (int h : {2048, 4096}) {
       const std::vector<std::string> graphs = {
@@ -392,20 +411,11 @@ TEST(JitKernel, PrefillRowFunctionsKeepEnoughThreadsResident) {
           fmt::format("graph g\ninput x: {0}[16384, {1}]\nparam w: {0}[{1}]\ny = rms_norm(x, w)\noutput y\n", dt, h),
           fmt::format("graph g\ninput x: {0}[16384, {1}]\ninput r: {0}[16384, {1}]\nparam w: {0}[{1}]\n"
                       "y, s = add_rms_norm(x, r, w)\noutput y, s\n", dt, h),
-          fmt::format("graph g\ninput x: {0}[16384, {1}]\nparam w: {0}[{1}]\nparam b: {0}[{1}]\n"
-                      "y = layer_norm(x, w, b)\noutput y\n", dt, h)};
+          LayerNormGraph(dt, h)};
       for (const std::string& graph : graphs) {
-        auto e = EmitGraph(graph, {});
-        ASSERT_TRUE(e.ok()) << e.status().message();
-        ASSERT_TRUE(e->row_in_registers) << graph;
-        auto c = jit::CompileCuda(e->source, e->function, "sm_90");
-        ASSERT_TRUE(c.ok()) << c.status().message();
-        auto regs = jit::CubinRegisterCounts(c->cubin);
-        ASSERT_TRUE(regs.ok()) << regs.status().message();
-        ASSERT_TRUE(regs->count(e->function)) << e->function;
-        const int n = regs->at(e->function);
-        EXPECT_GE(jit::ResidentThreadsSm90(n, e->threads), 768)
-            << e->function << ": " << n << " registers x " << e->threads << " threads per block";
+        auto threads = PrefillResidentThreads(graph, {}, &what);
+        ASSERT_TRUE(threads.ok()) << threads.status().message();
+        EXPECT_GE(*threads, 768) << what;
       }
     }
   // ...and without the launder, layer_norm bf16 h2048 is the kernel that falls below (NVRTC 13 hoists
@@ -413,14 +423,9 @@ TEST(JitKernel, PrefillRowFunctionsKeepEnoughThreadsResident) {
   // EmitOptions::channel_launder may no longer be needed: re-measure it (OPFUSE_JIT_CHANNEL_LAUNDER=0).
   codegen::EmitOptions off;
   off.channel_launder = false;
-  auto e = EmitGraph("graph g\ninput x: bf16[16384, 2048]\nparam w: bf16[2048]\nparam b: bf16[2048]\n"
-                     "y = layer_norm(x, w, b)\noutput y\n", off);
-  ASSERT_TRUE(e.ok()) << e.status().message();
-  auto c = jit::CompileCuda(e->source, e->function, "sm_90");
-  ASSERT_TRUE(c.ok()) << c.status().message();
-  auto regs = jit::CubinRegisterCounts(c->cubin);
-  ASSERT_TRUE(regs.ok() && regs->count(e->function)) << regs.status().message();
-  EXPECT_LT(jit::ResidentThreadsSm90(regs->at(e->function), e->threads), 768) << regs->at(e->function) << " registers";
+  auto threads = PrefillResidentThreads(LayerNormGraph("bf16", 2048), off, &what);
+  ASSERT_TRUE(threads.ok()) << threads.status().message();
+  EXPECT_LT(*threads, 768) << what;
 }
 
 // Pointwise kernels over vectors wider than 4 bytes get a decode function of 4-byte packs (no loop,
