@@ -40,7 +40,7 @@ struct Section {
   uint32_t name, type;
   uint64_t offset, size;
   uint32_t link;
-  bool in_bounds;  // offset + size inside the file (SHT_NOBITS sections may say otherwise: never read)
+  bool has_data;  // bytes inside the file to read (not SHT_NOBITS, offset + size in bounds)
 };
 
 }  // namespace
@@ -59,13 +59,14 @@ StatusOr<std::map<std::string, int>> CubinRegisterCounts(std::string_view cubin)
     const uint64_t h = shoff + uint64_t{shentsize} * i;
     secs[i] = {r.At<uint32_t>(h), r.At<uint32_t>(h + 4), r.At<uint64_t>(h + 24), r.At<uint64_t>(h + 32),
                r.At<uint32_t>(h + 40), false};
-    secs[i].in_bounds = r.Has(secs[i].offset, secs[i].size);
-    if (secs[i].type != 8 /* SHT_NOBITS */ && !secs[i].in_bounds)
+    const bool nobits = secs[i].type == 8;  // SHT_NOBITS: no bytes in the file, whatever offset and size say
+    if (!nobits && !r.Has(secs[i].offset, secs[i].size))
       return InvalidArgument(fmt::format("cubin: section {} out of bounds", i));
+    secs[i].has_data = !nobits;
   }
   // a NUL-terminated string at `off` of string section `s`
   auto str = [&](const Section& s, uint64_t off) -> StatusOr<std::string> {
-    if (!s.in_bounds || s.type == 8) return InvalidArgument("cubin: a string table without data");
+    if (!s.has_data) return InvalidArgument("cubin: a string table without data");
     if (off >= s.size) return InvalidArgument("cubin: string offset out of bounds");
     const std::string_view t = r.Bytes(s.offset + off, s.size - off);
     const size_t end = t.find('\0');
@@ -81,9 +82,8 @@ StatusOr<std::map<std::string, int>> CubinRegisterCounts(std::string_view cubin)
     if (s.type == 2 /* SHT_SYMTAB */) symtab = &s;
   }
   if (!info) return NotFound("cubin: no .nv.info section");
-  if (!info->in_bounds || info->type == 8) return InvalidArgument("cubin: .nv.info without data");
+  if (!info->has_data) return InvalidArgument("cubin: .nv.info without data");
   if (!symtab || symtab->link >= shnum) return InvalidArgument("cubin: no symbol table");
-  if (!symtab->in_bounds) return InvalidArgument("cubin: symbol table out of bounds");
   const Section& symstr = secs[symtab->link];
   std::map<std::string, int> out;
   for (uint64_t p = 0; p < info->size;) {
