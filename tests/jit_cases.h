@@ -55,6 +55,13 @@ inline const JitCase kJitCases[] = {
     // bf16 h2048: the prefill function launders its weight and bias packs each row
     // (EmitOptions::channel_launder). Appended: tests address the cases above by index.
     {"layer_norm_bf16", "graph g\ninput x: bf16[T, 2048]\nparam w: bf16[2048]\nparam b: bf16[2048]\ny = layer_norm(x, w, b)\noutput y\n", {{"T", 5}}},
+    // RoPE's tables and rotate_half partner load as packs (emitter v9): f32 tables beside bf16 x (32-byte
+    // table packs), a half width that is not a multiple of the pack (the partner stays per element), and a
+    // row kernel with a row-contiguous broadcast input ([T, 1, C] beside [T, 4, C]), symbolic width too.
+    {"rope_f32_tables", "graph g\ninput x: bf16[T, 8, 128]\ninput c: f32[T, 1, 128]\ninput s: f32[T, 1, 128]\ny = rope(x, c, s)\noutput y\n", {{"T", 3}}},
+    {"rope_odd_half", "graph g\ninput x: bf16[T, 2, 24]\ninput c: bf16[T, 1, 24]\ninput s: bf16[T, 1, 24]\ny = rope(x, c, s)\noutput y\n", {{"T", 5}}},
+    {"generic_row_contiguous_reduce", "graph g\ninput x: bf16[T, 4, 256]\ninput y: bf16[T, 1, 256]\nm = mul(x, y)\nmx = max(m)\nq = sub(m, mx)\noutput q\n", {{"T", 3}}},
+    {"generic_row_contiguous_symbolic", "graph g\ninput x: f16[T, 2, S]\ninput y: f16[T, 1, S]\nm = mul(x, y)\nmx = max(m)\nq = sub(m, mx)\noutput q\n", {{"T", 3}, {"S", 40}}},
 };
 
 // The kernel of a graph whose every node forms one fused group (how each case is written).

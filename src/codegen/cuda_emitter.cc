@@ -45,6 +45,7 @@ template <int N, typename T> __device__ __forceinline__ void fz_load(const T* __
     for (int k = 0; k < N; ++k) out[k] = fz_f32(e[k]); }
   else if constexpr (B == 4 && N == 2) { unsigned u = *reinterpret_cast<const unsigned*>(p + i); const T* e = reinterpret_cast<const T*>(&u);
     out[0] = fz_f32(e[0]); out[1] = fz_f32(e[1]); }
+  else if constexpr (B == 32) { fz_load<N / 2>(p, i, out); fz_load<N / 2>(p, i + N / 2, out + N / 2); }  // f32 beside 16-bit packs
   else {
 #pragma unroll
     for (int k = 0; k < N; ++k) out[k] = fz_f32(p[i + k]); }
@@ -506,7 +507,10 @@ class Emitter {
     std::string idx = fmt::format("({}) * ({})", c, stride[rank - 1]);
     std::string div = "1LL";
     for (size_t d = rank - 1; d-- > 0;) {
-      if (t.varies[d]) idx += fmt::format(" + ((({}) / ({})) % {}) * ({})", r, div, DimExpr(k_.space[d]), stride[d]);
+      // The outermost dim needs no modulo: r < R, so r / (the inner dims' product) < its size. That
+      // was a 64-bit remainder by a runtime size per access (RoPE's [T, 1, D] tables: % s_T).
+      if (t.varies[d] && d == 0) idx += fmt::format(" + (({}) / ({})) * ({})", r, div, stride[d]);
+      else if (t.varies[d]) idx += fmt::format(" + ((({}) / ({})) % {}) * ({})", r, div, DimExpr(k_.space[d]), stride[d]);
       div += " * " + DimExpr(k_.space[d]);
     }
     return idx;
@@ -524,9 +528,39 @@ class Emitter {
     return "0";
   }
 
+  // A broadcast input whose last dim is the whole row (RoPE's [T, 1, D] tables beside x [T, H, D]):
+  // a vector's elements are contiguous at the row's offset + c0, so it loads as one pack like a
+  // full-shape input (was one scalar load per element).
+  bool RowContiguous(int in) const {
+    const KernelTensor& t = k_.inputs[in];
+    return t.access == Access::kGeneral && !t.varies.empty() && t.varies.back() && !t.type.shape.empty() &&
+           t.type.shape.back() == k_.space.back();
+  }
+
   bool VectorLoaded(int in) const {
     auto a = k_.inputs[in].access;
-    return a == Access::kFull || a == Access::kChannel;
+    return a == Access::kFull || a == Access::kChannel || RowContiguous(in);
+  }
+
+  // rotate_half's partner elements (c + C/2 or c - C/2) as one pack per vector: every vector lies in
+  // one half when the half width is a multiple of the pack (c0 is a multiple of vec).
+  bool RotHalfVectorized() const {
+    const Dim& c = k_.cols();
+    return vec_ > 1 && c.is_static() && (c.value / 2) % vec_ == 0 && c.value % 2 == 0;
+  }
+
+  // Declares and loads the rotate_half partner packs xh<in> of the kLoadRotHalf exprs `targets`
+  // reach (when RotHalfVectorized()), at row `r`, vector c0.
+  void EmitRotHalfLoads(std::string& s, const std::vector<int>& targets, const std::string& ind, const KeptPacks& kept = {}) const {
+    if (!RotHalfVectorized()) return;
+    const std::vector<bool> reached = Reached(targets, kept);
+    std::set<int> ins;
+    for (size_t e = 0; e < k_.exprs.size(); ++e)
+      if (reached[e] && !kept.count(static_cast<int>(e)) && k_.exprs[e].kind == ExprKind::kLoadRotHalf) ins.insert(k_.exprs[e].input);
+    for (int in : ins)
+      s += fmt::format("{0}float xh{1}[{2}];  // rotate_half's partner pack (the other half of the row)\n"
+                       "{0}fz_load<{2}>(in{1}, {3}, xh{1});\n",
+                       ind, in, vec_, Index(in, "r", "(c0 < C / 2 ? c0 + C / 2 : c0 - C / 2)"));
   }
 
   // The f32 expression text for expr e inside an element body (names e<N> already defined).
@@ -538,6 +572,7 @@ class Emitter {
         if (!e.row_level && VectorLoaded(e.input)) return fmt::format("x{}[j]", e.input);
         return fmt::format("fz_f32(in{}[{}])", e.input, Index(e.input, "r", "c"));
       case ExprKind::kLoadRotHalf:
+        if (RotHalfVectorized()) return fmt::format("(c0 < C / 2 ? -xh{0}[j] : xh{0}[j])", e.input);
         return fmt::format("(c < C / 2 ? -fz_f32(in{0}[{1}]) : fz_f32(in{0}[{2}]))", e.input,
                            Index(e.input, "r", "c + C / 2"), Index(e.input, "r", "c - C / 2"));
       case ExprKind::kConst: return FloatLit(e.constant);
@@ -666,6 +701,7 @@ class Emitter {
     for (int in : UsedVectorInputs(targets))
       s += fmt::format("    float x{}[{}];\n    {}\n", in, vec_,
                        rc ? LoadVec(in, "x" + std::to_string(in), "r", "c0") : fmt::format("fz_load<{0}>(in{1}, i0, x{1});", vec_, in));
+    EmitRotHalfLoads(s, targets, "    ");
     for (size_t o = 0; o < k_.outputs.size(); ++o) s += fmt::format("    float o{}[{}];\n", o, vec_);
     s += fmt::format("#pragma unroll\n    for (int j = 0; j < {}; ++j) {{\n", vec_);
     if (rc) s += fmt::format("      const {} c = c0 + j;\n      (void)c;\n", ix_);
@@ -714,6 +750,7 @@ class Emitter {
       else
         s += fmt::format("        float x{}[{}];\n        {}\n", in, vec_, LoadVec(in, "x" + std::to_string(in), "r", "c0"));
     }
+    EmitRotHalfLoads(s, targets, "        ", kept);
     pre(s);
     s += fmt::format("#pragma unroll\n        for (int j = 0; j < {}; ++j) {{\n          const {} c = c0 + j;\n          (void)c;\n", vec_, ix_);
     EmitElementDefs(s, targets, "          ", kept);
@@ -909,6 +946,7 @@ class Emitter {
     s += fmt::format("    for (long long c0 = (long long)threadIdx.x * {0}; c0 < C; c0 += (long long)blockDim.x * {0}) {{\n", vec_);
     s += "      {\n";
     for (int in : used) s += fmt::format("        float x{}[{}];\n        {}\n", in, vec_, LoadVec(in, fmt::format("x{}", in), "r", "c0"));
+    EmitRotHalfLoads(s, targets, "        ");
     pre(s);
     s += fmt::format("#pragma unroll\n        for (int j = 0; j < {}; ++j) {{\n          const long long c = c0 + j;\n          (void)c;\n", vec_);
     EmitElementDefs(s, targets, "          ");

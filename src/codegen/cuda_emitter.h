@@ -41,7 +41,7 @@
 
 namespace opfuse::codegen {
 
-inline constexpr int kEmitterVersion = 8;
+inline constexpr int kEmitterVersion = 9;
 inline constexpr int kPrefillRowBlock = 128;   // prefill row kernels: rows per block fill ~this many threads
 inline constexpr int kDecodeRowsPerSm = 4;     // rows < this x SMs: the decode function (as the library)
 // Decode row groups up to 256 threads: on an H200 (CUDA-graph replay, rows 1/8/32, h2048/h4096 bf16)

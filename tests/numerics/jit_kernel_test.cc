@@ -350,6 +350,42 @@ TEST(JitKernel, ChannelPacksLaunderedWhereTheyWouldBeHoisted) {
   }
 }
 
+// RoPE's [T, 1, D] tables load as packs at the row's offset (no 64-bit remainder by T per access), and
+// rotate_half's partner as one pack from the other half, in the prefill and decode functions; where the
+// half width is not a multiple of the pack the partner stays per element. A row kernel's [T, 1, C]
+// broadcast input loads as packs too. (H200, rope 16384 x 32 x 64 bf16 with per-element table and
+// partner loads: JIT 57.5 µs against the library's 39.2; docs/BENCHMARKS.md, issue 4 session 16.)
+TEST(JitKernel, RowContiguousBroadcastAndRotHalfLoadAsPacks) {
+  struct Case {
+    const char* graph;
+    std::vector<std::string> present, absent;
+  };
+  const Case cases[] = {
+      {"graph g\ninput x: bf16[16384, 32, 64]\ninput c: bf16[16384, 1, 64]\ninput s: bf16[16384, 1, 64]\ny = rope(x, c, s)\noutput y\n",
+       {"fz_load<8>(in1, ", "fz_load<8>(in2, ", "float xh0[8];", "(c0 < C / 2 ? -xh0[j] : xh0[j])", "fz_load<2>(in1, ", "float xh0[2];"},
+       {"% 16384", "fz_f32(in1[", "fz_f32(in0["}},
+      {"graph g\ninput x: bf16[T, 2, 24]\ninput c: bf16[T, 1, 24]\ninput s: bf16[T, 1, 24]\ny = rope(x, c, s)\noutput y\n",
+       {"fz_load<8>(in1, ", "(c < C / 2 ? -fz_f32(in0[", "float xh0[2];"}, {"float xh0[8]", "% s_T"}},  // decode packs of 2 divide 12
+      {"graph g\ninput x: bf16[T, 4, 256]\ninput y: bf16[T, 1, 256]\nm = mul(x, y)\nmx = max(m)\nq = sub(m, mx)\noutput q\n",
+       {"fz_load<8>(in1, ", "constexpr int TPR"}, {"fz_f32(in1["}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.graph);
+    auto g = ParseGraph(c.graph);
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    auto k = testing_cases::WholeGraphKernel(*g);
+    ASSERT_TRUE(k.ok()) << k.status().message();
+    auto e = codegen::EmitCuda(*k, codegen::EmitOptions{});
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    for (const auto& p : c.present) EXPECT_NE(e->source.find(p), std::string::npos) << p << "\n" << e->source;
+    for (const auto& a : c.absent) EXPECT_EQ(e->source.find(a), std::string::npos) << a << "\n" << e->source;
+    if (jit::NvrtcAvailable()) {
+      auto cu = jit::CompileCuda(e->source, e->function, "sm_90");
+      EXPECT_TRUE(cu.ok()) << cu.status().message();
+    }
+  }
+}
+
 // The register counts read from NVRTC's cubin: present for both functions of a row kernel, plausible,
 // and the reader refuses what is not a well-formed cubin (truncated, not ELF) with a reason.
 TEST(JitKernel, CubinRegisterCounts) {
