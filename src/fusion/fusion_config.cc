@@ -19,6 +19,7 @@ std::vector<std::string> FusionConfig::KnownNames() {
     if (p.can_disable) names.push_back(p.name);
   names.push_back("gemv");  // the CUDA executor's decode GEMV (src/kernels/gemv.h): cuBLASLt instead
   names.push_back("pdl");   // programmatic dependent launch of the library kernels (kernels/pdl.cuh)
+  names.push_back("auto_graph");  // the CUDA executor's replay of repeated plans as CUDA graphs
   names.push_back("matmul_norm");  // fuse_matmul's norm prologue (rms_norm / add_rms_norm inside the GEMV group)
   names.push_back("matmul_rope");  // fuse_matmul's rope epilogue (q/k rotated by the GEMV)
   return names;

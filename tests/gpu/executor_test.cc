@@ -280,6 +280,89 @@ TEST_F(ExecutorTest, CudaGraphReplayMatchesEager) {
   }
 }
 
+// Auto graph (ExecutorOptions::auto_graph): a plan with a cuBLASLt call (matmul + bias + gelu) or
+// with 4+ launches (rope op by op: 7 kernels) runs eagerly once, is captured on its second Run on the
+// same stream, and is replayed from then on; every Run's output (poisoned before) matches the CPU
+// reference. Not captured: a one-kernel plan; Runs on the legacy default stream; a Run inside the
+// caller's own capture (its graph records the launches and replays right); auto_graph off; a plan
+// first run on another stream (captured on its second Run there).
+TEST_F(ExecutorTest, AutoGraphReplaysRepeatedPlans) {
+  struct Case {
+    const char* name;
+    std::string text;
+    Bindings bind;
+    cuda::Variant v;
+    bool graphable;
+  };
+  const Case cases[] = {
+      {"matmul_bias_gelu", "graph g\ninput a: bf16[T, 256]\nparam w: bf16[512, 256]\nparam bias: bf16[512]\n"
+                           "y = matmul(a, w, bias) {transpose_b=1}\nz = gelu(y)\noutput z\n", {{"T", 96}}, cuda::Variant::kAuto, true},
+      {"rope_unfused", testing_cases::kJitCases[9].text, testing_cases::kJitCases[9].bind, cuda::Variant::kUnfused, true},
+      {"rms_norm_jit", testing_cases::kJitCases[0].text, testing_cases::kJitCases[0].bind, cuda::Variant::kJit, false},
+  };
+  cudaStream_t s = nullptr, s2 = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), cudaSuccess);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Graph g = Parse(c.text);
+    auto ex = cuda::CudaExecutable::Create(g, {.variant = c.v});
+    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+    auto inputs = RandomInputs(g, c.bind, FreshSeed());
+    auto ref = RunGraphCpu(g, inputs, CpuRunOptions{c.bind});
+    ASSERT_TRUE(ref.ok());
+    DeviceIo io = Upload(**ex, inputs, c.bind);
+    const std::string out_name = g.values[g.outputs[0]].name;
+    // One Run on `stream` into poisoned outputs, checked against the CPU reference.
+    auto run_checked = [&](cudaStream_t stream, const std::string& what) {
+      for (size_t j = 0; j < io.out.size(); ++j) ASSERT_EQ(cudaMemset(io.out[j], 0xFF, io.host_out[j].data.size()), cudaSuccess);
+      ASSERT_OK((*ex)->Run(io.in, io.out, c.bind, stream));
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      Download(io);
+      ExpectClose(what, io.host_out[0], ref->at(out_name));
+    };
+    run_checked(nullptr, "legacy stream");
+    run_checked(nullptr, "legacy stream again");
+    EXPECT_EQ((*ex)->auto_graphs(), 0) << "the legacy default stream cannot be captured";
+    run_checked(s2, "first Run on s2");
+    run_checked(s, "first Run on s");
+    EXPECT_EQ((*ex)->auto_graphs(), 0);
+    run_checked(s, "second Run on s");
+    EXPECT_EQ((*ex)->auto_graphs(), c.graphable ? 1 : 0);
+    EXPECT_EQ((*ex)->auto_graph_replays(), c.graphable ? 1 : 0);
+    run_checked(s, "third Run on s");
+    EXPECT_EQ((*ex)->auto_graph_replays(), c.graphable ? 2 : 0);
+    run_checked(s2, "second Run on s2: eager (captured for s)");
+    EXPECT_EQ((*ex)->auto_graphs(), c.graphable ? 1 : 0);
+    // inside the caller's capture: launched into the caller's graph, not replayed
+    const int64_t before = (*ex)->auto_graph_replays();
+    for (size_t j = 0; j < io.out.size(); ++j) ASSERT_EQ(cudaMemset(io.out[j], 0xFF, io.host_out[j].data.size()), cudaSuccess);
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    const Status st = (*ex)->Run(io.in, io.out, c.bind, s);
+    cudaGraph_t cg = nullptr;
+    ASSERT_EQ(cudaStreamEndCapture(s, &cg), cudaSuccess);
+    ASSERT_OK(st);
+    EXPECT_EQ((*ex)->auto_graph_replays(), before);
+    cudaGraphExec_t ce = nullptr;
+    ASSERT_EQ(cudaGraphInstantiate(&ce, cg, 0), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(ce, s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    cudaGraphExecDestroy(ce);
+    cudaGraphDestroy(cg);
+    Download(io);
+    ExpectClose("the caller's graph", io.host_out[0], ref->at(out_name));
+    // off: never captured
+    auto off = cuda::CudaExecutable::Create(g, {.variant = c.v, .auto_graph = false});
+    ASSERT_TRUE(off.ok()) << off.status().ToString();
+    for (int i = 0; i < 3; ++i) ASSERT_OK((*off)->Run(io.in, io.out, c.bind, s));
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_EQ((*off)->auto_graphs(), 0);
+    EXPECT_EQ((*off)->auto_graph_replays(), 0);
+  }
+  cudaStreamDestroy(s);
+  cudaStreamDestroy(s2);
+}
+
 // JIT kernels launch with PDL at decode sizes (their decode functions start with the grid-dependency
 // wait): a chain of two JIT kernels where the second reads the first's output, replayed back to back
 // in a CUDA graph and run eagerly, matches the CPU reference; OPFUSE_DISABLE=pdl (config) launches
@@ -376,11 +459,21 @@ TEST_F(ExecutorTest, HostCostOfMatmulRun) {
                                 "y = matmul(a, b) {{transpose_b=1}}\noutput y\n", sh.m, sh.n, sh.k));
     auto ex = cuda::CudaExecutable::Create(g, {.variant = cuda::Variant::kLibrary});
     ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+    auto eager = cuda::CudaExecutable::Create(g, {.variant = cuda::Variant::kLibrary, .auto_graph = false});
+    ASSERT_TRUE(eager.ok()) << eager.status().ToString();
     const Bindings b;
     auto inputs = RandomInputs(g, b, FreshSeed());
     DeviceIo io = Upload(**ex, inputs, b);
-    ASSERT_OK((*ex)->Run(io.in, io.out, b, nullptr));
+    cudaStream_t s = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    struct StreamGone {
+      cudaStream_t s;
+      ~StreamGone() { cudaStreamDestroy(s); }
+    } gone{s};
+    for (int i = 0; i < 2; ++i) ASSERT_OK((*ex)->Run(io.in, io.out, b, s));  // the second captures the auto graph
+    ASSERT_OK((*eager)->Run(io.in, io.out, b, s));
     ASSERT_EQ((*ex)->kernels_per_run(), 1);
+    ASSERT_EQ((*ex)->auto_graphs(), 1);
     auto graph = (*ex)->Capture(io.in, io.out, b);
     ASSERT_TRUE(graph.ok()) << graph.status().ToString();
     cuda::MatmulArgs a;
@@ -397,16 +490,17 @@ TEST_F(ExecutorTest, HostCostOfMatmulRun) {
     ASSERT_NE(a.a, nullptr);
     ASSERT_NE(a.b, nullptr);
     a.transpose_b = true;
-    ASSERT_OK(cuda::Matmul(a, nullptr));
+    ASSERT_OK(cuda::Matmul(a, s));
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     constexpr int kCalls = 200;
-    const std::function<Status()> calls[3] = {[&] { return (*ex)->Run(io.in, io.out, b, nullptr); },
-                                              [&] { return cuda::Matmul(a, nullptr); },
-                                              [&] { return (*graph)->Launch(nullptr); }};
-    // median of 5 readings each, interleaved: Run, the raw call, the replay
-    std::vector<double> readings[3];
+    const std::function<Status()> calls[4] = {[&] { return (*eager)->Run(io.in, io.out, b, s); },
+                                              [&] { return cuda::Matmul(a, s); },
+                                              [&] { return (*graph)->Launch(s); },
+                                              [&] { return (*ex)->Run(io.in, io.out, b, s); }};
+    // median of 5 readings each, interleaved: Run without and with the auto graph, the raw call, the replay
+    std::vector<double> readings[4];
     for (int rep = 0; rep < 5; ++rep)
-      for (int k = 0; k < 3; ++k) {
+      for (int k = 0; k < 4; ++k) {
         auto us = HostUsPerCall(calls[k], kCalls);
         ASSERT_TRUE(us.ok()) << us.status().ToString();
         readings[k].push_back(*us);
@@ -415,15 +509,20 @@ TEST_F(ExecutorTest, HostCostOfMatmulRun) {
       std::sort(v.begin(), v.end());
       return v[v.size() / 2];
     };
-    const double run = median(readings[0]), raw = median(readings[1]), replay = median(readings[2]);
-    std::printf("host cost, cuBLASLt matmul %lldx%lldx%lld: Run %.2f us, raw cublasLtMatmul path %.2f us, "
-                "CudaGraph::Launch %.2f us\n", static_cast<long long>(sh.m), static_cast<long long>(sh.n),
-                static_cast<long long>(sh.k), run, raw, replay);
+    const double run = median(readings[0]), raw = median(readings[1]), replay = median(readings[2]),
+                 auto_run = median(readings[3]);
+    std::printf("host cost, cuBLASLt matmul %lldx%lldx%lld: Run %.2f us (auto graph off), raw cublasLtMatmul path %.2f us, "
+                "CudaGraph::Launch %.2f us, Run with the auto graph %.2f us\n", static_cast<long long>(sh.m),
+                static_cast<long long>(sh.n), static_cast<long long>(sh.k), run, raw, replay, auto_run);
     const std::string tag = fmt::format("{}x{}x{}", sh.m, sh.n, sh.k);
     RecordProperty("run_us_" + tag, std::to_string(run));
     RecordProperty("raw_us_" + tag, std::to_string(raw));
     RecordProperty("graph_us_" + tag, std::to_string(replay));
+    RecordProperty("auto_run_us_" + tag, std::to_string(auto_run));
     EXPECT_LE(run - raw, 3.0) << "the executor's own share of a matmul Run";
+    EXPECT_LE(auto_run, 10.0) << "issue 4: host cost of one executor call";
+    EXPECT_LT(auto_run, raw) << "the auto graph's replay costs less host time than the cuBLASLt call";
+    EXPECT_GE((*ex)->auto_graph_replays(), 5 * kCalls);
   }
 }
 

@@ -149,6 +149,17 @@ struct CudaExecutable::Impl {
     int pdl_launches = 0;  // launches with the PDL attribute
     uint64_t last_used = 0;
     uint64_t generation = 0;  // BackgroundSwaps::generation() when built; stale once it moves on
+    // Auto graph (ExecutorOptions::auto_graph), all under graph_mu but `graphable`.
+    bool graphable = false;         // set by BuildPlan
+    std::mutex graph_mu;
+    cudaStream_t last_stream = nullptr;  // the stream of the last eager Run
+    bool ran_eagerly = false;
+    bool graph_failed = false;      // capture or instantiation failed once (logged): eager for good
+    cudaGraphExec_t graph = nullptr;
+    cudaStream_t graph_stream = nullptr;  // the stream it was captured on (its cuBLASLt workspace)
+    ~Plan() {
+      if (graph) cudaGraphExecDestroy(graph);  // an in-flight launch finishes first (CUDA frees it after)
+    }
   };
   std::mutex mu;
   std::map<std::vector<int64_t>, std::shared_ptr<Arena>> arenas;  // key: symbol values
@@ -156,6 +167,8 @@ struct CudaExecutable::Impl {
   uint64_t clock = 0;
   std::atomic<int> last_kernels{-1};
   std::atomic<int> last_pdl_launches{-1};
+  std::atomic<int64_t> auto_graph_replays{0};
+  std::atomic<int> auto_graphs{0};
   cudaStream_t capture_stream = nullptr;
 
   // Background compiles: one entry per group that runs its fallback while its JIT kernel compiles.
@@ -210,6 +223,7 @@ struct CudaExecutable::Impl {
   StatusOr<std::shared_ptr<Arena>> GetArena(const std::vector<int64_t>& key, const Bindings& b);
   StatusOr<std::shared_ptr<Plan>> GetPlan(const std::vector<const void*>& in, const std::vector<void*>& out,
                                           const Bindings& b);
+  StatusOr<bool> RunAutoGraph(Plan& p, const std::string& graph_name, cudaStream_t stream);
   StatusOr<std::shared_ptr<Plan>> BuildPlan(const std::shared_ptr<Arena>& arena, const std::vector<const void*>& in,
                                             const std::vector<void*>& out, const Bindings& b);
 };
@@ -907,10 +921,14 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
   }
   if (opts.config.IsDisabled("pdl"))
     for (auto& l : plan->launches) l.Pdl(false);
+  bool custom = false;
   for (const auto& l : plan->launches) {
     plan->kernels += l.kernels();
     plan->pdl_launches += l.pdl() ? 1 : 0;
+    custom |= l.custom();
   }
+  plan->graphable = opts.auto_graph && !opts.config.IsDisabled("auto_graph") &&
+                    (custom || static_cast<int>(plan->launches.size()) >= kAutoGraphMinLaunches);
   return plan;
 }
 
@@ -951,12 +969,65 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::GetP
 
 // ------------------------------------------------------------------ runs
 
+// Auto graph (ExecutorOptions::auto_graph): replays the plan's graph on `stream` (true), captures it
+// first on the plan's second eager Run on the same stream, or leaves the run to the caller's launch
+// loop (false). The graph is captured on the caller's stream, so its cuBLASLt calls use that stream's
+// workspace (made by the eager run before), and is replayed only there.
+StatusOr<bool> CudaExecutable::Impl::RunAutoGraph(Plan& p, const std::string& graph_name, cudaStream_t stream) {
+  if (stream == nullptr || stream == cudaStreamLegacy) return false;  // the legacy default stream cannot be captured
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  OPFUSE_CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
+  if (cs != cudaStreamCaptureStatusNone) return false;  // the caller's capture records the launches
+  cudaGraphExec_t exec = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(p.graph_mu);
+    if (p.graph && p.graph_stream == stream) {
+      exec = p.graph;
+    } else if (p.graph || p.graph_failed) {
+      return false;  // captured for another stream, or capture failed: launches
+    } else if (!p.ran_eagerly || p.last_stream != stream) {
+      p.ran_eagerly = true;
+      p.last_stream = stream;
+      return false;
+    } else {
+      OPFUSE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      Status st = Status::Ok();
+      for (const auto& l : p.launches) {
+        st = l.Launch(stream);
+        if (!st.ok()) break;
+      }
+      cudaGraph_t g = nullptr;
+      cudaError_t e = cudaStreamEndCapture(stream, &g);
+      if (st.ok() && e == cudaSuccess) e = cudaGraphInstantiate(&p.graph, g, 0);
+      if (g) cudaGraphDestroy(g);
+      if (!st.ok() || e != cudaSuccess || !p.graph) {
+        const std::string why = !st.ok() ? std::string(st.message()) : cudaGetErrorString(e);
+        (void)cudaGetLastError();  // a capture error is not sticky: clear it, the launches follow
+        p.graph = nullptr;
+        p.graph_failed = true;
+        fmt::print(stderr, "opfuse: graph {}: auto graph off for one plan (its Runs launch each kernel): {}\n", graph_name, why);
+        return false;
+      }
+      p.graph_stream = stream;
+      exec = p.graph;
+      ++auto_graphs;
+    }
+  }
+  OPFUSE_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  ++auto_graph_replays;
+  return true;
+}
+
 Status CudaExecutable::Run(const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
                            const Bindings& bindings, cudaStream_t stream) {
   OPFUSE_ASSIGN_OR_RETURN(std::shared_ptr<Impl::Plan> plan, impl_->GetPlan(inputs, outputs, bindings));
-  for (const auto& l : plan->launches) OPFUSE_RETURN_IF_ERROR(l.Launch(stream));
   impl_->last_kernels = plan->kernels;
   impl_->last_pdl_launches = plan->pdl_launches;
+  if (plan->graphable) {
+    OPFUSE_ASSIGN_OR_RETURN(bool replayed, impl_->RunAutoGraph(*plan, graph_.name, stream));
+    if (replayed) return Status::Ok();
+  }
+  for (const auto& l : plan->launches) OPFUSE_RETURN_IF_ERROR(l.Launch(stream));
   return Status::Ok();
 }
 
@@ -1074,6 +1145,8 @@ StatusOr<std::map<std::string, HostTensor>> CudaExecutable::RunHost(const std::m
   return result;
 }
 
+int64_t CudaExecutable::auto_graph_replays() const { return impl_ ? impl_->auto_graph_replays.load() : 0; }
+int CudaExecutable::auto_graphs() const { return impl_ ? impl_->auto_graphs.load() : 0; }
 int CudaExecutable::kernels_per_run() const { return impl_ ? impl_->last_kernels.load() : -1; }
 int CudaExecutable::pdl_launches_per_run() const { return impl_ ? impl_->last_pdl_launches.load() : -1; }
 

@@ -70,6 +70,14 @@ struct ExecutorOptions {
   // op by op) while a worker thread compiles it, and plans built once it is ready use it. Off:
   // every JIT kernel is compiled (or loaded from the cache) before Create returns.
   bool background_compile = false;
+  // Auto graph: a plan (one set of I/O pointers and symbol values) whose launches cost more host time
+  // than one cudaGraphLaunch — any cuBLASLt call (~7-10 µs of host time per call on an H200 host,
+  // against ~2 µs for a graph launch), or kAutoGraphMinLaunches launches or more — is captured into
+  // a CUDA graph on its second Run on the same stream and replayed by Run from then on. Not on the
+  // legacy default stream (it cannot be captured) nor inside the caller's own capture (Run then
+  // launches, and the caller's graph records them). Off with this false or OPFUSE_DISABLE=auto_graph.
+  // A capture that fails is logged once and leaves that plan on plain launches.
+  bool auto_graph = true;
   // Called on the compile thread before each background compile starts, with the kernel's name
   // (tests hold it there to observe the fallback deterministically). Must not call back into the
   // executable.
@@ -99,6 +107,7 @@ class CudaGraph;
 class CudaExecutable {
  public:
   static constexpr size_t kMaxPlans = 64;
+  static constexpr int kAutoGraphMinLaunches = 4;  // ExecutorOptions::auto_graph
 
   // Compiles `g` (a verified graph; the pipeline runs on a copy). Unavailable("no CUDA device: ...")
   // without a GPU.
@@ -127,6 +136,9 @@ class CudaExecutable {
 
   const Graph& graph() const { return graph_; }  // after the pipeline (groups, variants)
   const std::vector<StepInfo>& steps() const { return steps_; }
+  // Runs that replayed an auto graph (ExecutorOptions::auto_graph), and plans captured for it.
+  int64_t auto_graph_replays() const;
+  int auto_graphs() const;
   // Device kernels the last Run (or Capture) launched (cuBLASLt matmul counts 1, aliases 0);
   // -1 before the first run. Counted from the plan actually used, never estimated.
   int kernels_per_run() const;
