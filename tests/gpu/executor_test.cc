@@ -280,69 +280,75 @@ TEST_F(ExecutorTest, CudaGraphReplayMatchesEager) {
   }
 }
 
-// Auto graph (ExecutorOptions::auto_graph): a plan with a cuBLASLt call (matmul + bias + gelu) or
-// with 4+ launches (rope op by op: 7 kernels) runs eagerly once, is captured on its second Run on the
-// same stream, and is replayed from then on; every Run's output (poisoned before) matches the CPU
-// reference. Not captured: a one-kernel plan; Runs on the legacy default stream; a Run inside the
-// caller's own capture (its graph records the launches and replays right); auto_graph off; a plan
-// first run on another stream (captured on its second Run there).
+// Auto graph (ExecutorOptions::auto_graph), with the threshold at 0 so any plan qualifies: a plan's
+// first kAutoGraphEagerRuns Runs on a stream launch (timed), the next captures and replays, later ones
+// replay; every Run's output (poisoned before) matches the CPU reference. Plans: a cuBLASLt matmul +
+// bias + gelu, rope op by op (7 kernels), one JIT kernel. Never captured: Runs on the legacy default
+// stream; a Run inside the caller's own capture (its graph records the launches and replays right);
+// Runs on a second stream once captured for the first; auto_graph off; a threshold no plan reaches.
 TEST_F(ExecutorTest, AutoGraphReplaysRepeatedPlans) {
   struct Case {
     const char* name;
     std::string text;
     Bindings bind;
     cuda::Variant v;
-    bool graphable;
   };
   const Case cases[] = {
       {"matmul_bias_gelu", "graph g\ninput a: bf16[T, 256]\nparam w: bf16[512, 256]\nparam bias: bf16[512]\n"
-                           "y = matmul(a, w, bias) {transpose_b=1}\nz = gelu(y)\noutput z\n", {{"T", 96}}, cuda::Variant::kAuto, true},
-      {"rope_unfused", testing_cases::kJitCases[9].text, testing_cases::kJitCases[9].bind, cuda::Variant::kUnfused, true},
-      {"rms_norm_jit", testing_cases::kJitCases[0].text, testing_cases::kJitCases[0].bind, cuda::Variant::kJit, false},
+                           "y = matmul(a, w, bias) {transpose_b=1}\nz = gelu(y)\noutput z\n", {{"T", 96}}, cuda::Variant::kAuto},
+      {"rope_unfused", testing_cases::kJitCases[9].text, testing_cases::kJitCases[9].bind, cuda::Variant::kUnfused},
+      {"rms_norm_jit", testing_cases::kJitCases[0].text, testing_cases::kJitCases[0].bind, cuda::Variant::kJit},
   };
+  constexpr int kEager = cuda::CudaExecutable::kAutoGraphEagerRuns;
   cudaStream_t s = nullptr, s2 = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
   ASSERT_EQ(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), cudaSuccess);
+  struct StreamsGone {
+    cudaStream_t a, b;
+    ~StreamsGone() {
+      cudaStreamDestroy(a);
+      cudaStreamDestroy(b);
+    }
+  } gone{s, s2};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     Graph g = Parse(c.text);
-    auto ex = cuda::CudaExecutable::Create(g, {.variant = c.v});
+    auto ex = cuda::CudaExecutable::Create(g, {.variant = c.v, .auto_graph_min_host_us = 0});
     ASSERT_TRUE(ex.ok()) << ex.status().ToString();
     auto inputs = RandomInputs(g, c.bind, FreshSeed());
     auto ref = RunGraphCpu(g, inputs, CpuRunOptions{c.bind});
     ASSERT_TRUE(ref.ok());
     DeviceIo io = Upload(**ex, inputs, c.bind);
     const std::string out_name = g.values[g.outputs[0]].name;
-    // One Run on `stream` into poisoned outputs, checked against the CPU reference.
-    auto run_checked = [&](cudaStream_t stream, const std::string& what) {
+    // One Run of `exe` on `stream` into poisoned outputs, checked against the CPU reference.
+    auto run_checked = [&](cuda::CudaExecutable& exe, cudaStream_t stream, const std::string& what) {
       for (size_t j = 0; j < io.out.size(); ++j) ASSERT_EQ(cudaMemset(io.out[j], 0xFF, io.host_out[j].data.size()), cudaSuccess);
-      ASSERT_OK((*ex)->Run(io.in, io.out, c.bind, stream));
+      ASSERT_OK(exe.Run(io.in, io.out, c.bind, stream));
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       Download(io);
       ExpectClose(what, io.host_out[0], ref->at(out_name));
     };
-    run_checked(nullptr, "legacy stream");
-    run_checked(nullptr, "legacy stream again");
+    for (int i = 0; i < kEager + 2; ++i) run_checked(**ex, nullptr, "legacy stream");
     EXPECT_EQ((*ex)->auto_graphs(), 0) << "the legacy default stream cannot be captured";
-    run_checked(s2, "first Run on s2");
-    run_checked(s, "first Run on s");
+    for (int i = 0; i < kEager; ++i) run_checked(**ex, s, fmt::format("eager Run {} on s", i + 1));
     EXPECT_EQ((*ex)->auto_graphs(), 0);
-    run_checked(s, "second Run on s");
-    EXPECT_EQ((*ex)->auto_graphs(), c.graphable ? 1 : 0);
-    EXPECT_EQ((*ex)->auto_graph_replays(), c.graphable ? 1 : 0);
-    run_checked(s, "third Run on s");
-    EXPECT_EQ((*ex)->auto_graph_replays(), c.graphable ? 2 : 0);
-    run_checked(s2, "second Run on s2: eager (captured for s)");
-    EXPECT_EQ((*ex)->auto_graphs(), c.graphable ? 1 : 0);
+    EXPECT_EQ((*ex)->auto_graph_replays(), 0);
+    run_checked(**ex, s, "the Run on s that captures");
+    EXPECT_EQ((*ex)->auto_graphs(), 1);
+    EXPECT_EQ((*ex)->auto_graph_replays(), 1);
+    run_checked(**ex, s, "a replay on s");
+    EXPECT_EQ((*ex)->auto_graph_replays(), 2);
+    for (int i = 0; i < kEager + 2; ++i) run_checked(**ex, s2, "on s2: launches (captured for s)");
+    EXPECT_EQ((*ex)->auto_graphs(), 1);
+    EXPECT_EQ((*ex)->auto_graph_replays(), 2);
     // inside the caller's capture: launched into the caller's graph, not replayed
-    const int64_t before = (*ex)->auto_graph_replays();
     for (size_t j = 0; j < io.out.size(); ++j) ASSERT_EQ(cudaMemset(io.out[j], 0xFF, io.host_out[j].data.size()), cudaSuccess);
     ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
     const Status st = (*ex)->Run(io.in, io.out, c.bind, s);
     cudaGraph_t cg = nullptr;
     ASSERT_EQ(cudaStreamEndCapture(s, &cg), cudaSuccess);
     ASSERT_OK(st);
-    EXPECT_EQ((*ex)->auto_graph_replays(), before);
+    EXPECT_EQ((*ex)->auto_graph_replays(), 2);
     cudaGraphExec_t ce = nullptr;
     ASSERT_EQ(cudaGraphInstantiate(&ce, cg, 0), cudaSuccess);
     ASSERT_EQ(cudaGraphLaunch(ce, s), cudaSuccess);
@@ -351,16 +357,16 @@ TEST_F(ExecutorTest, AutoGraphReplaysRepeatedPlans) {
     cudaGraphDestroy(cg);
     Download(io);
     ExpectClose("the caller's graph", io.host_out[0], ref->at(out_name));
-    // off: never captured
-    auto off = cuda::CudaExecutable::Create(g, {.variant = c.v, .auto_graph = false});
-    ASSERT_TRUE(off.ok()) << off.status().ToString();
-    for (int i = 0; i < 3; ++i) ASSERT_OK((*off)->Run(io.in, io.out, c.bind, s));
-    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-    EXPECT_EQ((*off)->auto_graphs(), 0);
-    EXPECT_EQ((*off)->auto_graph_replays(), 0);
+    // off, and a threshold no plan reaches: never captured
+    for (const cuda::ExecutorOptions& o : {cuda::ExecutorOptions{.variant = c.v, .auto_graph = false},
+                                           cuda::ExecutorOptions{.variant = c.v, .auto_graph_min_host_us = 1e9}}) {
+      auto other = cuda::CudaExecutable::Create(g, o);
+      ASSERT_TRUE(other.ok()) << other.status().ToString();
+      for (int i = 0; i < kEager + 3; ++i) run_checked(**other, s, "never captured");
+      EXPECT_EQ((*other)->auto_graphs(), 0);
+      EXPECT_EQ((*other)->auto_graph_replays(), 0);
+    }
   }
-  cudaStreamDestroy(s);
-  cudaStreamDestroy(s2);
 }
 
 // JIT kernels launch with PDL at decode sizes (their decode functions start with the grid-dependency
@@ -470,10 +476,12 @@ TEST_F(ExecutorTest, HostCostOfMatmulRun) {
       cudaStream_t s;
       ~StreamGone() { cudaStreamDestroy(s); }
     } gone{s};
-    for (int i = 0; i < 2; ++i) ASSERT_OK((*ex)->Run(io.in, io.out, b, s));  // the second captures the auto graph
+    // the eager Runs that measure, then the one that captures (default threshold: cuBLASLt's host time
+    // is well above it)
+    for (int i = 0; i <= cuda::CudaExecutable::kAutoGraphEagerRuns; ++i) ASSERT_OK((*ex)->Run(io.in, io.out, b, s));
     ASSERT_OK((*eager)->Run(io.in, io.out, b, s));
     ASSERT_EQ((*ex)->kernels_per_run(), 1);
-    ASSERT_EQ((*ex)->auto_graphs(), 1);
+    ASSERT_EQ((*ex)->auto_graphs(), 1) << "a cuBLASLt Run measured under ExecutorOptions::auto_graph_min_host_us";
     auto graph = (*ex)->Capture(io.in, io.out, b);
     ASSERT_TRUE(graph.ok()) << graph.status().ToString();
     cuda::MatmulArgs a;

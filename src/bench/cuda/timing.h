@@ -97,7 +97,9 @@ class Harness {
   Status FlushL2();          // enqueues the flush
   Status Spin(double us);    // enqueues the spin kernel (a fixed-length wait; samples use the gate)
 
-  // Host wall time per call over `calls` calls (stream synchronised before and after, not inside).
+  // Host wall time per call: the median over kHostBatches batches of `calls` calls of each batch's
+  // mean (the stream synchronised before each batch and after the last, not inside).
+  static constexpr int kHostBatches = 5;
   StatusOr<double> HostUsPerCall(const RunFn& run, int calls);
   // One sample = [flush] + gate + event + run(i) + event (the gate opened once all is enqueued, so
   // the call's host time needs no margin).

@@ -150,11 +150,12 @@ struct CudaExecutable::Impl {
     uint64_t last_used = 0;
     uint64_t generation = 0;  // BackgroundSwaps::generation() when built; stale once it moves on
     // Auto graph (ExecutorOptions::auto_graph), all under graph_mu but `graphable`.
-    bool graphable = false;         // set by BuildPlan
+    bool graphable = false;              // set by BuildPlan
     std::mutex graph_mu;
-    cudaStream_t last_stream = nullptr;  // the stream of the last eager Run
-    bool ran_eagerly = false;
-    bool graph_failed = false;      // capture or instantiation failed once (logged): eager for good
+    cudaStream_t last_stream = nullptr;  // the stream of the timed eager Runs
+    int eager_runs = 0;                  // on last_stream
+    double best_eager_us = 0;            // the fastest timed eager Run's host µs (not the first)
+    bool graph_off = false;              // decided against (too cheap) or capture failed: launches for good
     cudaGraphExec_t graph = nullptr;
     cudaStream_t graph_stream = nullptr;  // the stream it was captured on (its cuBLASLt workspace)
     ~Plan() {
@@ -921,14 +922,11 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
   }
   if (opts.config.IsDisabled("pdl"))
     for (auto& l : plan->launches) l.Pdl(false);
-  bool custom = false;
   for (const auto& l : plan->launches) {
     plan->kernels += l.kernels();
     plan->pdl_launches += l.pdl() ? 1 : 0;
-    custom |= l.custom();
   }
-  plan->graphable = opts.auto_graph && !opts.config.IsDisabled("auto_graph") &&
-                    (custom || static_cast<int>(plan->launches.size()) >= kAutoGraphMinLaunches);
+  plan->graphable = opts.auto_graph && !opts.config.IsDisabled("auto_graph") && !plan->launches.empty();
   return plan;
 }
 
@@ -969,10 +967,10 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::GetP
 
 // ------------------------------------------------------------------ runs
 
-// Auto graph (ExecutorOptions::auto_graph): replays the plan's graph on `stream` (true), captures it
-// first on the plan's second eager Run on the same stream, or leaves the run to the caller's launch
-// loop (false). The graph is captured on the caller's stream, so its cuBLASLt calls use that stream's
-// workspace (made by the eager run before), and is replayed only there.
+// Auto graph (ExecutorOptions::auto_graph). Returns true when it ran the plan: a replay of its graph,
+// one of the timed eager Runs that decide, or the Run that captures (and then replays); false leaves
+// the run to the caller's launch loop. The graph is captured on the caller's stream, so its cuBLASLt
+// calls use that stream's workspace (made by the eager Runs), and is replayed only there.
 StatusOr<bool> CudaExecutable::Impl::RunAutoGraph(Plan& p, const std::string& graph_name, cudaStream_t stream) {
   if (stream == nullptr || stream == cudaStreamLegacy) return false;  // the legacy default stream cannot be captured
   cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
@@ -981,13 +979,24 @@ StatusOr<bool> CudaExecutable::Impl::RunAutoGraph(Plan& p, const std::string& gr
   cudaGraphExec_t exec = nullptr;
   {
     std::lock_guard<std::mutex> lock(p.graph_mu);
-    if (p.graph && p.graph_stream == stream) {
+    if (p.graph) {
+      if (p.graph_stream != stream) return false;  // captured for another stream: launches here
       exec = p.graph;
-    } else if (p.graph || p.graph_failed) {
-      return false;  // captured for another stream, or capture failed: launches
-    } else if (!p.ran_eagerly || p.last_stream != stream) {
-      p.ran_eagerly = true;
-      p.last_stream = stream;
+    } else if (p.graph_off) {
+      return false;
+    } else if (p.last_stream != stream || p.eager_runs < CudaExecutable::kAutoGraphEagerRuns) {
+      if (p.last_stream != stream) {
+        p.last_stream = stream;
+        p.eager_runs = 0;
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      for (const auto& l : p.launches) OPFUSE_RETURN_IF_ERROR(l.Launch(stream));
+      const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      if (p.eager_runs == 1 || (p.eager_runs > 1 && us < p.best_eager_us)) p.best_eager_us = us;  // the first is not timed
+      ++p.eager_runs;
+      return true;
+    } else if (p.best_eager_us < opts.auto_graph_min_host_us) {
+      p.graph_off = true;  // launching costs less than the threshold: a graph would not pay
       return false;
     } else {
       OPFUSE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
@@ -1004,7 +1013,7 @@ StatusOr<bool> CudaExecutable::Impl::RunAutoGraph(Plan& p, const std::string& gr
         const std::string why = !st.ok() ? std::string(st.message()) : cudaGetErrorString(e);
         (void)cudaGetLastError();  // a capture error is not sticky: clear it, the launches follow
         p.graph = nullptr;
-        p.graph_failed = true;
+        p.graph_off = true;
         fmt::print(stderr, "opfuse: graph {}: auto graph off for one plan (its Runs launch each kernel): {}\n", graph_name, why);
         return false;
       }

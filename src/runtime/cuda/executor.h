@@ -71,13 +71,18 @@ struct ExecutorOptions {
   // every JIT kernel is compiled (or loaded from the cache) before Create returns.
   bool background_compile = false;
   // Auto graph: a plan (one set of I/O pointers and symbol values) whose launches cost more host time
-  // than one cudaGraphLaunch — any cuBLASLt call (~7-10 µs of host time per call on an H200 host,
-  // against ~2 µs for a graph launch), or kAutoGraphMinLaunches launches or more — is captured into
-  // a CUDA graph on its second Run on the same stream and replayed by Run from then on. Not on the
-  // legacy default stream (it cannot be captured) nor inside the caller's own capture (Run then
-  // launches, and the caller's graph records them). Off with this false or OPFUSE_DISABLE=auto_graph.
-  // A capture that fails is logged once and leaves that plan on plain launches.
+  // than replaying them as a CUDA graph is captured and replayed by Run from then on. Measured, not
+  // assumed: the plan's first kAutoGraphEagerRuns Runs on a stream launch as usual, the host time of
+  // all but the first (which carries one-time costs) is timed, and if the faster reading is at least
+  // auto_graph_min_host_us the next Run captures the launches on that stream and replays them there.
+  // On the H200's host a cuBLASLt call costs 7-10.6 µs (its Hopper kernels) against 1.4-2.1 µs for a
+  // graph launch, while a 1-row cuBLASLt call (3 µs) replayed as a graph read 4.0-4.75 µs in bench ops
+  // (docs/BENCHMARKS.md, issue 4 session 16). Not on the legacy default stream (it cannot be captured)
+  // nor inside the caller's own capture (Run then launches, and the caller's graph records them). Off
+  // with this false or OPFUSE_DISABLE=auto_graph. A capture that fails is logged and leaves that plan
+  // on launches.
   bool auto_graph = true;
+  double auto_graph_min_host_us = 5.0;
   // Called on the compile thread before each background compile starts, with the kernel's name
   // (tests hold it there to observe the fallback deterministically). Must not call back into the
   // executable.
@@ -107,7 +112,7 @@ class CudaGraph;
 class CudaExecutable {
  public:
   static constexpr size_t kMaxPlans = 64;
-  static constexpr int kAutoGraphMinLaunches = 4;  // ExecutorOptions::auto_graph
+  static constexpr int kAutoGraphEagerRuns = 2;  // ExecutorOptions::auto_graph: the first untimed, then one timed
 
   // Compiles `g` (a verified graph; the pipeline runs on a copy). Unavailable("no CUDA device: ...")
   // without a GPU.

@@ -71,7 +71,6 @@ class KernelLaunch {
   // Device kernels this record launches (Custom may launch several or none).
   int kernels() const { return kernels_; }
   bool empty() const { return func_ == nullptr && !custom_; }
-  bool custom() const { return static_cast<bool>(custom_); }
   dim3 grid() const { return grid_; }
   dim3 block() const { return block_; }
 
