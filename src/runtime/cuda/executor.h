@@ -73,8 +73,8 @@ struct ExecutorOptions {
   // Auto graph: a plan (one set of I/O pointers and symbol values) whose launches cost more host time
   // than replaying them as a CUDA graph is captured and replayed by Run from then on. Measured, not
   // assumed: the plan's first kAutoGraphEagerRuns Runs on a stream launch as usual, the host time of
-  // all but the first (which carries one-time costs) is timed, and if the faster reading is at least
-  // auto_graph_min_host_us the next Run captures the launches on that stream and replays them there.
+  // every one but the first (which carries one-time costs) is timed, and if the fastest reading is at
+  // least auto_graph_min_host_us the next Run captures the launches on that stream and replays them there.
   // On the H200's host a cuBLASLt call costs 7-10.6 µs (its Hopper kernels) against 1.4-2.1 µs for a
   // graph launch, while a 1-row cuBLASLt call (3 µs) replayed as a graph read 4.0-4.75 µs in bench ops
   // (docs/BENCHMARKS.md, issue 4 session 16). Not on the legacy default stream (it cannot be captured)
