@@ -967,6 +967,33 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::GetP
 
 // ------------------------------------------------------------------ runs
 
+namespace {
+// Records `launches` on `stream` (a thread-local capture) and instantiates the graph into *exec; the
+// graph itself goes to *graph when given, else is destroyed. On failure the stream is no longer
+// capturing, nothing is left allocated, and the launch's or CUDA's error is returned.
+Status CaptureLaunches(const std::vector<KernelLaunch>& launches, cudaStream_t stream, cudaGraphExec_t* exec,
+                       cudaGraph_t* graph = nullptr) {
+  OPFUSE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  Status st = Status::Ok();
+  for (const auto& l : launches) {
+    st = l.Launch(stream);
+    if (!st.ok()) break;
+  }
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t x = nullptr;
+  cudaError_t e = cudaStreamEndCapture(stream, &g);
+  if (st.ok() && e == cudaSuccess) e = cudaGraphInstantiate(&x, g, 0);
+  const bool ok = st.ok() && e == cudaSuccess && x != nullptr;
+  if (g && (!ok || graph == nullptr)) cudaGraphDestroy(g);
+  OPFUSE_RETURN_IF_ERROR(st);
+  OPFUSE_CUDA_CHECK(e);
+  if (!ok) return Internal("cudaGraphInstantiate gave no executable graph");
+  *exec = x;
+  if (graph) *graph = g;
+  return Status::Ok();
+}
+}  // namespace
+
 // Auto graph (ExecutorOptions::auto_graph). Returns true when it ran the plan: a replay of its graph,
 // one of the timed eager Runs that decide, or the Run that captures (and then replays); false leaves
 // the run to the caller's launch loop. The graph is captured on the caller's stream, so its cuBLASLt
@@ -999,22 +1026,13 @@ StatusOr<bool> CudaExecutable::Impl::RunAutoGraph(Plan& p, const std::string& gr
       p.graph_off = true;  // launching costs less than the threshold: a graph would not pay
       return false;
     } else {
-      OPFUSE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      Status st = Status::Ok();
-      for (const auto& l : p.launches) {
-        st = l.Launch(stream);
-        if (!st.ok()) break;
-      }
-      cudaGraph_t g = nullptr;
-      cudaError_t e = cudaStreamEndCapture(stream, &g);
-      if (st.ok() && e == cudaSuccess) e = cudaGraphInstantiate(&p.graph, g, 0);
-      if (g) cudaGraphDestroy(g);
-      if (!st.ok() || e != cudaSuccess || !p.graph) {
-        const std::string why = !st.ok() ? std::string(st.message()) : cudaGetErrorString(e);
+      const Status st = CaptureLaunches(p.launches, stream, &p.graph);
+      if (!st.ok()) {
         (void)cudaGetLastError();  // a capture error is not sticky: clear it, the launches follow
         p.graph = nullptr;
         p.graph_off = true;
-        fmt::print(stderr, "opfuse: graph {}: auto graph off for one plan (its Runs launch each kernel): {}\n", graph_name, why);
+        fmt::print(stderr, "opfuse: graph {}: auto graph off for one plan (its Runs launch each kernel): {}\n", graph_name,
+                   st.message());
         return false;
       }
       p.graph_stream = stream;
@@ -1206,21 +1224,7 @@ StatusOr<std::unique_ptr<CudaGraph>> CudaExecutable::Capture(const std::vector<c
   for (const auto& l : plan->launches) OPFUSE_RETURN_IF_ERROR(l.Launch(s));
   OPFUSE_CUDA_CHECK(cudaStreamSynchronize(s));
   std::unique_ptr<CudaGraph> cg(new CudaGraph());
-  OPFUSE_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  Status st = Status::Ok();
-  for (const auto& l : plan->launches) {
-    st = l.Launch(s);
-    if (!st.ok()) break;
-  }
-  cudaGraph_t graph = nullptr;
-  cudaError_t e = cudaStreamEndCapture(s, &graph);
-  if (!st.ok()) {
-    if (graph) cudaGraphDestroy(graph);
-    return st;
-  }
-  OPFUSE_CUDA_CHECK(e);
-  cg->graph_ = graph;
-  OPFUSE_CUDA_CHECK(cudaGraphInstantiate(&cg->exec_, graph, 0));
+  OPFUSE_RETURN_IF_ERROR(CaptureLaunches(plan->launches, s, &cg->exec_, &cg->graph_));
   cg->pin_ = plan;
   cg->kernels_ = plan->kernels;
   cg->generation_ = plan->generation;
