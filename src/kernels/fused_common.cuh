@@ -202,6 +202,13 @@ __device__ __forceinline__ int64_t MapRow(const RowMap& m, uint32_t r) {
   return off;
 }
 
+inline bool SameRowMap(const RowMap& a, const RowMap& b) {
+  if (a.ndim != b.ndim) return false;
+  for (int d = 0; d < a.ndim; ++d)
+    if (a.size[d] != b.size[d] || a.stride[d] != b.stride[d]) return false;
+  return true;
+}
+
 // Row map of operand shape `o` (right-aligned, broadcastable) against x shape `x`.
 inline StatusOr<RowMap> BuildRowMap(const std::vector<int64_t>& x, const std::vector<int64_t>& o) {
   if (x.empty() || o.size() > x.size()) return InvalidArgument("operand rank exceeds x rank");
