@@ -18,7 +18,8 @@ softmax; prefill / decode is each case's `phase`):
   host_cost           one executor call (library / jit variants that run one kernel) <= 10 us host
 
 --tolerance T lets a ratio target pass within T (default 0: exact; the report prints the ratio
-anyway). --strict: exit 1 when a target is missed or has no data. Bad input: a message, exit 2.
+anyway). Misses of the torch.compile ratio targets within 1 % of the bound are counted in the table
+("N within 1 %": ties at run-to-run noise, still misses by the rule). --strict: exit 1 when a target is missed or has no data. Bad input: a message, exit 2.
 """
 import argparse
 import json
@@ -30,6 +31,7 @@ COPY_FRACTION = 0.90
 DECODE_US = 3.0
 JIT_OVER_LIBRARY = 1.10
 HOST_US = 10.0
+NEAR = 0.01  # a comparison miss this close to its bound is reported as a tie (still a miss)
 
 
 class BadInput(Exception):
@@ -185,10 +187,12 @@ def main(argv=None):
         all_met &= verdict == "met"
         w = f"{x.fmt.format(worst[1])} {worst[0]} ({worst[2]})" if worst else "—"
         nb = sum(1 for m in misses if m[0] in x.bounded)
-        note = f" ({nb} where a same-size copy reads < 90 % too)" if nb else ""
+        near = sum(1 for m in misses if x.fmt.endswith("x") and abs(m[1] - x.bound) <= NEAR * x.bound)
+        notes = ([f"{nb} where a same-size copy reads < 90 % too"] if nb else []) + ([f"{near} within 1 %"] if near else [])
+        note = f" ({'; '.join(notes)})" if notes else ""
         print(f"| {x.text} | **{verdict}** | {len(x.rows)} | {len(misses)}{note} | {w} |")
         out["targets"][x.key] = {"text": x.text, "verdict": verdict, "cases": len(x.rows),
-                                 "misses_bounded_by_copy": nb,
+                                 "misses_bounded_by_copy": nb, "misses_within_1pct": near,
                                  "worst": {"case": worst[0], "value": worst[1], "detail": worst[2]} if worst else None,
                                  "misses": [{"case": c, "value": v, "detail": d, "bounded_by_copy": c in x.bounded}
                                             for c, v, d in misses]}

@@ -132,3 +132,17 @@ def test_bad_input(tmp_path):
     assert r.returncode == 2 and "no 'cases'" in r.stderr
     r = run([tmp_path / "missing.json"])
     assert r.returncode == 2 and "missing.json" in r.stderr
+
+
+def test_ties_within_one_percent_are_counted_but_still_miss(tmp_path):
+    rep = report()
+    rep["cases"] = [case("swiglu", 16384, "prefill", 25.5, 25.4, 1e8, compile_ratio=0.995, one_proc=0.98)]
+    rp = tmp_path / "r.json"
+    rp.write_text(json.dumps(rep))
+    r = run([rp, "--json", tmp_path / "t.json"])
+    assert r.returncode == 0, r.stderr
+    t = json.loads((tmp_path / "t.json").read_text())["targets"]["prefill_vs_compile"]
+    assert t["verdict"] == "not met"
+    assert sorted(m["value"] for m in t["misses"]) == [0.98, 0.995]
+    assert t["misses_within_1pct"] == 1
+    assert "| prefill fused kernels no slower than torch.compile | **not met** | 2 | 2 (1 within 1 %) |" in r.stdout
