@@ -10,13 +10,12 @@
 // (fused_common.cuh: [T, H] rows reading [T, 1] tables cost one 32-bit division). 16-byte packs
 // when half is a multiple of the pack and every pointer is aligned, else 1-element items. Table
 // dtype: x's or f32 (sin's must equal cos's). f32 math.
-// Index arithmetic (FAST, up to 2^31 items, the usual case): the item's row and the [T, H] -> [T]
-// table row are FastDivmod multiply-highs, and the sin row reuses the cos row's offset when the two
-// maps are equal (they are for same-shape tables). With runtime divisions (and the sin map computed
-// again) this kernel took 39.1 us at 16384 x 32 x 64 bf16 on the H200 against the JIT's 36.3, whose
-// indices are shifts of static sizes (docs/BENCHMARKS.md, issue 4 session 16).
+// Index arithmetic (FAST, up to 2^31 items, the usual case): the item's row is a FastDivmod
+// multiply-high, as is the table row (RowMap), and the sin row reuses the cos row's offset when the
+// two maps are equal (they are for same-shape tables). With runtime divisions (and the sin map
+// computed again) this kernel took 39.1 us at 16384 x 32 x 64 bf16 on the H200 against the JIT's
+// 36.3, whose indices are shifts of static sizes (docs/BENCHMARKS.md, issue 4 session 16).
 #include "kernels/pdl.cuh"
-#include "kernels/fast_divmod.cuh"
 #include "kernels/fused_common.cuh"
 
 namespace opfuse::kernels {
@@ -36,20 +35,8 @@ struct RopeParams {
   int half;
   RowMap cmap, smap;  // row of x -> element offset of the cos / sin row
   bool same_map;      // smap == cmap: the sin row's offset is the cos row's
-  // FAST only: the pack pair index split, and a cmap of one broadcast dim over the rows ([T, H] rows,
-  // [T, 1] tables: row r reads table row r / H) as a FastDivmod, or cmap_fast false (MapRow then).
-  FastDivmod pairs_div, heads_div;
-  int64_t table_stride;
-  bool cmap_fast;
+  FastDivmod pairs_div;  // FAST only: item -> (row, pair)
 };
-
-template <bool FAST, class T, class CT>
-__device__ __forceinline__ int64_t CosRow(const RopeParams<T, CT>& p, uint32_t r) {
-  if constexpr (FAST) {
-    if (p.cmap_fast) return static_cast<int64_t>(p.heads_div.Div(r)) * p.table_stride;
-  }
-  return MapRow(p.cmap, r);
-}
 
 template <bool FAST, class T, class CT, int N>
 __global__ void __launch_bounds__(256) RopeKernel(RopeParams<T, CT> p) {
@@ -68,7 +55,7 @@ __global__ void __launch_bounds__(256) RopeKernel(RopeParams<T, CT> p) {
       c = static_cast<int>(i - static_cast<int64_t>(r) * p.pairs) * N;
     }
     const int64_t base = static_cast<int64_t>(r) * p.d;
-    const int64_t co = CosRow<FAST>(p, r), so = p.same_map ? co : MapRow(p.smap, r);
+    const int64_t co = MapRow(p.cmap, r), so = p.same_map ? co : MapRow(p.smap, r);
     const Pack<T, N> x1 = LoadPack<T, N>(p.x + base + c), x2 = LoadPack<T, N>(p.x + base + p.half + c);
     const Pack<CT, N> c1 = LoadPack<CT, N>(p.cos + co + c), c2 = LoadPack<CT, N>(p.cos + co + p.half + c);
     const Pack<CT, N> s1 = LoadPack<CT, N>(p.sin + so + c), s2 = LoadPack<CT, N>(p.sin + so + p.half + c);
@@ -143,15 +130,7 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanRopeEx(const Node& n, const std::v
       p.smap = *smap;
       p.same_map = SameRowMap(*cmap, *smap);
       const bool fast = items <= kFastIndexLimit;
-      if (fast) {
-        p.pairs_div = FastDivmod(static_cast<uint32_t>(pairs));
-        // one broadcast dim over the rows, then the table's own rows: row r reads table row r / size[0]
-        p.cmap_fast = cmap->ndim == 2 && cmap->stride[0] == 0;
-        if (p.cmap_fast) {
-          p.heads_div = FastDivmod(cmap->size[0]);
-          p.table_stride = cmap->stride[1];
-        }
-      }
+      if (fast) p.pairs_div = FastDivmod(static_cast<uint32_t>(pairs));
       auto k = fast ? (vec == 1 ? RopeKernel<true, T, CT, 1> : RopeKernel<true, T, CT, kVec>)
                     : (vec == 1 ? RopeKernel<false, T, CT, 1> : RopeKernel<false, T, CT, kVec>);
       return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(name, k, grid, dim3(block), 0, p).Pdl()};
