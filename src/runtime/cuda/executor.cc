@@ -161,6 +161,11 @@ struct CudaExecutable::Impl {
     ~Plan() {
       if (graph) cudaGraphExecDestroy(graph);  // an in-flight launch finishes first (CUDA frees it after)
     }
+    // The launches in order, on `stream` (a Run without the auto graph).
+    Status Launch(cudaStream_t stream) const {
+      for (const auto& l : launches) OPFUSE_RETURN_IF_ERROR(l.Launch(stream));
+      return Status::Ok();
+    }
   };
   std::mutex mu;
   std::map<std::vector<int64_t>, std::shared_ptr<Arena>> arenas;  // key: symbol values
@@ -1017,7 +1022,7 @@ StatusOr<bool> CudaExecutable::Impl::RunAutoGraph(Plan& p, const std::string& gr
         p.eager_runs = 0;
       }
       const auto t0 = std::chrono::steady_clock::now();
-      for (const auto& l : p.launches) OPFUSE_RETURN_IF_ERROR(l.Launch(stream));
+      OPFUSE_RETURN_IF_ERROR(p.Launch(stream));
       const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
       if (p.eager_runs == 1 || (p.eager_runs > 1 && us < p.best_eager_us)) p.best_eager_us = us;  // the first is not timed
       ++p.eager_runs;
@@ -1054,8 +1059,7 @@ Status CudaExecutable::Run(const std::vector<const void*>& inputs, const std::ve
     OPFUSE_ASSIGN_OR_RETURN(bool replayed, impl_->RunAutoGraph(*plan, graph_.name, stream));
     if (replayed) return Status::Ok();
   }
-  for (const auto& l : plan->launches) OPFUSE_RETURN_IF_ERROR(l.Launch(stream));
-  return Status::Ok();
+  return plan->Launch(stream);
 }
 
 namespace {
@@ -1221,7 +1225,7 @@ StatusOr<std::unique_ptr<CudaGraph>> CudaExecutable::Capture(const std::vector<c
   cudaStream_t s = impl_->capture_stream;
   // One eager run first: cuBLASLt allocates its per-stream workspace on first use, which cannot
   // happen inside a capture.
-  for (const auto& l : plan->launches) OPFUSE_RETURN_IF_ERROR(l.Launch(s));
+  OPFUSE_RETURN_IF_ERROR(plan->Launch(s));
   OPFUSE_CUDA_CHECK(cudaStreamSynchronize(s));
   std::unique_ptr<CudaGraph> cg(new CudaGraph());
   OPFUSE_RETURN_IF_ERROR(CaptureLaunches(plan->launches, s, &cg->exec_, &cg->graph_));
