@@ -179,7 +179,7 @@ __device__ __forceinline__ float RowReduce(float v, int tpr, float* smem, int& p
 // ------------------------------------------------------------------ broadcast row maps
 // Offset (in elements) of the row of a broadcast operand that row r of x reads, for operands whose
 // last dim is x's (or 1). Leading dims are collapsed on the host (size-1 dims dropped, contiguous
-// or jointly broadcast neighbours merged), so [T, H] rows reading a [T, 1] table is one division.
+// or jointly broadcast neighbours merged), so [T, H] rows reading a [T, 1] table is one division (a FastDivmod below 2^31 rows).
 inline constexpr int kMaxMapDims = 6;
 struct RowMap {
   int ndim = 0;                       // innermost first

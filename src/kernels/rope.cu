@@ -7,7 +7,7 @@
 // Design: one work item is a pair of N-element packs (columns c and c + half of one row), so each
 // item reads both halves it needs and writes both results: x is read once and y written once;
 // the tables are re-read per head but stay in L1/L2. Table rows come from a broadcast row map
-// (fused_common.cuh: [T, H] rows reading [T, 1] tables cost one 32-bit division). 16-byte packs
+// (fused_common.cuh: [T, H] rows reading [T, 1] tables cost one division, a multiply-high below 2^31 rows). 16-byte packs
 // when half is a multiple of the pack and every pointer is aligned, else 1-element items. Table
 // dtype: x's or f32 (sin's must equal cos's). f32 math.
 // Index arithmetic (FAST, up to 2^31 items, the usual case): the item's row is a FastDivmod
