@@ -247,7 +247,9 @@ bool Transcendental(OpKind op) {
 
 class Emitter {
  public:
-  using KeptPacks = std::map<int, int>;  // register path: element expr -> the early output whose kept packs (sv<o>) hold it
+  // Register path: element expr -> the text of its value where registers already hold it: an early
+  // output's kept packs (`sv<o>[it].get(j)`) or a pass's cached f32 values (`ce<e>[it][j]`).
+  using KeptPacks = std::map<int, std::string>;
   Emitter(const Kernel& k, const EmitOptions& o) : k_(k), o_(o) {}
 
   StatusOr<EmittedKernel> Run() {
@@ -611,14 +613,23 @@ class Emitter {
     return seen;
   }
 
+  // Whether element expr `x` has a transcendental (MUFU) op among the element-level exprs it computes.
+  bool HasElementMufu(int x) const {
+    const std::vector<bool> r = Reached({x});
+    for (size_t e = 0; e < k_.exprs.size(); ++e)
+      if (r[e] && k_.exprs[e].kind == ExprKind::kOp && Transcendental(k_.exprs[e].op)) return true;
+    return false;
+  }
+
   // Emits element-level definitions needed by `targets` (in id order) into s; the exprs in `kept`
-  // are read from the kept packs sv<o>[it] of the early outputs that stored them.
+  // are read from the registers that hold them (the kept packs sv<o>[it] of the early outputs that
+  // stored them, or a pass's cached values ce<e>[it][j]).
   void EmitElementDefs(std::string& s, const std::vector<int>& targets, const std::string& ind, const KeptPacks& kept = {}) const {
     const std::vector<bool> need = Reached(targets, kept);
     for (size_t e = 0; e < k_.exprs.size(); ++e) {
       if (!need[e]) continue;
       auto kp = kept.find(static_cast<int>(e));
-      s += kp != kept.end() ? fmt::format("{}const float e{} = sv{}[it].get(j);\n", ind, e, kp->second)
+      s += kp != kept.end() ? fmt::format("{}const float e{} = {};\n", ind, e, kp->second)
                                : fmt::format("{}const float e{} = {};\n", ind, e, ExprText(static_cast<int>(e)));
     }
   }
@@ -733,7 +744,7 @@ class Emitter {
   // ---------------------------------------------------------------- register path (static rows)
   // One loop over this thread's VPT vectors; `inner` is emitted inside the element loop with the
   // element exprs of `targets` defined, `pre` / `after` around it; vectors where `guard` holds.
-  // `kept`: exprs read from the kept packs sv<o>[it] (EmitElementDefs).
+  // `kept`: exprs read from registers that already hold them (EmitElementDefs).
   void EmitRegLoop(std::string& s, const std::vector<int>& targets, const std::string& guard,
                    const std::function<void(std::string&)>& pre, const std::function<void(std::string&)>& inner,
                    const std::function<void(std::string&)>& after, const KeptPacks& kept = {}) {
@@ -863,18 +874,36 @@ class Emitter {
     std::vector<int> all_targets = vec_targets;
     for (const auto& a : pass_args) all_targets.insert(all_targets.end(), a.begin(), a.end());
     KeptPacks kept;
+    std::set<int> kept_outputs;
     const std::vector<bool> later_exprs = Reached(all_targets);
     for (int o : early) {
       const int e = k_.outputs[o].expr;
       const DType dt = k_.outputs[o].tensor.type.dtype;
       const bool exact = dt == DType::kF32 || (StoreRounds(o) && DTypeSize(dt) == 2 && (vec_ % 2 == 0 || vec_ == 1));
-      if (exact && k_.outputs[o].tensor.access == Access::kFull && later_exprs[e]) kept[e] = o;
+      if (exact && k_.outputs[o].tensor.access == Access::kFull && later_exprs[e]) {
+        kept[e] = fmt::format("sv{}[it].get(j)", o);
+        kept_outputs.insert(o);
+      }
     }
-    auto is_kept = [&](int o) {
-      for (const auto& [e, ro] : kept)
-        if (ro == o) return true;
-      return false;
-    };
+    auto is_kept = [&](int o) { return kept_outputs.count(o) > 0; };
+    // A pass's reduced value with a MUFU op under it that a later pass or the epilogue reads again
+    // (softmax's 2^(z - max), summed in pass 2 and scaled in the epilogue) is kept as f32, ce<e>[VPT][vec],
+    // instead of recomputed: one exponential per element instead of two. kept_after[p]: what the
+    // passes after p (and the epilogue, after the last) read from registers.
+    std::vector<std::vector<int>> pass_cache(k_.num_passes + 1);
+    std::vector<KeptPacks> kept_after(k_.num_passes + 1, kept);
+    for (int p = 1; p <= k_.num_passes; ++p) {
+      kept_after[p] = kept_after[p - 1];
+      if (!o_.cache_pass_values) continue;
+      std::vector<int> later = vec_targets;
+      for (int q = p + 1; q <= k_.num_passes; ++q) later.insert(later.end(), pass_args[q].begin(), pass_args[q].end());
+      const std::vector<bool> reread = Reached(later, kept_after[p - 1]);
+      for (int x : std::set<int>(pass_args[p].begin(), pass_args[p].end()))
+        if (reread[x] && !kept_after[p].count(x) && HasElementMufu(x)) {
+          pass_cache[p].push_back(x);
+          kept_after[p][x] = fmt::format("ce{}[it][j]", x);
+        }
+    }
     if (!early.empty()) {
       std::vector<int> targets;
       for (int o : early) targets.push_back(StoredExpr(o));
@@ -895,10 +924,10 @@ class Emitter {
     }
     // launder() after each pass the packs a later pass or the epilogue still reads
     std::vector<std::set<int>> read_after(k_.num_passes + 1);
-    read_after[k_.num_passes] = UsedVectorInputs(vec_targets, kept);
+    read_after[k_.num_passes] = UsedVectorInputs(vec_targets, kept_after[k_.num_passes]);
     for (int p = k_.num_passes; p >= 2; --p) {
       read_after[p - 1] = read_after[p];
-      for (int in : UsedVectorInputs(pass_args[p], kept)) read_after[p - 1].insert(in);
+      for (int in : UsedVectorInputs(pass_args[p], kept_after[p - 1])) read_after[p - 1].insert(in);
     }
     for (int p = 1; p <= k_.num_passes; ++p) {
       const std::vector<int>& reds = pass_reds[p];
@@ -907,11 +936,13 @@ class Emitter {
         s += fmt::format("    float acc{} = {};\n", rd, mx ? "-__int_as_float(0x7f800000)" : "0.0f");
       }
       s += fmt::format("    // pass {}: {} reduction{}\n", p, reds.size(), reds.size() == 1 ? "" : "s");
+      for (int x : pass_cache[p]) s += fmt::format("    float ce{}[VPT][{}];  // kept for the passes after this one\n", x, vec_);
       EmitRegLoop(s, pass_args[p], ColGuard(), [](std::string&) {}, [&](std::string& b) {
         for (int rd : reds)
           b += k_.exprs[rd].op == OpKind::kMax ? fmt::format("          acc{0} = fmaxf(acc{0}, e{1});\n", rd, k_.exprs[rd].args[0])
                                                : fmt::format("          acc{0} += e{1};\n", rd, k_.exprs[rd].args[0]);
-      }, [](std::string&) {}, kept);
+        for (int x : pass_cache[p]) b += fmt::format("          ce{0}[it][j] = e{0};\n", x);
+      }, [](std::string&) {}, kept_after[p - 1]);
       for (int rd : reds)
         s += fmt::format("    acc{0} = fz_row_reduce<TPR, {1}>(acc{0}, smem, phase);\n", rd, k_.exprs[rd].op == OpKind::kMax ? "true" : "false");
       EmitRowDefs(s, p, "    ");
@@ -929,7 +960,7 @@ class Emitter {
       }, [&](std::string& b) {
         for (size_t o = 0; o < k_.outputs.size(); ++o)
           if (late(o)) EmitStore(b, static_cast<int>(o), "        ", "r * C + c0");
-      }, kept);
+      }, kept_after[k_.num_passes]);
     }
     for (size_t o = 0; o < k_.outputs.size(); ++o)
       if (k_.outputs[o].tensor.access == Access::kRowScalar)

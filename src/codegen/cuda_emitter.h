@@ -41,7 +41,7 @@
 
 namespace opfuse::codegen {
 
-inline constexpr int kEmitterVersion = 9;
+inline constexpr int kEmitterVersion = 10;
 inline constexpr int kPrefillRowBlock = 128;   // prefill row kernels: rows per block fill ~this many threads
 inline constexpr int kDecodeRowsPerSm = 4;     // rows < this x SMs: the decode function (as the library)
 // Decode row groups up to 256 threads: on an H200 (CUDA-graph replay, rows 1/8/32, h2048/h4096 bf16)
@@ -85,6 +85,10 @@ struct EmitOptions {
   // they are used instead of hoisting f32 copies out of the loop (layer_norm bf16 h2048 t64x4: 127 -> 80
   // registers, ptxas sm_90). Off only for A/B timing (OPFUSE_JIT_CHANNEL_LAUNDER=0).
   bool channel_launder = true;
+  // Register-path row functions: a pass's reduced value with a MUFU op under it that a later pass or
+  // the epilogue reads again (softmax's 2^(z - max)) is kept as f32 in registers instead of
+  // recomputed. Off only for A/B timing (OPFUSE_JIT_CACHE_PASS_VALUES=0).
+  bool cache_pass_values = true;
 };
 
 // See EmitOptions::channel_launder: f32 registers the hoisted per-column values may take (one

@@ -262,7 +262,8 @@ class Lowering {
       case OpKind::kSoftmax: {
         // Base 2, as the library kernel (src/kernels/softmax.cu): z = (x * scale + mask) * log2(e)
         // with scale * log2(e) folded into one constant (one FMUL, or one FMA with a mask), then
-        // y = 2^(z - (max z + log2(sum 2^(z - max z)))): one exp2 per element per pass, no divide.
+        // e = 2^(z - max z) and y = e * (1 / sum e). The register path keeps e from the sum's pass
+        // (EmitOptions::cache_pass_values): one exp2 per element and one FMUL.
         constexpr double kLog2e = 1.4426950408889634;
         const double scale = AttrFloat(n.attrs, "scale", 1.0);
         int s = Op(OpKind::kMul, {a[0], Const(scale * kLog2e)});
@@ -275,9 +276,9 @@ class Lowering {
           s = Add(e);
         }
         OPFUSE_ASSIGN_OR_RETURN(int m, RowReduce(n, OpKind::kMax, s, xs));
-        OPFUSE_ASSIGN_OR_RETURN(int z, RowReduce(n, OpKind::kSum, Op(OpKind::kExp2, {Op(OpKind::kSub, {s, m})}), xs));
-        const int off = Op(OpKind::kAdd, {m, Op(OpKind::kLog2, {z})});  // row-level
-        return std::vector<int>{Op(OpKind::kExp2, {Op(OpKind::kSub, {s, off})})};
+        const int e = Op(OpKind::kExp2, {Op(OpKind::kSub, {s, m})});
+        OPFUSE_ASSIGN_OR_RETURN(int z, RowReduce(n, OpKind::kSum, e, xs));
+        return std::vector<int>{Op(OpKind::kMul, {e, Op(OpKind::kRecip, {z})})};  // 1 / sum: row-level
       }
       case OpKind::kSwiglu:
         return std::vector<int>{Op(OpKind::kMul, {Op(OpKind::kSilu, {a[0]}), a[1]})};

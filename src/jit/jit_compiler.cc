@@ -30,6 +30,7 @@ namespace {
 //   OPFUSE_JIT_POINTWISE_DECODE=0  pointwise kernels have no decode function
 //   OPFUSE_JIT_PDL=0               kernels have no PDL prologue (and launch without PDL)
 //   OPFUSE_JIT_CHANNEL_LAUNDER=0   prefill row functions let the compiler hoist the per-column values
+//   OPFUSE_JIT_CACHE_PASS_VALUES=0 row functions recompute a pass's exponentials in the epilogue
 // (codegen::EmitOptions; all for tuning sweeps and A/B timing).
 int DecodeRowThreads() {
   static const int v = EnvKnob("OPFUSE_JIT_DECODE_ROW_THREADS", codegen::kDefaultDecodeRowThreads, "a power of two in [1, 1024]",
@@ -59,6 +60,11 @@ bool ChannelLaunder() {
   return v;
 }
 
+bool CachePassValues() {
+  static const bool v = EnvSwitch("OPFUSE_JIT_CACHE_PASS_VALUES", "row kernels recompute a pass's exponentials in later passes");
+  return v;
+}
+
 bool JitPdl() {
   static const bool v = EnvSwitch("OPFUSE_JIT_PDL", "JIT kernels have no PDL prologue and launch without PDL");
   return v;
@@ -75,6 +81,7 @@ codegen::EmitOptions EmitOptionsFor(bool aligned) {
   o.pointwise_decode = PointwiseDecode();
   o.pdl = JitPdl();
   o.channel_launder = ChannelLaunder();
+  o.cache_pass_values = CachePassValues();
   return o;
 }
 

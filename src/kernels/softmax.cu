@@ -7,17 +7,22 @@
 // zeros, like the reference. Softmax is memory-bound only if it stays lean — at 4.3 TB/s a bf16
 // row element (2 B in, 2 B out) leaves ~30 thread instructions, so the math runs in the log2
 // domain: z = (x * scale + mask) * log2(e) is one FFMA (scale * log2(e) folded on the host),
-// each exponential is one MUFU.EX2, and the output is 2^(z - (max + log2(sum))) — no divide, no
-// multiply. Causal is a template flag (a compare + select per element only when set).
+// each exponential is one MUFU.EX2. Causal is a template flag (a compare + select per element only
+// when set).
+//  * Register path: e = 2^(z - max) is computed once, in the sum's step, and kept as f32; the write
+//    is y = e * (1 / sum). The SFU does 16 MUFU ops a clock per SM, so at 512 rows x 2048 the second
+//    exponential of the earlier form y = 2^(z - (max + log2(sum))) cost ~0.5 us once the data had
+//    arrived: one exponential is 3-7 % faster at 1-2048 rows and the same at 16384 (H200, bench ops,
+//    docs/BENCHMARKS.md issue 4 session 17).
 //  * Register path without a mask: the row's raw 16-byte packs stay in registers (laundered
-//    between passes so the compiler does not hold f32 copies); z is recomputed in each of the
-//    three steps (max, sum, write).
+//    after the max so the compiler does not hold f32 copies); z is recomputed for the sum.
 //  * Exact-cover fast path (no mask, not causal, cols == threads_per_row x vectors x vec, and the
 //    planner's shape one of fused_common.cuh's ExactShapes): the row group is a template constant (KTPR), so no
 //    column guard and unrolled reductions; 2-9 % faster at 512-16384 rows x 2048 / 4096 (H200). With
 //    a runtime row group, t128x2 executed twice the JIT's instructions at the same shape (ncu).
 //  * Register path with a mask: z is computed once as f32 (x and mask packs are loaded together,
 //    all in flight) and cached, so the kernel is "heavy" (<= 512 threads, <= 4 vectors/thread).
+//  * Looped path: the write pass re-reads the row, so it recomputes the exponential.
 //  * Looped path (rows wider than the register path): one online pass keeps a running (max, sum)
 //    per thread — rescaled by 2^(old_max - new_max) once per 4-vector step — merged across the
 //    group, then a second pass re-reads the row (L2) and writes.
@@ -80,7 +85,8 @@ __device__ __forceinline__ float Z(const P& p, float x, float m, int c, int lv) 
 }
 
 // Register path. HAS_MASK caches z as f32 (x and mask packs all in flight first); otherwise the
-// raw packs are kept (laundered between passes) and z recomputed: one FMUL per element.
+// raw packs are kept (laundered after the max) and z recomputed for the sum: one FMUL per element.
+// e = 2^(z - max) is kept as f32 from the sum to the write (one exponential per element).
 // KTPR > 0: the exact-cover fast path (no mask, not causal, cols == KTPR * VPT * N): the row group
 // is a compile-time constant, so the group / lane split is shifts, the reductions unroll, and no
 // column is out of the row (no per-vector guard). Without it the kernel read ~20 % slower than the
@@ -142,22 +148,25 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel
 #pragma unroll
     for (int it = 0; it < VPT; ++it) Launder(xv[it]);
     float sum = 0.0f;
+    float e[VPT][N];
 #pragma unroll
-    for (int it = 0; it < VPT; ++it)
-      if (valid && !dead && in_row((it * tpr + t) * N))
+    for (int it = 0; it < VPT; ++it) {
+      const bool live = valid && !dead && in_row((it * tpr + t) * N);
 #pragma unroll
-        for (int j = 0; j < N; ++j) sum += Exp2(zval(it, j) - mx);
+      for (int j = 0; j < N; ++j) {
+        e[it][j] = live ? Exp2(zval(it, j) - mx) : 0.0f;
+        sum += e[it][j];
+      }
+    }
     sum = RowReduce<SumOp>(sum, tpr, smem, phase);
-    const float off = dead ? 0.0f : mx + log2f(sum);  // y = 2^(z - off)
-#pragma unroll
-    for (int it = 0; it < VPT; ++it) Launder(xv[it]);
+    const float inv = dead ? 0.0f : __frcp_rn(sum);  // dead: every e is 0 and so is y
 #pragma unroll
     for (int it = 0; it < VPT; ++it) {
       const int c = (it * tpr + t) * N;
       if (valid && in_row(c)) {
         float o[N];
 #pragma unroll
-        for (int j = 0; j < N; ++j) o[j] = dead ? 0.0f : Exp2(zval(it, j) - off);
+        for (int j = 0; j < N; ++j) o[j] = e[it][j] * inv;
         StorePack<T, N>(p.y + base + c, MakePack<T, N>(o));
       }
     }

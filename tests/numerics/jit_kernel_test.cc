@@ -386,6 +386,50 @@ TEST(JitKernel, RowContiguousBroadcastAndRotHalfLoadAsPacks) {
   }
 }
 
+// Softmax's 2^(z - max) is computed once per element: kept as f32 (ce<e>[VPT][vec]) from the sum's pass
+// to the epilogue, which scales it by the row's 1 / sum, in the prefill and the decode function, with a
+// mask too. With the switch off the epilogue computes it again. Nothing without a MUFU op under a pass's
+// value is kept (layer_norm's centred x). (H200, softmax 512 x 2048 bf16: 4.96 against 5.12 µs;
+// docs/BENCHMARKS.md, issue 4 session 17.)
+TEST(JitKernel, PassValuesWithAnExponentialAreKeptForTheEpilogue) {
+  struct Case {
+    const char* graph;
+    bool on;
+    size_t exp2_per_function, kept_per_function;
+  };
+  const char* sm = "graph g\ninput x: bf16[T, 2048]\ny = softmax(x)\noutput y\n";
+  const char* masked = "graph g\ninput x: bf16[T, 2048]\ninput m: bf16[T, 2048]\ny = softmax(x, m) {scale=0.125}\noutput y\n";
+  const char* ln = "graph g\ninput x: bf16[T, 2048]\nparam w: bf16[2048]\nparam b: bf16[2048]\n"
+                   "y = layer_norm(x, w, b) {eps=1e-05}\noutput y\n";
+  for (const Case& c : {Case{sm, true, 1, 1}, Case{sm, false, 2, 0}, Case{masked, true, 1, 1}, Case{ln, true, 0, 0}}) {
+    SCOPED_TRACE(fmt::format("{} cache {}", c.graph, c.on));
+    codegen::EmitOptions o;
+    o.cache_pass_values = c.on;
+    auto e = EmitGraph(c.graph, o);
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    ASSERT_TRUE(e->row_in_registers);
+    // one function where the decode shape is the prefill one (the masked softmax)
+    const std::string decode = e->decode_function == e->function ? std::string() : DecodeSource(*e);
+    const size_t at = e->source.find(e->function + "(");
+    ASSERT_NE(at, std::string::npos);
+    const std::string prefill = e->source.substr(at, e->source.size() - decode.size() - at);
+    std::vector<std::string> bodies{prefill};
+    if (!decode.empty()) bodies.push_back(decode);
+    for (const std::string& body : bodies) {
+      EXPECT_EQ(Count(body, "fz_exp2("), c.exp2_per_function) << body;
+      EXPECT_EQ(Count(body, "// kept for the passes after this one"), c.kept_per_function) << body;
+      if (c.kept_per_function) {  // assigned in the pass, read in the epilogue
+        EXPECT_LT(body.find("[it][j] = e"), body.find("// epilogue")) << body;
+        EXPECT_GT(body.find("= ce"), body.find("// epilogue")) << body;
+      }
+    }
+    if (jit::NvrtcAvailable()) {
+      auto k = jit::CompileCuda(e->source, e->function, "sm_90");
+      EXPECT_TRUE(k.ok()) << k.status().message() << "\n" << e->source;
+    }
+  }
+}
+
 // The register counts read from NVRTC's cubin: present for both functions of a row kernel, plausible,
 // and the reader refuses what is not a well-formed cubin (truncated, not ELF) with a reason.
 TEST(JitKernel, CubinRegisterCounts) {
