@@ -430,7 +430,8 @@ class Emitter {
     // instead of 85). H200, JIT softmax bf16 (dev/kernel_ab, docs/BENCHMARKS.md issue 4 session 9):
     // 2048 x 2048 t128x2 8.77 µs vs t32x8 9.79; 16384 x 2048 35.55 vs 36.48; at h4096 t256x2 within
     // 1 % of t64x8 (12.96 / 12.83, 68.51 / 68.32). The library's softmax keeps 8 (its t128x2 is slower).
-    const int target = std::clamp((k_.num_passes >= 2 && transcendental ? 8 : 16) / words, 1, 8);
+    const int want = o_.prefill_row_words > 0 ? o_.prefill_row_words : k_.num_passes >= 2 && transcendental ? 8 : 16;
+    const int target = std::clamp(want / words, 1, 8);
     const int tpr = RoundThreads(std::max(CeilDiv(v, target), std::min<int64_t>(v, 8)));
     const int vpt = tpr ? SmallestVpt(CeilDiv(v, tpr)) : 0;
     if (tpr == 0 || vpt == 0) return;  // wider than 1024 x 8 vectors: looped

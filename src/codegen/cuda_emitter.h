@@ -60,6 +60,10 @@ struct EmitOptions {
   bool aligned = true;  // every pointer 16-byte aligned: allows vector accesses
   int max_threads = 256;  // pointwise and looped row kernels: threads per block
   int decode_row_threads = kDefaultDecodeRowThreads;  // decode row shape: widest row group wanted
+  // Prefill row shape: 32-bit registers of row data wanted per thread (the row group is the row's
+  // vectors over that); 0 is the emitter's rule (16, or 8 for multi-pass kernels with a MUFU op per
+  // element). Only for tuning sweeps (OPFUSE_JIT_PREFILL_ROW_WORDS).
+  int prefill_row_words = 0;
   // Register-path row kernels, decode function: outputs that need no reduction (add_rms_norm's
   // residual sum) are stored right after the row's loads, their packed words kept for the reductions
   // and the epilogue; off (stored in the epilogue) only for A/B timing (OPFUSE_JIT_EARLY_STORE=0).

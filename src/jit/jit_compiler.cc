@@ -24,6 +24,7 @@ JitCompiler::JitCompiler(KernelCache& cache, JitOptions opts) : cache_(cache), o
 namespace {
 // The emitter's knobs (jit_env.h: read once, reported when set, rejected with the reason):
 //   OPFUSE_JIT_DECODE_ROW_THREADS  the decode row shape's widest row group, a power of two in [1, 1024]
+//   OPFUSE_JIT_PREFILL_ROW_WORDS   the prefill row shape's registers of row data per thread, 1..64
 //   OPFUSE_JIT_EARLY_STORE=0       row kernels store every output in the epilogue
 //   OPFUSE_JIT_EVICT_FIRST=0       decode row functions load rows without evict-first hints
 //   OPFUSE_JIT_HALF_PACKS=0        decode row functions keep one 16-byte pack per thread
@@ -36,6 +37,11 @@ int DecodeRowThreads() {
   static const int v = EnvKnob("OPFUSE_JIT_DECODE_ROW_THREADS", codegen::kDefaultDecodeRowThreads, "a power of two in [1, 1024]",
                                [](long n) { return n >= 1 && n <= 1024 && !(n & (n - 1)); },
                                [](long n) { return fmt::format("decode row kernels use row groups of up to {} threads", n); });
+  return v;
+}
+int PrefillRowWords() {
+  static const int v = EnvKnob("OPFUSE_JIT_PREFILL_ROW_WORDS", 0, "an integer in [1, 64]", [](long n) { return n >= 1 && n <= 64; },
+                               [](long n) { return fmt::format("prefill row kernels hold ~{} registers of row data per thread", n); });
   return v;
 }
 bool EarlyStore() {
@@ -75,6 +81,7 @@ codegen::EmitOptions EmitOptionsFor(bool aligned) {
   o.aligned = aligned;
   o.max_threads = 256;
   o.decode_row_threads = DecodeRowThreads();
+  o.prefill_row_words = PrefillRowWords();
   o.early_store = EarlyStore();
   o.decode_evict_first = DecodeEvictFirst();
   o.decode_half_packs = DecodeHalfPacks();
