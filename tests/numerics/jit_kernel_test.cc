@@ -430,6 +430,26 @@ TEST(JitKernel, PassValuesWithAnExponentialAreKeptForTheEpilogue) {
   }
 }
 
+// EmitOptions::prefill_row_words (OPFUSE_JIT_PREFILL_ROW_WORDS) sets the prefill row group: rms_norm
+// bf16 h2048 (256 vectors of 4 registers) is t64x4 by the rule (16), t128x2 at 8 and t32x8 at 32; the
+// decode function does not change.
+TEST(JitKernel, PrefillRowWordsSetsThePrefillRowGroup) {
+  const char* rms = "graph g\ninput x: bf16[T, 2048]\nparam w: bf16[2048]\ny = rms_norm(x, w)\noutput y\n";
+  std::string decode0;
+  for (auto [words, tpr, vpt] : {std::tuple{0, 64, 4}, std::tuple{8, 128, 2}, std::tuple{32, 32, 8}}) {
+    SCOPED_TRACE(fmt::format("words {}", words));
+    codegen::EmitOptions o;
+    o.prefill_row_words = words;
+    auto e = EmitGraph(rms, o);
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    const std::string decode = DecodeSource(*e);
+    const std::string prefill = e->source.substr(0, e->source.size() - decode.size());
+    EXPECT_NE(prefill.find(fmt::format("constexpr int TPR = {}, VPT = {};", tpr, vpt)), std::string::npos) << prefill;
+    if (words == 0) decode0 = decode;
+    EXPECT_EQ(decode, decode0);
+  }
+}
+
 // The register counts read from NVRTC's cubin: present for both functions of a row kernel, plausible,
 // and the reader refuses what is not a well-formed cubin (truncated, not ELF) with a reason.
 TEST(JitKernel, CubinRegisterCounts) {
