@@ -12,7 +12,7 @@
 //  * Register path: e = 2^(z - max) is computed once, in the sum's step, and kept as f32; the write
 //    is y = e * (1 / sum). The SFU does 16 MUFU ops a clock per SM, so at 512 rows x 2048 the second
 //    exponential of the earlier form y = 2^(z - (max + log2(sum))) cost ~0.5 us once the data had
-//    arrived: one exponential is 3-7 % faster at 1-2048 rows and the same at 16384 (H200, bench ops,
+//    arrived: one exponential is 1-7 % faster at 1-2048 rows and the same at 16384 (H200, bench ops,
 //    docs/BENCHMARKS.md issue 4 session 17).
 //  * Register path without a mask: the row's raw 16-byte packs stay in registers (laundered
 //    after the max so the compiler does not hold f32 copies); z is recomputed for the sum.
@@ -22,10 +22,9 @@
 //    a runtime row group, t128x2 executed twice the JIT's instructions at the same shape (ncu).
 //  * Register path with a mask: z is computed once as f32 (x and mask packs are loaded together,
 //    all in flight) and cached, so the kernel is "heavy" (<= 512 threads, <= 4 vectors/thread).
-//  * Looped path: the write pass re-reads the row, so it recomputes the exponential.
 //  * Looped path (rows wider than the register path): one online pass keeps a running (max, sum)
 //    per thread — rescaled by 2^(old_max - new_max) once per 4-vector step — merged across the
-//    group, then a second pass re-reads the row (L2) and writes.
+//    group, then a second pass re-reads the row (L2), recomputes the exponential and writes.
 // The mask is read through a broadcast row map (fused_common.cuh): same shape as x, [T, S] under
 // any leading dims, or any numpy-broadcastable shape; its last dim may be S or 1. Mask dtype: x's
 // or f32. ex2.approx is ~2 ulp, well inside the f32 test bound.
