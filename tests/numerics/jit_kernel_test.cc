@@ -159,6 +159,22 @@ std::string DecodeSource(const codegen::EmittedKernel& e) {
   return at == std::string::npos ? std::string() : e.source.substr(at);
 }
 
+// The prefill function alone: from its definition to the decode function's, or to the end where the
+// decode shape is the prefill one (a single function).
+std::string PrefillSource(const codegen::EmittedKernel& e) {
+  const size_t at = e.source.find(e.function + "(");
+  if (at == std::string::npos) return std::string();
+  const size_t end = e.decode_function == e.function ? std::string::npos : e.source.find(e.decode_function + "(");
+  return e.source.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
+// The emitted source compiles with NVRTC for `arch` (nothing to check in a build without NVRTC).
+void ExpectCompiles(const std::string& source, const std::string& function, const char* arch = "sm_90") {
+  if (!jit::NvrtcAvailable()) return;
+  auto cu = jit::CompileCuda(source, function, arch);
+  EXPECT_TRUE(cu.ok()) << arch << ": " << cu.status().message() << "\n" << source;
+}
+
 // The pointwise decode function drops its bounds check only where a static shape's vectors fill blocks
 // of 256 (and so of 128) exactly: the launcher's grid then covers them with no thread left over.
 TEST(JitKernel, PointwiseDecodeExactGridHasNoGuard) {
@@ -179,10 +195,7 @@ TEST(JitKernel, PointwiseDecodeExactGridHasNoGuard) {
     const std::string decode = DecodeSource(*e);
     EXPECT_EQ(decode.find("if (v >= NV) return;") != std::string::npos, c.guard) << decode;
     EXPECT_EQ(decode.find("covers the vectors exactly") != std::string::npos, !c.guard) << decode;
-    if (jit::NvrtcAvailable()) {
-      auto cu = jit::CompileCuda(e->source, e->function, "sm_90");
-      EXPECT_TRUE(cu.ok()) << cu.status().message();
-    }
+    ExpectCompiles(e->source, e->function);
   }
 }
 
@@ -221,11 +234,8 @@ TEST(JitKernel, PdlPrologueOpensTheDecodeSizeFunctions) {
         if (pdl && separate) {
           EXPECT_NE(DecodeSource(*e).find(") {\n  fz_pdl_enter();"), std::string::npos);
         }
-        if (jit::NvrtcAvailable() && pdl && aligned)
-          for (const char* arch : {"sm_90", "sm_80"}) {
-            auto cu = jit::CompileCuda(e->source, e->function, arch);
-            EXPECT_TRUE(cu.ok()) << arch << ": " << cu.status().message();
-          }
+        if (pdl && aligned)
+          for (const char* arch : {"sm_90", "sm_80"}) ExpectCompiles(e->source, e->function, arch);
       }
     }
   }
@@ -258,10 +268,7 @@ TEST(JitKernel, EarlyStoreAndReload) {
       // (pass 1 + epilogue where the sum is stored late)
       EXPECT_EQ(Count(e->source, "= sv1[it].get(j)"), 2 * early_fns) << e->source;
       EXPECT_EQ(Count(e->source, "= xr0[it].get(j)"), 2 * functions - early_fns) << e->source;
-      if (jit::NvrtcAvailable()) {
-        auto c = jit::CompileCuda(e->source, e->function, "sm_90");
-        EXPECT_TRUE(c.ok()) << c.status().message() << "\n" << e->source;
-      }
+      ExpectCompiles(e->source, e->function);
     }
   }
 }
@@ -286,7 +293,7 @@ TEST(JitKernel, DecodeFunctionHabits) {
       const std::string& src = e.source;
       const std::string decode = DecodeSource(e);
       ASSERT_FALSE(decode.empty());
-      const std::string prefill = src.substr(0, src.size() - decode.size());
+      const std::string prefill = PrefillSource(e);
       EXPECT_NE(prefill.find("const long long C = 4096LL;"), std::string::npos);
       EXPECT_NE(decode.find("const int C = (int)(4096LL);"), std::string::npos) << decode;
       EXPECT_EQ(Count(decode, "long long r0"), 0u);
@@ -299,10 +306,7 @@ TEST(JitKernel, DecodeFunctionHabits) {
       EXPECT_EQ(Count(decode, "fz_pack<fz_bf16, 8> xr0[VPT]"), half ? 0u : 1u) << decode;
       EXPECT_EQ(Count(decode, "wr2[it].load(in2"), half ? 0u : 1u) << decode;  // the weight: epilogue / before the rows
       EXPECT_EQ(Count(decode, "fz_load<4>(in2, c0, x2)"), half ? 1u : 0u) << decode;
-      if (jit::NvrtcAvailable()) {
-        auto c = jit::CompileCuda(src, e.function, "sm_90");
-        EXPECT_TRUE(c.ok()) << c.status().message() << "\n" << src;
-      }
+      ExpectCompiles(src, e.function);
     }
   // 4000 columns: 500 vectors of 8 over a 512-thread group, so the decode function keeps its guards
   auto odd = EmitGraph("graph g\ninput x: bf16[T, 4000]\nparam w: bf16[4000]\ny = rms_norm(x, w)\noutput y\n", {});
@@ -333,7 +337,7 @@ TEST(JitKernel, ChannelPacksLaunderedWhereTheyWouldBeHoisted) {
     ASSERT_TRUE(e->row_in_registers);
     ASSERT_NE(e->decode_function, e->function);
     const std::string decode = DecodeSource(*e);
-    const std::string prefill = e->source.substr(0, e->source.size() - decode.size());
+    const std::string prefill = PrefillSource(*e);
     EXPECT_EQ(Count(prefill, "not once before the loop"), c.launders) << prefill;
     EXPECT_EQ(Count(decode, "not once before the loop"), 0u) << decode;
     if (c.launders) {  // after the loop header, before the row's loads
@@ -343,10 +347,7 @@ TEST(JitKernel, ChannelPacksLaunderedWhereTheyWouldBeHoisted) {
       EXPECT_LT(l, row);
       EXPECT_NE(prefill.find("wr1[it].launder(); wr2[it].launder();"), std::string::npos) << prefill;
     }
-    if (jit::NvrtcAvailable()) {
-      auto k = jit::CompileCuda(e->source, e->function, "sm_90");
-      EXPECT_TRUE(k.ok()) << k.status().message() << "\n" << e->source;
-    }
+    ExpectCompiles(e->source, e->function);
   }
 }
 
@@ -379,10 +380,7 @@ TEST(JitKernel, RowContiguousBroadcastAndRotHalfLoadAsPacks) {
     ASSERT_TRUE(e.ok()) << e.status().message();
     for (const auto& p : c.present) EXPECT_NE(e->source.find(p), std::string::npos) << p << "\n" << e->source;
     for (const auto& a : c.absent) EXPECT_EQ(e->source.find(a), std::string::npos) << a << "\n" << e->source;
-    if (jit::NvrtcAvailable()) {
-      auto cu = jit::CompileCuda(e->source, e->function, "sm_90");
-      EXPECT_TRUE(cu.ok()) << cu.status().message();
-    }
+    ExpectCompiles(e->source, e->function);
   }
 }
 
@@ -409,12 +407,10 @@ TEST(JitKernel, PassValuesWithAnExponentialAreKeptForTheEpilogue) {
     ASSERT_TRUE(e.ok()) << e.status().message();
     ASSERT_TRUE(e->row_in_registers);
     // one function where the decode shape is the prefill one (the masked softmax)
-    const std::string decode = e->decode_function == e->function ? std::string() : DecodeSource(*e);
-    const size_t at = e->source.find(e->function + "(");
-    ASSERT_NE(at, std::string::npos);
-    const std::string prefill = e->source.substr(at, e->source.size() - decode.size() - at);
+    const std::string prefill = PrefillSource(*e);
+    ASSERT_FALSE(prefill.empty());
     std::vector<std::string> bodies{prefill};
-    if (!decode.empty()) bodies.push_back(decode);
+    if (e->decode_function != e->function) bodies.push_back(DecodeSource(*e));
     for (const std::string& body : bodies) {
       EXPECT_EQ(Count(body, "fz_exp2("), c.exp2_per_function) << body;
       EXPECT_EQ(Count(body, "// kept for the passes after this one"), c.kept_per_function) << body;
@@ -423,10 +419,7 @@ TEST(JitKernel, PassValuesWithAnExponentialAreKeptForTheEpilogue) {
         EXPECT_GT(body.find("= ce"), body.find("// epilogue")) << body;
       }
     }
-    if (jit::NvrtcAvailable()) {
-      auto k = jit::CompileCuda(e->source, e->function, "sm_90");
-      EXPECT_TRUE(k.ok()) << k.status().message() << "\n" << e->source;
-    }
+    ExpectCompiles(e->source, e->function);
   }
 }
 
@@ -443,7 +436,7 @@ TEST(JitKernel, PrefillRowWordsSetsThePrefillRowGroup) {
     auto e = EmitGraph(rms, o);
     ASSERT_TRUE(e.ok()) << e.status().message();
     const std::string decode = DecodeSource(*e);
-    const std::string prefill = e->source.substr(0, e->source.size() - decode.size());
+    const std::string prefill = PrefillSource(*e);
     EXPECT_NE(prefill.find(fmt::format("constexpr int TPR = {}, VPT = {};", tpr, vpt)), std::string::npos) << prefill;
     if (words == 0) decode0 = decode;
     EXPECT_EQ(decode, decode0);
@@ -568,10 +561,7 @@ TEST(JitKernel, PointwiseDecodeFunction) {
     EXPECT_NE(decode.find("if (v >= NV) return;"), std::string::npos) << decode;  // symbolic T: bounds checked
     EXPECT_NE(decode.find(fmt::format("const int i0 = v * {};", c.decode_vec)), std::string::npos) << decode;
     EXPECT_EQ(decode.find("long long v"), std::string::npos) << decode;
-    if (jit::NvrtcAvailable()) {
-      auto cu = jit::CompileCuda(e->source, e->function, "sm_90");
-      EXPECT_TRUE(cu.ok()) << cu.status().message() << "\n" << e->source;
-    }
+    ExpectCompiles(e->source, e->function);
   }
 }
 
