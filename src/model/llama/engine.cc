@@ -137,7 +137,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opts) {
     dir.emplace(std::move(d));
     OPFUSE_RETURN_IF_ERROR(CheckWeights(e->config_, *dir));
     e->model_name_ = opts.model_dir;
-    dt = FromSt(ConfigStDType(e->config_));
+    dt = FromSt(ConfigStDType(e->config_, &*dir));
   } else {
     const std::string name = !opts.builtin.empty() ? opts.builtin : opts.backend == "cuda" ? "tinyllama-1.1b" : "tiny";
     OPFUSE_ASSIGN_OR_RETURN(e->config_, BuiltinConfig(name));
@@ -154,6 +154,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opts) {
     return InvalidArgument(fmt::format("max context {} exceeds the model's max_position_embeddings {}", opts.max_context,
                                        c.max_position_embeddings));
   e->context_ = opts.max_context > 0 ? opts.max_context : c.max_position_embeddings;
+  OPFUSE_RETURN_IF_ERROR(CheckContext(c, e->context_));  // before any weight is read
   e->lengths_.assign(opts.batch, 0);
 
   RunnerSetup s;

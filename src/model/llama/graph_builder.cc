@@ -3,6 +3,7 @@
 // the last token (every sequence has exactly one).
 #include "model/llama/graph_builder.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -19,40 +20,75 @@ std::vector<float> RopeInvFreq(const LlamaConfig& c) {
   std::vector<float> inv(D / 2);
   // transformers: 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim)), all in f32.
   const float base = static_cast<float>(c.rope_theta);
+  std::vector<float> pos_freq(D / 2);
   for (int64_t i = 0; i < D / 2; ++i) {
     const float e = static_cast<float>(2 * i) / static_cast<float>(D);
-    inv[i] = 1.0f / std::pow(base, e);
+    pos_freq[i] = std::pow(base, e);
+    inv[i] = 1.0f / pos_freq[i];
   }
   const RopeScaling& rs = c.rope_scaling;
   if (rs.type == RopeScalingType::kLinear) {
     for (auto& f : inv) f = f / static_cast<float>(rs.factor);
   } else if (rs.type == RopeScalingType::kLlama3) {
-    // transformers' _compute_llama3_parameters.
-    const double old_len = static_cast<double>(rs.original_max_position_embeddings);
-    const double low_wavelen = old_len / rs.low_freq_factor, high_wavelen = old_len / rs.high_freq_factor;
+    // transformers' _compute_llama3_parameters, in its order of f32 tensor operations (Python
+    // scalars meet f32 tensors as f32; `scalar / tensor` is torch's reciprocal(tensor) * scalar).
+    const float factor = static_cast<float>(rs.factor), lo = static_cast<float>(rs.low_freq_factor);
+    const float old_len = static_cast<float>(rs.original_max_position_embeddings);
+    const float low_wavelen = static_cast<float>(rs.original_max_position_embeddings / rs.low_freq_factor);
+    const float high_wavelen = static_cast<float>(rs.original_max_position_embeddings / rs.high_freq_factor);
+    const float two_pi = static_cast<float>(2 * M_PI), spread = static_cast<float>(rs.high_freq_factor - rs.low_freq_factor);
     for (auto& f : inv) {
-      const double wavelen = 2 * M_PI / f;
-      double out = wavelen > low_wavelen ? f / rs.factor : f;
+      const float wavelen = (1.0f / f) * two_pi;
+      float out = wavelen > low_wavelen ? f / factor : f;
       if (!(wavelen < high_wavelen) && !(wavelen > low_wavelen)) {
-        const double smooth = (old_len / wavelen - rs.low_freq_factor) / (rs.high_freq_factor - rs.low_freq_factor);
-        out = (1 - smooth) * out / rs.factor + smooth * out;
+        const float smooth = ((1.0f / wavelen) * old_len - lo) / spread;
+        out = (1.0f - smooth) * out / factor + smooth * out;
       }
-      f = static_cast<float>(out);
+      f = out;
+    }
+  } else if (rs.type == RopeScalingType::kYarn) {
+    // transformers' _compute_yarn_parameters: a linear ramp over the rotary dims between
+    // interpolated (1 / (factor * pos_freq)) and extrapolated (1 / pos_freq) frequencies. The
+    // correction range is computed in double (Python floats), the blend in f32 (torch tensors).
+    const double dim = static_cast<double>(D), b = c.rope_theta;
+    const double orig = static_cast<double>(rs.original_max_position_embeddings);
+    auto correction_dim = [&](double rotations) { return dim * std::log(orig / (rotations * 2 * M_PI)) / (2 * std::log(b)); };
+    double low = correction_dim(rs.beta_fast), high = correction_dim(rs.beta_slow);
+    if (rs.truncate) {
+      low = std::floor(low);
+      high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, dim - 1);
+    if (low == high) high += 0.001;  // transformers' guard against a zero-width ramp
+    const float factor = static_cast<float>(rs.factor);
+    for (int64_t i = 0; i < D / 2; ++i) {
+      const float ramp = std::clamp((static_cast<float>(i) - static_cast<float>(low)) / static_cast<float>(high - low), 0.0f, 1.0f);
+      const float extrapolation = 1.0f - ramp;
+      const float interp = 1.0f / (factor * pos_freq[i]);
+      inv[i] = interp * (1.0f - extrapolation) + inv[i] * extrapolation;
     }
   }
+  // kDynamic: the default frequencies (CheckContext keeps the context within max_position_embeddings,
+  // where transformers' dynamic NTK does not rescale).
   return inv;
+}
+
+float RopeAttentionScaling(const LlamaConfig& c) {
+  return c.rope_scaling.type == RopeScalingType::kYarn ? static_cast<float>(c.rope_scaling.attention_factor) : 1.0f;
 }
 
 RopeTables ComputeRopeTables(const LlamaConfig& c, int64_t positions) {
   const int64_t D = c.head_dim, H = D / 2;
   const std::vector<float> inv = RopeInvFreq(c);
+  const float scale = RopeAttentionScaling(c);  // transformers: emb.cos() * attention_scaling, in f32
   RopeTables t;
   t.cos.resize(positions * D);
   t.sin.resize(positions * D);
   for (int64_t p = 0; p < positions; ++p)
     for (int64_t i = 0; i < H; ++i) {
       const float f = static_cast<float>(p) * inv[i];  // f32 product, as the HF matmul computes it
-      const float cs = std::cos(f), sn = std::sin(f);
+      const float cs = std::cos(f) * scale, sn = std::sin(f) * scale;
       t.cos[p * D + i] = t.cos[p * D + i + H] = cs;
       t.sin[p * D + i] = t.sin[p * D + i + H] = sn;
     }
@@ -79,6 +115,7 @@ class Builder {
     if (!decode_ && o_.batch > 1 && !o_.tokens)
       return InvalidArgument("graph builder: a prefill graph with batch > 1 needs a fixed token count (tokens)");
     if (!IsFloat(o_.dtype)) return InvalidArgument("graph builder: the model dtype must be f32, f16 or bf16");
+    OPFUSE_RETURN_IF_ERROR(CheckContext(c_, S_.value));
     const DType dt = o_.dtype;
     const int64_t H = c_.hidden_size, D = c_.head_dim;
 
@@ -112,21 +149,25 @@ class Builder {
       const int q = Linear(h, p + "self_attn.q_proj", c_.attention_bias);
       const int k = Linear(h, p + "self_attn.k_proj", c_.attention_bias);
       const int v = Linear(h, p + "self_attn.v_proj", c_.attention_bias);
-      const int q4 = b_.Reshape({q}, {{"shape", Dims({B_, T_, Dim(c_.num_attention_heads), Dim(D)})}});
-      const int k4 = b_.Reshape({k}, {{"shape", Dims({B_, T_, Dim(c_.num_key_value_heads), Dim(D)})}});
+      int q4 = b_.Reshape({q}, {{"shape", Dims({B_, T_, Dim(c_.num_attention_heads), Dim(D)})}});
+      int k4 = b_.Reshape({k}, {{"shape", Dims({B_, T_, Dim(c_.num_key_value_heads), Dim(D)})}});
+      if (c_.qk_norm) {  // Qwen3: RMSNorm over each head's D values, before RoPE
+        q4 = RmsNorm(q4, P(p + "self_attn.q_norm.weight"));
+        k4 = RmsNorm(k4, P(p + "self_attn.k_norm.weight"));
+      }
       const int v4 = b_.Reshape({v}, {{"shape", Dims({B_, T_, Dim(c_.num_key_value_heads), Dim(D)})}});
       const int qr = Rope(q4, cos, sin, D);
       const int kr = Rope(k4, cos, sin, D);
       const int attn = b_.KvAttention({qr, kr, v4, kc[l], vc[l], cache_pos},
                                       {{"scale", 1.0 / std::sqrt(static_cast<double>(D))}});
       const int attn3 = b_.Reshape({attn}, {{"shape", Dims({B_, T_, Dim(c_.q_dim())})}});
-      const int o = Linear(attn3, p + "self_attn.o_proj", false);
+      const int o = Linear(attn3, p + "self_attn.o_proj", c_.o_proj_bias);
       const int h1 = b_.Add({x, o});  // residual, then the post-attention norm: Add+RMSNorm
       const int hn = RmsNorm(h1, P(p + "post_attention_layernorm.weight"));
-      const int gate = Linear(hn, p + "mlp.gate_proj", false);
-      const int up = Linear(hn, p + "mlp.up_proj", false);
+      const int gate = Linear(hn, p + "mlp.gate_proj", c_.mlp_bias);
+      const int up = Linear(hn, p + "mlp.up_proj", c_.mlp_bias);
       const int act = b_.Mul({b_.Silu({gate}), up});  // SwiGLU
-      const int down = Linear(act, p + "mlp.down_proj", false);
+      const int down = Linear(act, p + "mlp.down_proj", c_.mlp_bias);
       x = b_.Add({h1, down});
     }
     int last = RmsNorm(x, P("model.norm.weight"));  // [B, T, H]

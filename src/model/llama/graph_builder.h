@@ -52,13 +52,15 @@ inline constexpr const char* kRopeSin = "rope.sin";
 
 // The RoPE tables for positions [0, positions): cos and sin of position * inv_freq, each
 // [positions, head_dim] in rotate-half layout (the frequencies repeated twice), computed in f32
-// exactly as transformers' LlamaRotaryEmbedding does (Llama-3 and linear rope scaling applied to
-// inv_freq), row-major. The caller rounds them to the model dtype.
+// exactly as transformers' LlamaRotaryEmbedding does (linear, llama3 and yarn scaling applied to
+// inv_freq, yarn's attention factor to the tables), row-major. The caller rounds them to the model dtype.
 struct RopeTables {
   std::vector<float> cos, sin;
 };
 RopeTables ComputeRopeTables(const LlamaConfig& c, int64_t positions);
 // inv_freq [head_dim / 2] after rope scaling (exposed for tests).
 std::vector<float> RopeInvFreq(const LlamaConfig& c);
+// The factor transformers multiplies cos and sin by (yarn's attention_factor; 1 otherwise).
+float RopeAttentionScaling(const LlamaConfig& c);
 
 }  // namespace opfuse::llama

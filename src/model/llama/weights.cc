@@ -28,20 +28,35 @@ std::vector<ExpectedTensor> ExpectedTensors(const LlamaConfig& c) {
       out.push_back({p + "self_attn.k_proj.bias", {kv}, WeightInit::kNormal});
       out.push_back({p + "self_attn.v_proj.bias", {kv}, WeightInit::kNormal});
     }
+    if (c.qk_norm) {
+      out.push_back({p + "self_attn.q_norm.weight", {c.head_dim}, WeightInit::kOnes});
+      out.push_back({p + "self_attn.k_norm.weight", {c.head_dim}, WeightInit::kOnes});
+    }
     out.push_back({p + "self_attn.o_proj.weight", {h, q}, WeightInit::kNormal});
+    if (c.o_proj_bias) out.push_back({p + "self_attn.o_proj.bias", {h}, WeightInit::kNormal});
     out.push_back({p + "post_attention_layernorm.weight", {h}, WeightInit::kOnes});
     out.push_back({p + "mlp.gate_proj.weight", {ff, h}, WeightInit::kNormal});
     out.push_back({p + "mlp.up_proj.weight", {ff, h}, WeightInit::kNormal});
     out.push_back({p + "mlp.down_proj.weight", {h, ff}, WeightInit::kNormal});
+    if (c.mlp_bias) {
+      out.push_back({p + "mlp.gate_proj.bias", {ff}, WeightInit::kNormal});
+      out.push_back({p + "mlp.up_proj.bias", {ff}, WeightInit::kNormal});
+      out.push_back({p + "mlp.down_proj.bias", {h}, WeightInit::kNormal});
+    }
   }
   out.push_back({"model.norm.weight", {h}, WeightInit::kOnes});
   if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", {c.vocab_size, h}, WeightInit::kNormal});
   return out;
 }
 
-StDType ConfigStDType(const LlamaConfig& c) {
+StDType ConfigStDType(const LlamaConfig& c, const SafetensorsDir* dir) {
   if (c.torch_dtype == "bfloat16") return StDType::kBF16;
   if (c.torch_dtype == "float16") return StDType::kF16;
+  if (c.torch_dtype.empty() && dir) {
+    // No dtype in the file: the checkpoint's own (CheckWeights ensures one float dtype), as
+    // transformers 5's default dtype="auto" does.
+    if (const auto* t = dir->Find("model.embed_tokens.weight"); t && t->info) return t->info->dtype;
+  }
   return StDType::kF32;
 }
 

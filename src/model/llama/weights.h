@@ -2,11 +2,13 @@
 // the check of a loaded directory against them, and deterministic random weights for
 // `opfuse init-weights` and runs without a model directory.
 //
-// Names follow transformers' LlamaForCausalLM / Qwen2ForCausalLM state dict:
+// Names follow transformers' {Llama,Mistral,Qwen2,Qwen3}ForCausalLM state dict:
 //   model.embed_tokens.weight [vocab, hidden]
 //   model.layers.N.input_layernorm.weight, .post_attention_layernorm.weight [hidden]
-//   model.layers.N.self_attn.{q,k,v,o}_proj.weight  (Linear: [out, in]); {q,k,v}_proj.bias with attention_bias
+//   model.layers.N.self_attn.{q,k,v,o}_proj.weight  (Linear: [out, in]); {q,k,v}_proj.bias with
+//     attention_bias, o_proj.bias with o_proj_bias; self_attn.{q,k}_norm.weight [head_dim] (Qwen3)
 //   model.layers.N.mlp.{gate,up}_proj.weight [intermediate, hidden], down_proj.weight [hidden, intermediate]
+//     (+ .bias of each with mlp_bias)
 //   model.norm.weight [hidden]; lm_head.weight [vocab, hidden] unless tie_word_embeddings.
 // The check reports every problem at once (missing, wrong shape, wrong dtype, unexpected), up to a
 // limit, so one run tells the user what is wrong with a checkpoint.
@@ -32,8 +34,9 @@ struct ExpectedTensor {
 
 std::vector<ExpectedTensor> ExpectedTensors(const LlamaConfig& c);
 
-// The float dtype a config's torch_dtype names (float32 → F32, float16 → F16, bfloat16 → BF16).
-StDType ConfigStDType(const LlamaConfig& c);
+// The float dtype a config's torch_dtype names (float32 → F32, float16 → F16, bfloat16 → BF16);
+// when the config names none, the dtype of `dir`'s weights (F32 without a directory).
+StDType ConfigStDType(const LlamaConfig& c, const SafetensorsDir* dir = nullptr);
 
 // Checks a loaded directory against ExpectedTensors(c): every expected tensor present with the
 // exact shape and a float dtype, all weights in one dtype, nothing unexpected (a tied lm_head.weight
