@@ -9,6 +9,7 @@
 #   python3                        tools/gen_op_docs.py (the op_docs_current test)
 #   python3-pytest python3-numpy   tests/python (scripts/test.sh's pytest step)
 #   pybind11-dev libdlpack-dev     the Python module (python/, OPFUSE_PYTHON; on when pybind11 is found)
+#   libpcre2-dev libicu-dev        tokenizer.json: PCRE2 (pre-tokenizer regexes) and ICU uc (NFC), linked statically
 # CUDA is optional and not installed here: the build enables the CUDA backend when nvcc is
 # found, and links NVRTC for CPU-side kernel compile checks when the toolkit is present.
 #
@@ -18,7 +19,7 @@ set -euo pipefail
 
 PACKAGES=(cmake ninja-build g++ clang libclang-rt-14-dev libcli11-dev nlohmann-json3-dev libfmt-dev
           libgtest-dev googletest python3 python3-pytest libsentencepiece-dev
-          python3-numpy pybind11-dev libdlpack-dev)
+          python3-numpy pybind11-dev libdlpack-dev libpcre2-dev libicu-dev)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -28,6 +28,7 @@ void RegisterAll(CLI::App& app) {
   RegisterGenerate(app);
   RegisterProfile(app);
   RegisterEval(app);
+  RegisterTokenize(app);
 }
 
 void SetExitCode(int code) { g_exit_code = code; }

@@ -18,6 +18,7 @@ void RegisterInitWeights(CLI::App& app);
 void RegisterGenerate(CLI::App& app);
 void RegisterProfile(CLI::App& app);
 void RegisterEval(CLI::App& app);  // cli_eval.cc: eval list / baseline / run
+void RegisterTokenize(CLI::App& app);  // cli_tokenize.cc: text <-> ids with a model directory's tokenizer
 
 void SetExitCode(int code);
 int ExitCode();

@@ -119,7 +119,10 @@ int GenerateMain(const GenOptions& o) {
     auto ids = tok->Encode(text);
     if (!ids.ok()) return Fail(kCmd, ids.status());
     std::vector<int32_t> p;
-    if (cfg.bos_token_id) p.push_back(static_cast<int32_t>(*cfg.bos_token_id));  // as HF's Llama tokenizer does
+    // A tokenizer.json decides its BOS itself (Llama-3: yes, Qwen2: no); with SentencePiece the
+    // config's bos_token_id, as HF's Llama tokenizer does.
+    const std::optional<int64_t> bos = tok->kind() == Tokenizer::Kind::kJson ? tok->prepend_bos() : cfg.bos_token_id;
+    if (bos) p.push_back(static_cast<int32_t>(*bos));
     for (int64_t id : *ids) p.push_back(static_cast<int32_t>(id));
     prompts.push_back(std::move(p));
   }
@@ -178,11 +181,11 @@ void RegisterGenerate(CLI::App& app) {
       "a measured --profile, else its cost model). Without --model a built-in config runs with deterministic\n"
       "random weights (tinyllama-1.1b on cuda, tiny on cpu), so the tokens are meaningless but reproducible.\n"
       "Greedy by default; --temperature > 0 samples (seeded by --seed, with --top-k / --top-p).\n"
-      "Prints the new tokens (text when the model directory has a tokenizer.model) and a timing line:\n"
+      "Prints the new tokens (text when the model directory has a tokenizer.json or tokenizer.model) and a timing line:\n"
       "prefill ms, decode ms/token, kernels per decode step, compile ms.");
-  cmd->add_option("--model", o->model, "Hugging Face model directory (config.json, *.safetensors, optional tokenizer.model)");
+  cmd->add_option("--model", o->model, "Hugging Face model directory (config.json, *.safetensors, optional tokenizer.json or tokenizer.model)");
   cmd->add_option("--config", o->config, "built-in config instead of --model: tinyllama-1.1b or tiny (default: tinyllama-1.1b on cuda, tiny on cpu)");
-  cmd->add_option("--prompt", o->prompts, "prompt text (needs the model's tokenizer; BOS is prepended); repeat for a batch");
+  cmd->add_option("--prompt", o->prompts, "prompt text (needs the model's tokenizer; BOS prepended as the tokenizer does, see `opfuse tokenize`); repeat for a batch");
   cmd->add_option("--ids", o->ids, "prompt as token ids, e.g. 1,450,4996; repeat for a batch (default: the BOS token)");
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "tokens to generate per sequence (default 16)");
   cmd->add_option("--backend", o->backend, "cpu or cuda (default cpu)");

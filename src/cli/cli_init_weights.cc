@@ -1,4 +1,4 @@
-// `opfuse init-weights --config tinyllama-1.1b|tiny --out DIR [--seed N] [--dtype bf16|f16|f32] [--force]`
+// `opfuse init-weights --config tinyllama-1.1b|tiny|FILE.json --out DIR [--seed N] [--dtype bf16|f16|f32] [--force]`
 //
 // Writes a loadable Hugging Face-style model directory (config.json + model.safetensors) with
 // deterministic random weights (llama/weights.h: normal std 0.02, norms 1; same seed → same bytes).
@@ -65,7 +65,9 @@ class Progress {
 };
 
 int InitMain(const InitOptions& o) {
-  auto cfg = llama::BuiltinConfig(o.config);
+  // A built-in name, or a config.json of any supported family (what transformers wrote, say).
+  const bool is_file = o.config.ends_with(".json") || o.config.find('/') != std::string::npos;
+  auto cfg = is_file ? llama::LoadConfigFile(o.config) : llama::BuiltinConfig(o.config);
   if (!cfg.ok()) return Fail("init-weights", InvalidArgument(cfg.status().message()));
   StDType dtype = llama::ConfigStDType(*cfg);
   if (!o.dtype.empty()) {
@@ -136,7 +138,9 @@ void RegisterInitWeights(CLI::App& app) {
       "Write a model directory (config.json + model.safetensors) with deterministic random weights.\n"
       "Weights are normal(0, 0.02), norms 1; the same --seed gives the same bytes. The directory is written\n"
       "as OUT.tmp.<pid>, checked by loading it back, then renamed to OUT; a non-empty OUT needs --force.");
-  cmd->add_option("--config", o->config, "built-in config: tinyllama-1.1b (TinyLlama-1.1B shapes, ~2.2 GB in bf16) or tiny (~400 KB)")
+  cmd->add_option("--config", o->config,
+                  "built-in config: tinyllama-1.1b (TinyLlama-1.1B shapes, ~2.2 GB in bf16) or tiny (~400 KB), or a\n"
+                  "config.json file of any supported family (llama, mistral, qwen2, qwen3; docs/model_format.md)")
       ->required();
   cmd->add_option("--out", o->out, "output directory (created; must be empty or absent unless --force)")->required();
   cmd->add_option("--seed", o->seed, "random seed, a non-negative integer (default 0)")->check([](const std::string& v) -> std::string {

@@ -1,4 +1,5 @@
-// Tokenizer: the SentencePiece module loader and the ids-only path. See tokenizer.h.
+// Tokenizer: the tokenizer.json backend (model/tokenizer_json.h), the SentencePiece module loader
+// and the ids-only path. See tokenizer.h.
 #include "model/tokenizer.h"
 
 #include <dlfcn.h>
@@ -11,6 +12,8 @@
 #include <mutex>
 
 #include <fmt/format.h>
+
+#include "model/tokenizer_json.h"
 
 namespace opfuse {
 
@@ -116,11 +119,37 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::LoadSentencePiece(const std::str
   return t;
 }
 
-StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::ForModelDir(const std::string& dir, int64_t vocab_size) {
-  const std::string path = (fs::path(dir) / "tokenizer.model").string();
+StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::LoadJson(const std::string& path) {
+  OPFUSE_ASSIGN_OR_RETURN(std::unique_ptr<JsonBpeTokenizer> j, JsonBpeTokenizer::Load(path));
+  std::unique_ptr<Tokenizer> t(new Tokenizer());
+  t->vocab_size_ = j->vocab_size();
+  t->bos_ = j->bos_id();
+  t->eos_ = j->eos_id();
+  t->json_bos_ = j->bos_to_prepend();
+  t->json_ = std::move(j);
+  return t;
+}
+
+StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromDir(const std::string& dir) {
   std::error_code ec;
+  if (const std::string json = (fs::path(dir) / "tokenizer.json").string(); fs::exists(json, ec)) return LoadJson(json);
+  if (const std::string spm = (fs::path(dir) / "tokenizer.model").string(); fs::exists(spm, ec)) return LoadSentencePiece(spm);
+  if (!fs::is_directory(dir, ec)) return NotFound(fmt::format("{}: no such directory", dir));
+  return NotFound(fmt::format("{} has neither tokenizer.json nor tokenizer.model", dir));
+}
+
+StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::ForModelDir(const std::string& dir, int64_t vocab_size) {
+  std::error_code ec;
+  if (const std::string json = (fs::path(dir) / "tokenizer.json").string(); fs::exists(json, ec)) {
+    OPFUSE_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> t, LoadJson(json));
+    if (t->vocab_size() > vocab_size)
+      return InvalidArgument(
+          fmt::format("{}: tokenizer has {} token ids but the model's vocab_size is {}", json, t->vocab_size(), vocab_size));
+    return t;
+  }
+  const std::string path = (fs::path(dir) / "tokenizer.model").string();
   if (!fs::exists(path, ec))
-    return IdsOnly(vocab_size, fmt::format("{} has no tokenizer.model: token ids only (use --ids)", dir));
+    return IdsOnly(vocab_size, fmt::format("{} has no tokenizer.model (nor tokenizer.json): token ids only (use --ids)", dir));
   auto t = LoadSentencePiece(path);
   if (t.ok()) {
     if ((*t)->vocab_size() > vocab_size)
@@ -135,6 +164,10 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::ForModelDir(const std::string& d
 
 StatusOr<std::vector<int64_t>> Tokenizer::Encode(std::string_view text) const {
   if (!has_text()) return Unavailable(fmt::format("cannot encode text: {}", reason_));
+  if (json_) {
+    OPFUSE_ASSIGN_OR_RETURN(std::vector<int32_t> ids, json_->Encode(text));
+    return std::vector<int64_t>(ids.begin(), ids.end());
+  }
   char err[512] = {0};
   std::vector<int> ids(text.size() + 16);
   long n = module_->encode(handle_, text.data(), text.size(), ids.data(), ids.size(), err, sizeof(err));
@@ -153,6 +186,7 @@ StatusOr<std::string> Tokenizer::Decode(const std::vector<int64_t>& ids) const {
     if (id < 0 || id >= vocab_size_) return InvalidArgument(fmt::format("token id {} outside the vocabulary (size {})", id, vocab_size_));
     v.push_back(static_cast<int>(id));
   }
+  if (json_) return json_->Decode(v);
   char err[512] = {0};
   std::string out(v.size() * 8 + 16, '\0');
   long n = module_->decode(handle_, v.data(), v.size(), out.data(), out.size(), err, sizeof(err));
@@ -162,6 +196,21 @@ StatusOr<std::string> Tokenizer::Decode(const std::vector<int64_t>& ids) const {
   }
   if (n < 0) return InvalidArgument(fmt::format("SentencePiece decode failed: {}", err));
   out.resize(n);
+  return out;
+}
+
+StatusOr<std::vector<std::string>> Tokenizer::TokenStrings(const std::vector<int64_t>& ids) const {
+  if (!has_text()) return Unavailable(fmt::format("cannot show tokens: {}", reason_));
+  std::vector<std::string> out;
+  for (int64_t id : ids) {
+    if (id < 0 || id >= vocab_size_) return InvalidArgument(fmt::format("token id {} outside the vocabulary (size {})", id, vocab_size_));
+    if (json_) {
+      out.push_back(json_->IdToToken(static_cast<int32_t>(id)).value_or(""));
+    } else {
+      OPFUSE_ASSIGN_OR_RETURN(std::string piece, Decode({id}));
+      out.push_back(std::move(piece));
+    }
+  }
   return out;
 }
 
