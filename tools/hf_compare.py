@@ -23,7 +23,7 @@ Modes
   fixture: python3 tools/hf_compare.py --make-fixture DIR [--new-tokens 8]
     DIR must hold a model written by `opfuse init-weights --config tiny --dtype f32 --out DIR`;
     writes DIR/expected.json (prompt, HF greedy tokens, HF logits per step) — the CI fixture checked
-    by tests/numerics/llama_hf_fixture_test.cc on the CPU backend. HF's own greedy loop (with its
+    by tests/numerics/llama_family_test.cc (LlamaHfFixture) on the CPU backend. HF's own greedy loop (with its
     KV cache) makes the fixture, so it is independent of opfuse.
 Needs torch and transformers (the GPU machine has both); nothing here runs in CI.
 """

@@ -35,6 +35,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from hf_compare import hf_greedy  # noqa: E402  (transformers' own greedy loop with its KV cache)
 
 # A tiny shape every family shares: GQA (4 heads, 2 kv heads), head_dim 16, two layers.
 BASE = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
@@ -149,23 +151,6 @@ def perturb(model, seed):
                 p.copy_(0.08 * torch.randn(p.shape, generator=g))
 
 
-def greedy(model, prompt, steps):
-    import torch
-    ids = torch.tensor([prompt])
-    past = None
-    toks, logits = [], []
-    with torch.no_grad():
-        for _ in range(steps):
-            out = model(ids, past_key_values=past, use_cache=True)
-            past = out.past_key_values
-            row = out.logits[0, -1].float()
-            t = int(row.argmax())
-            toks.append(t)
-            logits.append(row.tolist())
-            ids = torch.tensor([[t]])
-    return toks, logits
-
-
 # --gpu-models: shapes of real small models (Llama-3.2-1B-like head_dim 64; Qwen3-0.6B-like q_dim 2048 >
 # hidden), few layers so that hf_compare stays quick.
 GPU_BASE = dict(hidden_size=1024, intermediate_size=2816, num_hidden_layers=4, num_attention_heads=16,
@@ -246,7 +231,7 @@ def main():
             p = os.path.join(d, junk)
             if os.path.exists(p):
                 os.remove(p)
-        toks, logits = greedy(model, prompt, args.new_tokens)
+        toks, logits = hf_greedy(model, prompt, args.new_tokens, "cpu")
         with open(os.path.join(d, "expected.json"), "w") as f:
             json.dump({"made_by": made_by + ", f32, CPU, eager attention, greedy with KV cache",
                        "prompt": prompt, "tokens": toks, "logits": logits}, f)

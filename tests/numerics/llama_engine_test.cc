@@ -4,7 +4,7 @@
 //  * strategies run different kernels yet agree (same greedy tokens, logits within f32 rounding);
 //  * batched prompts of different lengths give each sequence what it gets alone;
 //  * sampling is deterministic per seed; context overflow and bad input are InvalidArgument.
-// Agreement with Hugging Face itself is llama_hf_fixture_test.cc.
+// Agreement with Hugging Face itself is llama_family_test.cc (LlamaHfFixture).
 #include <cmath>
 
 #include <gtest/gtest.h>

@@ -1,5 +1,6 @@
-// opfuse's engine against Hugging Face transformers on one tiny random-weight model per family
-// (tests/data/families/{llama,mistral,qwen2,qwen3}, written by tools/make_family_fixtures.py with
+// opfuse's engine against Hugging Face transformers on the committed tiny models: tests/data/tiny_llama
+// (opfuse init-weights, expected.json by tools/hf_compare.py --make-fixture) and one random-weight
+// model per family (tests/data/families/{llama,mistral,qwen2,qwen3}, tools/make_family_fixtures.py with
 // transformers 5: its save_pretrained config.json — 5.x keys — and safetensors, and its greedy
 // tokens and f32 logits with the KV cache). Every weight is perturbed away from its init (norm
 // weights around 1, biases nonzero), so a missing bias, a q/k norm or a rope scaling left out
@@ -8,6 +9,7 @@
 //
 // The same model with its config as transformers 4.x writes it (config.v4.json: rope_theta +
 // rope_scaling, torch_dtype) must give bit-identical logits, and a different rope_theta must not.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -22,7 +24,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string FamilyDir(const std::string& family) { return std::string(OPFUSE_SOURCE_DIR) + "/tests/data/families/" + family; }
+std::string DataDir(const std::string& sub) { return std::string(OPFUSE_SOURCE_DIR) + "/tests/data/" + sub; }
+std::string FamilyDir(const std::string& family) { return DataDir("families/" + family); }
 
 double RelError(const std::vector<float>& a, const std::vector<float>& b) {
   double num = 0, den = 0;
@@ -54,12 +57,14 @@ std::string CopyWithConfig(const std::string& family, const nlohmann::json& conf
   return d.string();
 }
 
-class LlamaFamily : public ::testing::TestWithParam<std::string> {};
+// A fixture directory under tests/data: config.json, model.safetensors and expected.json (prompt,
+// transformers' greedy tokens and f32 logits per step).
+class LlamaHfFixture : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(LlamaFamily, EveryStrategyMatchesTransformers) {
-  const std::string dir = FamilyDir(GetParam());
+TEST_P(LlamaHfFixture, EveryStrategyMatchesTransformers) {
+  const std::string dir = DataDir(GetParam());
   std::ifstream f(dir + "/expected.json");
-  ASSERT_TRUE(f) << "missing " << dir << "/expected.json (tools/make_family_fixtures.py)";
+  ASSERT_TRUE(f) << "missing " << dir << "/expected.json (tools/make_family_fixtures.py, tools/hf_compare.py --make-fixture)";
   const nlohmann::json ex = nlohmann::json::parse(f);
   const auto prompt = ex.at("prompt").get<std::vector<int32_t>>();
   const auto tokens = ex.at("tokens").get<std::vector<int32_t>>();
@@ -76,6 +81,19 @@ TEST_P(LlamaFamily, EveryStrategyMatchesTransformers) {
       EXPECT_LE(RelError(r->logits[0][step], logits[step]), 1e-4) << "step " << step;
   }
 }
+
+// tests/data/tiny_llama: `opfuse init-weights --config tiny`, expected.json by tools/hf_compare.py
+// --make-fixture; tests/data/families/*: tools/make_family_fixtures.py.
+INSTANTIATE_TEST_SUITE_P(Fixtures, LlamaHfFixture,
+                         ::testing::Values("tiny_llama", "families/llama", "families/mistral", "families/qwen2",
+                                           "families/qwen3"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '/', '_');
+                           return n;
+                         });
+
+class LlamaFamily : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LlamaFamily, TransformersFourConfigGivesTheSameLogits) {
   const std::string dir = FamilyDir(GetParam());
