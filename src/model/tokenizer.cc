@@ -186,7 +186,11 @@ StatusOr<std::string> Tokenizer::Decode(const std::vector<int64_t>& ids) const {
     if (id < 0 || id >= vocab_size_) return InvalidArgument(fmt::format("token id {} outside the vocabulary (size {})", id, vocab_size_));
     v.push_back(static_cast<int>(id));
   }
-  if (json_) return json_->Decode(v);
+  if (json_) {
+    // As transformers' decode: the tokenizers text, cleaned up when tokenizer_config.json says so.
+    OPFUSE_ASSIGN_OR_RETURN(std::string text, json_->Decode(v));
+    return json_->clean_up_tokenization_spaces() ? CleanUpTokenizationSpaces(std::move(text)) : text;
+  }
   char err[512] = {0};
   std::string out(v.size() * 8 + 16, '\0');
   long n = module_->decode(handle_, v.data(), v.size(), out.data(), out.size(), err, sizeof(err));

@@ -534,6 +534,7 @@ struct JsonBpeTokenizer::Impl {
   std::vector<DecOp> decoders;
   // BOS/EOS
   std::optional<int32_t> template_bos, config_bos, config_eos, bos_prepend;
+  bool clean_up_spaces = false;  // tokenizer_config.json's clean_up_tokenization_spaces
   // per-word cache
   mutable std::mutex cache_mu;
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache;
@@ -1310,6 +1311,7 @@ class Loader {
       if (!id) return Bad(keys[k], fmt::format("\"{}\" is not a token of tokenizer.json", content));
       *slots[k] = *id;
     }
+    OPFUSE_ASSIGN_OR_RETURN(t_.clean_up_spaces, Bool(root, "", "clean_up_tokenization_spaces", false));
     OPFUSE_ASSIGN_OR_RETURN(bool add_bos_present, Bool(root, "", "add_bos_token", false));
     const bool has_add_bos = Get(root, "add_bos_token") != nullptr;
     if (has_add_bos && add_bos_present) {
@@ -1480,6 +1482,24 @@ std::optional<std::string> JsonBpeTokenizer::IdToToken(int32_t id) const {
 
 std::optional<int32_t> JsonBpeTokenizer::TokenToId(std::string_view token) const { return impl_->TokenToId(token); }
 std::optional<int32_t> JsonBpeTokenizer::bos_to_prepend() const { return impl_->bos_prepend; }
+bool JsonBpeTokenizer::clean_up_tokenization_spaces() const { return impl_->clean_up_spaces; }
+
+std::string CleanUpTokenizationSpaces(std::string s) {
+  // transformers' PreTrainedTokenizerBase.clean_up_tokenization, in its order.
+  static constexpr std::pair<std::string_view, std::string_view> kRules[] = {
+      {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
+      {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+  for (const auto& [from, to] : kRules) {
+    std::string out;
+    out.reserve(s.size());
+    size_t i = 0;
+    for (size_t j; (j = s.find(from, i)) != std::string::npos; i = j + from.size()) out.append(s, i, j - i).append(to);
+    out.append(s, i, std::string::npos);
+    s = std::move(out);
+  }
+  return s;
+}
+
 std::optional<int32_t> JsonBpeTokenizer::bos_id() const { return impl_->config_bos ? impl_->config_bos : impl_->template_bos; }
 std::optional<int32_t> JsonBpeTokenizer::eos_id() const { return impl_->config_eos; }
 

@@ -58,6 +58,9 @@ class JsonBpeTokenizer {
   // add_bos_token when present (true: its bos_token), else the post-processor's template (a
   // TemplateProcessing whose `single` starts with a special token). nullopt: prepend nothing.
   std::optional<int32_t> bos_to_prepend() const;
+  // tokenizer_config.json's clean_up_tokenization_spaces (false when absent): transformers' decode
+  // then applies CleanUpTokenizationSpaces to Decode()'s text (Llama-3 sets it).
+  bool clean_up_tokenization_spaces() const;
   // tokenizer_config.json's bos_token / eos_token (bos: else the template's leading token).
   std::optional<int32_t> bos_id() const;
   std::optional<int32_t> eos_id() const;
@@ -68,5 +71,8 @@ class JsonBpeTokenizer {
   explicit JsonBpeTokenizer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// transformers' clean_up_tokenization: " ." -> ".", " ," -> ",", " n't" -> "n't", ... (ten rules).
+std::string CleanUpTokenizationSpaces(std::string text);
 
 }  // namespace opfuse

@@ -390,6 +390,12 @@ TEST(JsonTokenizer, TokenizerPrefersTokenizerJson) {
   ASSERT_TRUE(tokens.ok());
   EXPECT_EQ(tokens->back(), "<|eot_id|>");
   EXPECT_FALSE((*t)->Decode({711}).ok());  // outside the vocabulary
+  // Llama-3's tokenizer_config.json sets clean_up_tokenization_spaces: the text is transformers'
+  // decode (" ," -> ",", " n't" -> "n't", ...), while JsonBpeTokenizer::Decode stays the tokenizers one.
+  auto spaced = (*t)->Encode("Hello , world . I do n't know !");
+  ASSERT_TRUE(spaced.ok());
+  EXPECT_EQ(*(*t)->Decode(*spaced), "Hello, world. I don't know!");
+  EXPECT_EQ(CleanUpTokenizationSpaces("a ' b 's c 've d 're e 'm f ? g"), "a'b's c've d're e'm f? g");
   // A tokenizer larger than the model's vocabulary is refused; a broken tokenizer.json is an error.
   auto small = Tokenizer::ForModelDir(d.string(), 700);
   ASSERT_FALSE(small.ok());
