@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command (README.md; .ci/run runs exactly this). Two builds:
+# The test command (README.md; .ci/run runs exactly this). With nvcc on the PATH it first checks
+# that the `release` preset picks an sm_90+ CUDA architecture (configure only). Then two builds:
 #   1. preset `cpu` (g++, CUDA off): build everything, run every CTest label
 #      (unit, passes, numerics, error, gpu — gpu tests skip themselves without a GPU), then pytest
 #      on tests/python (the tools/ scripts and the opfuse Python module).
@@ -26,6 +27,21 @@ step() {
   "$@"
   echo "==> done in $((SECONDS - t)) s: $*"
 }
+
+# The README's first command configures the `release` preset; with nvcc present it must choose a
+# CUDA architecture the kernels build for (sm_90+), not the compiler's default (configure only).
+check_release_arch() {
+  rm -rf build/release-arch-check
+  cmake --preset release -B build/release-arch-check > build/release-arch-check.log 2>&1 || { cat build/release-arch-check.log; return 1; }
+  local arch
+  arch=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' build/release-arch-check/CMakeCache.txt)
+  rm -rf build/release-arch-check build/release-arch-check.log
+  echo "release preset: CUDA architectures '$arch'"
+  [[ "$arch" =~ ^(9[0-9]|[1-9][0-9]{2,})a?$ ]] || { echo "release preset chose CUDA architecture '$arch' (needs 90 or newer)"; return 1; }
+}
+if command -v nvcc > /dev/null 2>&1; then
+  step check_release_arch
+fi
 
 step cmake --preset cpu
 step cmake --build --preset cpu -j "$JOBS"
