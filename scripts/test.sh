@@ -31,7 +31,7 @@ step() {
 # The README's first command configures the `release` preset; with nvcc present it must choose a
 # CUDA architecture the kernels build for (sm_90+), not the compiler's default (configure only).
 check_release_arch() {
-  rm -rf build/release-arch-check
+  mkdir -p build && rm -rf build/release-arch-check
   cmake --preset release -B build/release-arch-check > build/release-arch-check.log 2>&1 || { cat build/release-arch-check.log; return 1; }
   local arch
   arch=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' build/release-arch-check/CMakeCache.txt)
