@@ -70,6 +70,11 @@ FAMILIES = {
     "mistral": ("mistral", {"sliding_window": 4096}, None, 1000000.0, False),
     "qwen2": ("qwen2", {}, {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}, 1000000.0, True),
     "qwen3": ("qwen3", {"head_dim": 32}, None, 1000000.0, True),
+    # Sliding windows shorter than the fixture's 17 positions: every layer (Mistral), the layers
+    # from max_window_layers on (Qwen2).
+    "mistral_window": ("mistral", {"sliding_window": 5}, None, 10000.0, False),
+    "qwen2_window": ("qwen2", {"use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1}, None,
+                     10000.0, False),
 }
 
 V4_WRITER = r"""

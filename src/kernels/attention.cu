@@ -1611,6 +1611,13 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanKvAttentionWith(const Node& n, con
                                                               const std::vector<TensorRef>& out,
                                                               const cuda::DeviceInfo& dev,
                                                               const AttentionPlanOptions& opts) {
+  // The kernels here attend over every earlier key; a sliding window (CpuKvAttention has it) is
+  // refused rather than ignored.
+  if (const int64_t w = AttrInt(n.attrs, "window", 0); w != 0)
+    return InvalidArgument(fmt::format(
+        "sliding-window attention (window {}) is not implemented on CUDA yet: run with --backend cpu, "
+        "or limit the context to {} (--max-context {})",
+        w, w, w));
   Dims d;
   if (Status s = CheckKvDims(in, &out, &d); !s.ok()) return s;
   std::vector<cuda::KernelLaunch> launches;

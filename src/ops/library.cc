@@ -65,6 +65,9 @@ StatusOr<std::vector<TensorType>> InferLibrary(const Node& n, const std::vector<
     case OpKind::kKvAttention: {
       // q[B,T,Hq,D], k/v[B,T,Hkv,D], k_cache/v_cache[B,S,Hkv,D], pos[B] i32.
       static const char* const kName[] = {"q", "k", "v", "k_cache", "v_cache", "pos"};
+      if (AttrInt(n.attrs, "window", 0) < 0)
+        return NodeError(n, fmt::format("attribute window must be >= 0 (0: no sliding window), got {}",
+                                        AttrInt(n.attrs, "window", 0)));
       const TensorType &q = in[0], &k = in[1], &kc = in[3], &pos = in[5];
       for (int i = 0; i < 5; ++i) {
         if (!IsFloat(in[i].dtype))
@@ -272,7 +275,8 @@ std::vector<float> ReadF32Range(const HostTensor& t, int64_t off, int64_t count)
 
 // kv_attention: checks every pos first (nothing is written when one is out of range), writes the
 // new k/v rows into the caches (out[1], out[2]: the writable state, see CpuFn), then attends each
-// query over its cache prefix in double, exactly like CpuAttention.
+// query over its cache prefix (the last `window` positions of it when the attr is set) in double,
+// exactly like CpuAttention.
 Status CpuKvAttention(const Node& n, const In& in, const Out& out) {
   const HostTensor &q = *in[0], &k = *in[1], &v = *in[2], &pos = *in[5];
   if (out.size() != 3)
@@ -302,6 +306,9 @@ Status CpuKvAttention(const Node& n, const In& in, const Out& out) {
   }
   const int64_t group = Hq / Hkv;
   const double scale = AttrFloat(n.attrs, "scale", D > 0 ? 1.0 / std::sqrt(static_cast<double>(D)) : 1.0);
+  // Sliding window (Mistral, Qwen2/3 sliding layers): the query at position p sees keys j with
+  // p - window < j <= p; 0 = every earlier key.
+  const int64_t window = AttrInt(n.attrs, "window", 0);
   const std::vector<float> Q = ReadF32(q);
   std::vector<float> O(static_cast<size_t>(B * T * Hq * D), 0.0f);
   std::vector<double> w, acc(static_cast<size_t>(D));
@@ -312,9 +319,10 @@ Status CpuKvAttention(const Node& n, const In& in, const Out& out) {
     for (int64_t t = 0; t < T; ++t)
       for (int64_t h = 0; h < Hq; ++h) {
         const int64_t kvh = h / group, visible = p[b] + t + 1;
+        const int64_t first = window > 0 ? std::max<int64_t>(0, visible - window) : 0;
         const float* qi = Q.data() + ((b * T + t) * Hq + h) * D;
         double mx = -INFINITY;
-        for (int64_t j = 0; j < visible; ++j) {
+        for (int64_t j = first; j < visible; ++j) {
           const float* kj = Kf.data() + j * row + kvh * D;
           double dot = 0;
           for (int64_t d = 0; d < D; ++d) dot += static_cast<double>(qi[d]) * kj[d];
@@ -322,9 +330,9 @@ Status CpuKvAttention(const Node& n, const In& in, const Out& out) {
           mx = std::max(mx, w[j]);
         }
         double sum = 0;
-        for (int64_t j = 0; j < visible; ++j) sum += (w[j] = std::exp(w[j] - mx));
+        for (int64_t j = first; j < visible; ++j) sum += (w[j] = std::exp(w[j] - mx));
         std::fill(acc.begin(), acc.end(), 0.0);
-        for (int64_t j = 0; j < visible; ++j) {
+        for (int64_t j = first; j < visible; ++j) {
           const float* vj = V.data() + j * row + kvh * D;
           for (int64_t d = 0; d < D; ++d) acc[d] += w[j] * vj[d];
         }

@@ -86,7 +86,7 @@ TEST_P(LlamaHfFixture, EveryStrategyMatchesTransformers) {
 // --make-fixture; tests/data/families/*: tools/make_family_fixtures.py.
 INSTANTIATE_TEST_SUITE_P(Fixtures, LlamaHfFixture,
                          ::testing::Values("tiny_llama", "families/llama", "families/mistral", "families/qwen2",
-                                           "families/qwen3"),
+                                           "families/qwen3", "families/mistral_window", "families/qwen2_window"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '/', '_');
@@ -118,8 +118,29 @@ TEST_P(LlamaFamily, TransformersFourConfigGivesTheSameLogits) {
   EXPECT_GT(worst, 1e-3);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, LlamaFamily, ::testing::Values("llama", "mistral", "qwen2", "qwen3"),
+INSTANTIATE_TEST_SUITE_P(Families, LlamaFamily,
+                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "mistral_window", "qwen2_window"),
                          [](const auto& info) { return info.param; });
+
+// The window fixtures' 17 positions outrun their sliding windows (5; 4 on Qwen2's second layer):
+// without the window the logits must differ, so the fixture test above really checks windowed
+// attention.
+TEST(LlamaWindow, TheWindowChangesTheLogits) {
+  for (const std::string family : {"mistral_window", "qwen2_window"}) {
+    SCOPED_TRACE(family);
+    nlohmann::json cfg = nlohmann::json::parse(std::ifstream(FamilyDir(family) + "/config.json"));
+    ASSERT_GT(cfg.value("sliding_window", 0), 0);
+    const std::vector<int32_t> prompt = {1, 17, 93, 140, 5, 66, 121, 30, 8};
+    auto a = RunEngine(FamilyDir(family), Strategy::kAlwaysFuse, prompt, 6);
+    cfg["sliding_window"] = 1000;  // longer than the context: full attention
+    auto b = RunEngine(CopyWithConfig(family, cfg, "nowindow"), Strategy::kAlwaysFuse, prompt, 6);
+    ASSERT_TRUE(a.ok()) << a.status().message();
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    double worst = 0;
+    for (size_t s = 0; s < a->logits[0].size(); ++s) worst = std::max(worst, RelError(a->logits[0][s], b->logits[0][s]));
+    EXPECT_GT(worst, 1e-3);
+  }
+}
 
 }  // namespace
 }  // namespace opfuse::llama

@@ -443,16 +443,6 @@ Status CheckContext(const LlamaConfig& c, int64_t context) {
   if (context > c.max_position_embeddings)
     return InvalidArgument(fmt::format("context {} exceeds the model's max_position_embeddings {}", context,
                                        c.max_position_embeddings));
-  for (size_t l = 0; l < c.layer_windows.size(); ++l) {
-    const int64_t w = c.layer_windows[l];
-    // A query at position p attends positions > p - w; with at most `context` positions every key
-    // is inside the window when w >= context, and the window changes nothing.
-    if (w > 0 && w < context)
-      return InvalidArgument(fmt::format(
-          "config.json: sliding_window {} (layer {}) is shorter than the context in use ({}); sliding-window attention "
-          "is not implemented: limit the context to {} (--max-context {})",
-          w, l, context, w, w));
-  }
   return Status::Ok();
 }
 

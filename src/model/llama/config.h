@@ -12,9 +12,8 @@
 // that omits `sliding_window` for Mistral gets 4096 as transformers does. docs/model_format.md
 // lists the keys read, ignored and refused.
 //
-// Sliding windows are kept per layer; whether a window matters depends on the context in use,
-// so CheckContext (called by the graph builder with the cache length) refuses a window shorter
-// than the context rather than the parser refusing the file.
+// Sliding windows are kept per layer; the graph builder gives a layer's kv_attention its window
+// when the window is shorter than the cache (a longer one changes nothing).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -89,8 +88,8 @@ struct LlamaConfig {
 
 // Checks the invariants the rest of opfuse relies on; the message names the field.
 Status ValidateConfig(const LlamaConfig& c);
-// Refuses what the model would compute differently with `context` cache positions than opfuse
-// does: a sliding window shorter than the context (windowed attention is not implemented).
+// Refuses a context (KV cache positions) the model's math is not defined for here: longer than
+// max_position_embeddings (where dynamic rope would rescale).
 Status CheckContext(const LlamaConfig& c, int64_t context);
 // Parses and validates a config.json document.
 StatusOr<LlamaConfig> ParseConfig(const nlohmann::json& j);

@@ -158,8 +158,12 @@ class Builder {
       const int v4 = b_.Reshape({v}, {{"shape", Dims({B_, T_, Dim(c_.num_key_value_heads), Dim(D)})}});
       const int qr = Rope(q4, cos, sin, D);
       const int kr = Rope(k4, cos, sin, D);
-      const int attn = b_.KvAttention({qr, kr, v4, kc[l], vc[l], cache_pos},
-                                      {{"scale", 1.0 / std::sqrt(static_cast<double>(D))}});
+      // A sliding window shorter than the cache limits the keys each query sees; one at least as
+      // long as the cache changes nothing and is left out (so the graph is the full-attention one).
+      const int64_t window = c_.layer_windows.empty() ? 0 : c_.layer_windows[l];
+      Attrs attn_attrs = {{"scale", 1.0 / std::sqrt(static_cast<double>(D))}};
+      if (window > 0 && window < S_.value) attn_attrs["window"] = window;
+      const int attn = b_.KvAttention({qr, kr, v4, kc[l], vc[l], cache_pos}, attn_attrs);
       const int attn3 = b_.Reshape({attn}, {{"shape", Dims({B_, T_, Dim(c_.q_dim())})}});
       const int o = Linear(attn3, p + "self_attn.o_proj", c_.o_proj_bias);
       const int h1 = b_.Add({x, o});  // residual, then the post-attention norm: Add+RMSNorm
