@@ -247,7 +247,8 @@ TEST(LlamaConfig, FamilyDefaultsFollowTransformers) {
   // Keys that do not change the math are ignored.
   EXPECT_TRUE(ParseConfigText(Minimal({{"transformers_version", "4.57.6"}, {"use_cache", true}, {"pretraining_tp", 2},
                                        {"_name_or_path", "x"}, {"temperature", 0.6}, {"attention_dropout", 0.1},
-                                       {"initializer_range", 0.02}, {"architectures", {"LlamaForCausalLM"}}}))
+                                       {"initializer_range", 0.02}, {"architectures", {"LlamaForCausalLM"}},
+                                       {"max_sequence_length", 2048}}))
                   .ok());
 }
 

@@ -145,6 +145,8 @@ const std::set<std::string>& IgnoredKeys() {
       "begin_suppress_tokens", "auto_map", "custom_pipelines", "gradient_checkpointing", "_name_or_path",
       "_commit_hash", "_attn_implementation", "_attn_implementation_autoset", "attn_implementation",
       "base_model_tp_plan", "base_model_pp_plan", "keys_to_ignore_at_inference",
+      // Older Llama conversions carry these; transformers' LlamaConfig does not read them.
+      "max_sequence_length", "use_flash_attention_2", "unk_token_id",
   };
   return k;
 }
