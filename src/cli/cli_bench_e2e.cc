@@ -10,6 +10,7 @@
 // kernels per decode step while their fused graphs differ in nothing (the strategies did nothing).
 // Exit codes: 0 ok; 2 bad flags/model/cases or no CUDA device for --backend cuda; 1 internal error.
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -58,7 +59,11 @@ StatusOr<E2eCase> ParseCase(const std::string& text) {
     const std::string part = body.substr(pos, comma - pos);
     if (!std::regex_match(part, m, item))
       return InvalidArgument(fmt::format("--cases '{}': '{}' is not prefill=N, decode=N or batch=N", text, part));
-    const int64_t v = std::stoll(m[2].str());
+    // Digits only (the regex), so the one failure left is a value beyond int64: out of range.
+    int64_t v = 0;
+    const std::string digits = m[2].str();
+    if (auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v); ec != std::errc())
+      return InvalidArgument(fmt::format("--cases '{}': {}={} is out of range", text, m[1].str(), digits));
     if (m[1] == "prefill") c.prefill = v, have_prefill = true;
     else if (m[1] == "decode") c.decode = v;
     else c.batch = v;

@@ -1,6 +1,7 @@
 // `opfuse bench e2e` on the CPU backend with the built-in tiny model: DESIGN.md's JSON (every
 // strategy and case, measured figures, kernels per decode step), the strategies launching different
 // kernels, and bad input exiting 2 without writing the output.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -54,6 +55,11 @@ TEST(BenchE2eCli, BadInputExits2) {
   EXPECT_EQ(RunCli("bench e2e --backend cpu --strategies never,sometimes --output " + out).code, 2);
   EXPECT_EQ(RunCli("bench e2e --backend cpu --runs 0 --output " + out).code, 2);
   EXPECT_EQ(RunCli("bench e2e --backend cpu --model /nonexistent/model --output " + out).code, 2);
+  // A value beyond int64 is a one-line error, not an uncaught std::out_of_range.
+  CliResult huge = RunCli("bench e2e --backend cpu --cases '[prefill=99999999999999999999, decode=1]' --output " + out);
+  EXPECT_EQ(huge.code, 2);
+  EXPECT_NE(huge.err.find("prefill=99999999999999999999 is out of range"), std::string::npos) << huge.err;
+  EXPECT_EQ(std::count(huge.err.begin(), huge.err.end(), '\n'), 1) << huge.err;
   CliResult big = RunCli("bench e2e --backend cpu --cases '[prefill=100000, decode=1]' --output " + out);
   EXPECT_EQ(big.code, 2);
   EXPECT_NE(big.err.find("context"), std::string::npos) << big.err;

@@ -45,6 +45,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"--ids 1,x", "--ids"},
                       Case{"--max-context 4 --ids 1,2,3,4,5", "longer than the context of 4 tokens"},
                       Case{"--max-context 4 --ids 1,2 --max-new-tokens 4", "exceeds the context"},
+                      Case{"--ids 1,2 --max-new-tokens 9223372036854775807", "exceeds the context"},
                       Case{"--max-context 100000", "exceeds the model's max_position_embeddings"},
                       Case{"--temperature -1", "temperature"},
                       Case{"--temperature 1 --top-p 0", "top-p"},

@@ -250,8 +250,9 @@ StatusOr<GenerateResult> Engine::Generate(const std::vector<std::vector<int32_t>
     const int64_t n = static_cast<int64_t>(prompts[b].size());
     if (n > context_)
       return InvalidArgument(fmt::format("prompt {} has {} tokens, longer than the context of {} tokens", b, n, context_));
-    // The last new token is sampled, never fed back: n + max_new_tokens - 1 positions are cached.
-    if (g.max_new_tokens > 0 && n + g.max_new_tokens - 1 > context_)
+    // The last new token is sampled, never fed back: n + max_new_tokens - 1 positions are cached
+    // (compared as max_new_tokens - 1 > context - n: no overflow for any int64 count).
+    if (g.max_new_tokens > 0 && g.max_new_tokens - 1 > context_ - n)
       return InvalidArgument(fmt::format("prompt {} ({} tokens) + {} new tokens exceeds the context of {} tokens", b, n,
                                          g.max_new_tokens, context_));
   }
