@@ -468,8 +468,12 @@ StatusOr<LlamaConfig> ParseConfig(const json& j) {
   OPFUSE_ASSIGN_OR_RETURN(c.vocab_size, r.Int("vocab_size", std::nullopt));
   if (c.num_attention_heads <= 0)
     return InvalidArgument(fmt::format("config.json: 'num_attention_heads' must be positive, got {}", c.num_attention_heads));
-  if (c.num_hidden_layers <= 0 || c.num_hidden_layers > (int64_t{1} << 24))
+  // Checked here as well as in ValidateConfig: ParseWindows sizes a vector by the layer count.
+  if (c.num_hidden_layers <= 0)
     return InvalidArgument(fmt::format("config.json: 'num_hidden_layers' must be positive, got {}", c.num_hidden_layers));
+  if (c.num_hidden_layers > (int64_t{1} << 24))
+    return InvalidArgument(fmt::format("config.json: 'num_hidden_layers' = {} is implausibly large (limit {})",
+                                       c.num_hidden_layers, int64_t{1} << 24));
   // MistralConfig defaults num_key_value_heads to 8; the others to the head count.
   OPFUSE_ASSIGN_OR_RETURN(c.num_key_value_heads,
                           r.Int("num_key_value_heads", f == ModelFamily::kMistral && !j.contains("num_key_value_heads")

@@ -150,11 +150,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opts) {
   e->dtype_ = dt;
   const LlamaConfig& c = e->config_;
   if (opts.max_context < 0) return InvalidArgument(fmt::format("max context must be >= 0, got {}", opts.max_context));
-  if (opts.max_context > c.max_position_embeddings)
-    return InvalidArgument(fmt::format("max context {} exceeds the model's max_position_embeddings {}", opts.max_context,
-                                       c.max_position_embeddings));
   e->context_ = opts.max_context > 0 ? opts.max_context : c.max_position_embeddings;
-  OPFUSE_RETURN_IF_ERROR(CheckContext(c, e->context_));  // before any weight is read
+  OPFUSE_RETURN_IF_ERROR(CheckContext(c, e->context_));  // at most max_position_embeddings; before any weight is read
   e->lengths_.assign(opts.batch, 0);
 
   RunnerSetup s;
