@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 26's GPU check: one random-weight bf16 model per family (llama with llama3 rope and tied
-# embeddings, mistral, qwen2 with Q/K/V bias and yarn, qwen3 with q/k norm and q_dim > hidden), each
+# embeddings, mistral, qwen2 with Q/K/V bias and yarn, qwen3 with q/k norm and q_dim > hidden, and
+# mistral / qwen2 with sliding windows shorter than the context), each
 # saved by the GPU machine's transformers 5 (`tools/make_family_fixtures.py --gpu-models`), compared
 # with transformers under every strategy by tools/hf_compare.py (teacher-forced logits, greedy
 # tokens). Run on the device machine from the repository root:
@@ -20,10 +21,16 @@ MODELS=/tmp/family_models
 python3 tools/make_family_fixtures.py --gpu-models "$MODELS" 2>&1 | grep -v -i warn | tee -a "$LOG"
 rc=0
 summary=()
-for fam in llama mistral qwen2 qwen3; do
+# The windowed models get a 90-token prompt (deterministic ids), longer than their windows and than
+# the decode path's 16 rows, so prefill runs the tensor-core kernel with the window and decode runs
+# past it.
+LONG_IDS=$(python3 -c "print(','.join(str((7919 * i + 13) % 31000 + 3) for i in range(90)))")
+for fam in llama mistral qwen2 qwen3 mistral_window qwen2_window; do
   echo "== $fam" | tee -a "$LOG"
+  ids=()
+  case $fam in *_window) ids=(--ids "$LONG_IDS") ;; esac
   python3 tools/hf_compare.py --opfuse "$BUILD/opfuse" --model "$MODELS/$fam" --dtype bf16 --backend cuda \
-      --strategies never,always,smart --new-tokens "$NEW_TOKENS" --out-dir "/tmp/hf_$fam" 2>&1 | grep -v -i warn | tee -a "$LOG"
+      --strategies never,always,smart --new-tokens "$NEW_TOKENS" "${ids[@]}" --out-dir "/tmp/hf_$fam" 2>&1 | grep -v -i warn | tee -a "$LOG"
   r=${PIPESTATUS[0]}
   [ "$r" -ne 0 ] && rc=1
   cp "/tmp/hf_$fam/hf_compare.json" "$OUT/family_$fam.json" 2>/dev/null

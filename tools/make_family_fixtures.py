@@ -169,6 +169,11 @@ GPU_FAMILIES = {
     "qwen2": ("qwen2", {"tie_word_embeddings": True},
               {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024}, 1000000.0),
     "qwen3": ("qwen3", {"head_dim": 128, "tie_word_embeddings": True}, None, 1000000.0),
+    # Sliding windows shorter than the context family_gpu_check.sh runs (a 90-token prompt, so the
+    # prefill takes the tensor-core kernel, then decode): every layer (Mistral), layers 2.. (Qwen2).
+    "mistral_window": ("mistral", {"sliding_window": 32}, None, 1000000.0),
+    "qwen2_window": ("qwen2", {"use_sliding_window": True, "sliding_window": 24, "max_window_layers": 2},
+                     None, 1000000.0),
 }
 
 

@@ -38,6 +38,11 @@
 //    blocks whose key range starts past S_b skip the loop and write an empty partial (max -inf,
 //    sum 0) that the combine weighs 0. Why not a separate kernel: the decode (general + split-K)
 //    and prefill (mma) kernels are the tuned ones; only where the length comes from changes.
+//    A sliding window (attr `window` < S: query at position p sees keys p - window < j <= p, as
+//    CpuKvAttention) is a per-row lower bound in both kernels: the general kernel's key range (and
+//    its splits) starts at the lowest bound of the block's rows, the mma kernel starts at the tile
+//    holding its first row's bound and zero-fills the rows below it; older keys are never read.
+//    The opt-in decode kernel has no window; windowed layers take the general kernel.
 //  * Decode in one kernel (general path, the default): the general kernel takes the new k/v rows
 //    (GeneralParams::knew) — keys j >= pos[b] are read from them, never from cache rows written in
 //    the same launch — and block (0, split 0) of each (sequence, kv head) writes them into the cache,
@@ -196,6 +201,10 @@ struct GeneralParams {
   int early;
   int vec;           // K/V rows 16-byte aligned: vector loads and cp.async
   int union_bytes;   // shared bytes of the V tiles / merge area (multiple of 16)
+  // Sliding window (kv_attention attr `window`, 0 = none): a row that sees keys j < lim also needs
+  // j >= lim - window. The block's key range starts at its rows' lowest such bound, so keys older
+  // than every row's window are never read.
+  int window;
 };
 
 template <typename T, int RB, int MAXC>
@@ -232,27 +241,32 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(GeneralParams p) {
   };
   // Keys visible to each row: j < lim[i]. Rows past R see nothing.
   const int off = S - p.T;
-  int lim[RB];
-  int block_lim = 0;
+  // With a window, also j >= lo[i]; base = the lowest lo of the block's rows (0 without a window).
+  int lim[RB], lo[RB];
+  int block_lim = 0, base = INT_MAX;
 #pragma unroll
   for (int i = 0; i < RB; ++i) {
     const int r = r0 + i;
     int li = 0;
     if (r < R) li = p.causal ? min(S, max(0, r / p.group + off + 1)) : S;
     lim[i] = li;
+    lo[i] = p.window > 0 ? max(0, li - p.window) : 0;
     block_lim = max(block_lim, li);
+    if (r < R) base = min(base, lo[i]);
   }
+  if (base == INT_MAX) base = 0;
   // Splits: as planned (gridDim.z of p.chunk keys), or with arrival counters and a length read on
   // the device, only as many as this sequence needs: chunks of at least one iteration of the 4 warps.
+  // The splits cover [base, S): gridDim.z * chunk >= S >= S - base, so they always do.
   int nsplit = gridDim.z, chunk = p.chunk;
   if (p.sem != nullptr && p.pos != nullptr) {
-    const int kpi = kWarps * KT;
-    const int want = (S + static_cast<int>(gridDim.z) - 1) / static_cast<int>(gridDim.z);
+    const int kpi = kWarps * KT, len = max(0, S - base);
+    const int want = (len + static_cast<int>(gridDim.z) - 1) / static_cast<int>(gridDim.z);
     chunk = max(max(kpi, p.min_chunk), (want + kpi - 1) / kpi * kpi);
-    nsplit = max(1, (S + chunk - 1) / chunk);
+    nsplit = max(1, (len + chunk - 1) / chunk);
     if (split >= nsplit) return;  // nothing for this block; it does not count as an arrival
   }
-  const int kb = split * chunk;
+  const int kb = base + split * chunk;  // base + split * chunk <= S + chunk fits in int
   // Past this sequence's length (kv_attention) the range is empty: the block writes an empty
   // partial (max -inf, sum 0), which the combine weighs 0.
   const int ke = min(block_lim, min(S, kb + chunk));  // kb + chunk <= S + chunk fits in int
@@ -372,7 +386,7 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(GeneralParams p) {
     // p goes to this warp's sP as [key][row].
     float sv[RB], mx[RB];
 #pragma unroll
-    for (int i = 0; i < RB; ++i) mx[i] = sv[i] = (kvalid && key < lim[i]) ? s[i] : -INFINITY;
+    for (int i = 0; i < RB; ++i) mx[i] = sv[i] = (kvalid && key < lim[i] && key >= lo[i]) ? s[i] : -INFINITY;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
 #pragma unroll
@@ -874,6 +888,7 @@ struct MmaParams {
   int causal;
   float scale_log2;
   const int* pos;  // kv_attention (blockIdx.z = sequence): keys min(S, pos[b] + T); else nullptr
+  int window;      // sliding window (causal only): row i sees keys [i + off + 1 - window, i + off]; 0 = none
 };
 
 __device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], const void* p) {
@@ -935,22 +950,28 @@ __global__ void __launch_bounds__(kThreads) AttnMmaKernel(MmaParams p) {
   const T* vbase = static_cast<const T*>(p.v) + kv_off;
   const int kv_end = p.causal ? min(S, max(0, m0 + BM + off)) : S;  // keys any row here sees
   const int ntiles = (kv_end + BN - 1) / BN;
+  // With a window, keys below kv_begin (the first row's lower bound) are seen by no row here: the
+  // tiles start at the one holding kv_begin, and its rows below kv_begin are zero-filled, never read.
+  const int kv_begin = p.window > 0 && p.causal ? max(0, m0 + off + 1 - p.window) : 0;
+  const int j0 = kv_begin / BN;
+  const int win_lo_last = p.window > 0 && p.causal ? m0 + BM + off - p.window : INT_MIN;  // last row's bound
 
-  // rows [row0, row0 + 64) of a [rows, heads, HD] tensor -> padded shared tile; rows >= nrows -> 0.
-  auto load_tile = [&](T* dst, const T* base, int64_t stride, int row0, int nrows) {
+  // rows [row0, row0 + 64) of a [rows, heads, HD] tensor -> padded shared tile; rows outside
+  // [first, nrows) -> 0.
+  auto load_tile = [&](T* dst, const T* base, int64_t stride, int row0, int nrows, int first) {
 #pragma unroll
     for (int i = 0; i < BM * CPR / kThreads; ++i) {
       const int idx = tid + i * kThreads;
       const int r = idx / CPR, c = idx - (idx / CPR) * CPR;
-      const bool ok = row0 + r < nrows;
+      const bool ok = row0 + r < nrows && row0 + r >= first;
       const T* src = ok ? base + static_cast<int64_t>(row0 + r) * stride + c * 8 : base;
       CpAsync16(dst + r * LD + c * 8, src, ok ? 16 : 0);
     }
   };
 
-  load_tile(sV, qbase, q_stride, m0, p.T);
+  load_tile(sV, qbase, q_stride, m0, p.T, 0);
   CpAsyncCommit();
-  if (ntiles > 0) load_tile(sK, kbase, kv_stride, 0, S);
+  if (j0 < ntiles) load_tile(sK, kbase, kv_stride, j0 * BN, S, kv_begin);
   CpAsyncCommit();
   CpAsyncWait<0>();
   __syncthreads();
@@ -967,9 +988,9 @@ __global__ void __launch_bounds__(kThreads) AttnMmaKernel(MmaParams p) {
   float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};  // rows g and g + 8 of the warp
   const int qrow = m0 + warp * 16 + (lane >> 2);                  // query row of c0/c1 (c2/c3: +8)
 
-  for (int j = 0; j < ntiles; ++j) {
+  for (int j = j0; j < ntiles; ++j) {
     const int n0 = j * BN;
-    load_tile(sV, vbase, kv_stride, n0, S);
+    load_tile(sV, vbase, kv_stride, n0, S, kv_begin);
     CpAsyncCommit();
     CpAsyncWait<1>();  // K tile j has landed (V tile j may be in flight)
     __syncthreads();
@@ -990,12 +1011,13 @@ __global__ void __launch_bounds__(kThreads) AttnMmaKernel(MmaParams p) {
       }
     }
     __syncthreads();  // every warp is done with sK
-    if (j + 1 < ntiles) load_tile(sK, kbase, kv_stride, n0 + BN, S);
+    if (j + 1 < ntiles) load_tile(sK, kbase, kv_stride, n0 + BN, S, kv_begin);
     CpAsyncCommit();  // (possibly empty) group, so the wait counts below stay uniform
 
-    // Online softmax in the log2 domain. Masking is needed only on the tile past S or crossing the
-    // causal diagonal of this block's first row.
-    const bool need_mask = (n0 + BN > S) || (p.causal && n0 + BN - 1 > m0 + off);
+    // Online softmax in the log2 domain. Masking is needed only on the tile past S, crossing the
+    // causal diagonal of this block's first row, or (window) below the last row's lower bound.
+    const bool need_mask = (n0 + BN > S) || (p.causal && n0 + BN - 1 > m0 + off) || n0 < win_lo_last;
+    const int wlo = p.window > 0 && p.causal ? qrow + off + 1 - p.window : INT_MIN;  // row qrow's bound
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int nt = 0; nt < BN / 8; ++nt) {
@@ -1004,8 +1026,8 @@ __global__ void __launch_bounds__(kThreads) AttnMmaKernel(MmaParams p) {
         float s0 = sacc[nt][e] * p.scale_log2, s1 = sacc[nt][2 + e] * p.scale_log2;
         if (need_mask) {
           const int key = n0 + nt * 8 + (lane & 3) * 2 + e;
-          if (key >= S || (p.causal && key > qrow + off)) s0 = -INFINITY;
-          if (key >= S || (p.causal && key > qrow + 8 + off)) s1 = -INFINITY;
+          if (key >= S || (p.causal && key > qrow + off) || key < wlo) s0 = -INFINITY;
+          if (key >= S || (p.causal && key > qrow + 8 + off) || key < wlo + 8) s1 = -INFINITY;
         }
         sacc[nt][e] = s0;
         sacc[nt][2 + e] = s1;
@@ -1131,6 +1153,7 @@ struct Dims {
   int64_t T = 0, S = 0, Hq = 0, Hkv = 0, D = 0, group = 1;
   int64_t B = 1;  // sequences (kv_attention); S is then the cache capacity
   DType dtype = DType::kF32;
+  int64_t window = 0;  // kv_attention's sliding window, < S (0: none)
 };
 
 // The device pointers of one plan: q/k/v/o ([B,] rows, heads, D) and kv_attention's positions.
@@ -1202,6 +1225,7 @@ int DecodeRows(const Dims& d) {
   if (d.D != 64 && d.D != 128) return 0;
   const int64_t r = d.T * d.group;
   if (r < 1 || r > 8 || d.T > kAttentionDecodeMaxT || EnvSeparate()) return 0;
+  if (d.window != 0) return 0;  // no sliding window in this kernel: the general one has it
   if (!EnvFlag("OPFUSE_ATTENTION_DECODE")) return 0;
   return r <= 1 ? 1 : r <= 2 ? 2 : r <= 4 ? 4 : 8;
 }
@@ -1480,6 +1504,7 @@ GeneralParams BaseParams(const Dims& d, const Ptrs& ptr, bool causal, float scal
   p.scale_log2 = scale_log2;
   p.knew = ptr.knew;
   p.vnew = ptr.vnew;
+  p.window = static_cast<int>(d.window);
   p.early = opts.early_reads && ptr.pos != nullptr && ptr.knew != nullptr && !EnvFlagOff("OPFUSE_ATTENTION_EARLY") ? 1 : 0;
   if (splits > 1) {
     p.ws_acc = static_cast<float*>(opts.workspace);
@@ -1511,7 +1536,7 @@ Status PlanAttentionCore(const Dims& d, const Ptrs& ptr, bool causal, double sca
   if (mma) {
     MmaParams p{ptr.q, ptr.k, ptr.v, ptr.o, static_cast<int>(d.T), static_cast<int>(d.S),
                 static_cast<int>(d.Hq), static_cast<int>(d.Hkv), static_cast<int>(d.group), causal ? 1 : 0,
-                scale_log2, ptr.pos};
+                scale_log2, ptr.pos, static_cast<int>(d.window)};
     if (d.Hq > 65535 || d.B > 65535) return Unimplemented(fmt::format("{}: {} query heads or {} sequences > 65535", op, d.Hq, d.B));
     const dim3 grid(static_cast<unsigned>((d.T + 63) / 64), static_cast<unsigned>(d.Hq), static_cast<unsigned>(d.B));
     launches.push_back(cuda::KernelLaunch::Make(fmt::format("{}_mma_{}_d{}", prefix, DTypeName(d.dtype), d.D),
@@ -1611,15 +1636,12 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanKvAttentionWith(const Node& n, con
                                                               const std::vector<TensorRef>& out,
                                                               const cuda::DeviceInfo& dev,
                                                               const AttentionPlanOptions& opts) {
-  // The kernels here attend over every earlier key; a sliding window (CpuKvAttention has it) is
-  // refused rather than ignored.
-  if (const int64_t w = AttrInt(n.attrs, "window", 0); w != 0)
-    return InvalidArgument(fmt::format(
-        "sliding-window attention (window {}) is not implemented on CUDA yet: run with --backend cpu, "
-        "or limit the context to {} (--max-context {})",
-        w, w, w));
   Dims d;
   if (Status s = CheckKvDims(in, &out, &d); !s.ok()) return s;
+  // Sliding window (CpuKvAttention's semantics): one at least as long as the cache changes nothing.
+  const int64_t window = AttrInt(n.attrs, "window", 0);
+  if (window < 0) return InvalidArgument(fmt::format("kv_attention: window must be >= 0, got {}", window));
+  d.window = window < d.S ? window : 0;
   std::vector<cuda::KernelLaunch> launches;
   if (d.B == 0 || d.T == 0) return launches;
   const double scale = AttrFloat(n.attrs, "scale", d.D > 0 ? 1.0 / std::sqrt(static_cast<double>(d.D)) : 1.0);

@@ -1,7 +1,8 @@
 // kv_attention on the GPU (src/kernels/attention.cu, through CudaExecutable so that the executor's
 // split-K scratch and the in-place cache writes are exercised) against the CPU reference:
 //   - f32/bf16/f16, D 64 and 128, B 1/2/8, T 1/4/17/128, S up to 4096, pos various incl. at the
-//     cache end, GQA 8:1 and 1:1; every case once with the default kernels and once with the opt-in
+//     cache end, GQA 8:1 and 1:1, sliding windows (decode and prefill, cache rows older than the
+//     window poisoned); every case once with the default kernels and once with the opt-in
 //     decode kernel (OPFUSE_ATTENTION_DECODE=1: AttnDecodeKernel for f16/bf16 with T * group <= 8);
 //     the executor sets early reads (pos and old cache rows read before the PDL wait) on these graphs. Outputs are poisoned (NaN) before each run and cache rows past
 //     pos[b] + T are poisoned too: a kernel reading a row it must not see gives NaN; the caches
@@ -38,12 +39,14 @@ struct KvShape {
   DType dt;
   int64_t B, T, Hq, Hkv, D, S;
   std::vector<int64_t> pos;
+  int64_t window = 0;  // kv_attention attr `window` (0: none)
 };
 
 std::string Name(const KvShape& c) {
   std::string p;
   for (auto x : c.pos) p += (p.empty() ? "" : ",") + std::to_string(x);
-  return fmt::format("{} B={} T={} Hq={} Hkv={} D={} S={} pos=[{}]", DTypeName(c.dt), c.B, c.T, c.Hq, c.Hkv, c.D, c.S, p);
+  return fmt::format("{} B={} T={} Hq={} Hkv={} D={} S={} pos=[{}]{}", DTypeName(c.dt), c.B, c.T, c.Hq, c.Hkv, c.D, c.S,
+                     p, c.window ? fmt::format(" window={}", c.window) : "");
 }
 
 double Bound(DType t) { return t == DType::kBF16 ? 1e-2 : t == DType::kF16 ? 2e-3 : 2e-5; }
@@ -56,7 +59,9 @@ Graph KvGraph(const KvShape& c) {
   int kc = b.Input("k_cache", c.dt, {c.B, c.S, c.Hkv, c.D});
   int vc = b.Input("v_cache", c.dt, {c.B, c.S, c.Hkv, c.D});
   int pos = b.Input("pos", DType::kI32, {c.B});
-  b.Output(b.KvAttention({q, k, v, kc, vc, pos}), "out");
+  Attrs attrs;
+  if (c.window) attrs["window"] = c.window;
+  b.Output(b.KvAttention({q, k, v, kc, vc, pos}, attrs), "out");
   auto g = b.Build();
   EXPECT_TRUE(g.ok()) << g.status().ToString();
   return g.ok() ? *g : Graph();
@@ -68,12 +73,18 @@ HostTensor Rand(DType dt, std::vector<int64_t> shape, std::mt19937_64& rng, doub
   return t;
 }
 
-// Cache rows [pos[b] + T, S) of every sequence set to NaN: nothing may read them.
+// Cache rows [pos[b] + T, S) of every sequence set to NaN: nothing may read them; with a window, so
+// are the rows older than the first query's window (j <= pos[b] - window).
 void PoisonUnused(HostTensor& cache, const KvShape& c) {
   const int64_t row = c.Hkv * c.D;
-  for (int64_t b = 0; b < c.B; ++b)
-    for (int64_t j = c.pos[b] + c.T; j < c.S; ++j)
-      for (int64_t e = 0; e < row; ++e) cache.set((b * c.S + j) * row + e, std::numeric_limits<double>::quiet_NaN());
+  const auto poison = [&](int64_t b, int64_t j) {
+    for (int64_t e = 0; e < row; ++e) cache.set((b * c.S + j) * row + e, std::numeric_limits<double>::quiet_NaN());
+  };
+  for (int64_t b = 0; b < c.B; ++b) {
+    for (int64_t j = c.pos[b] + c.T; j < c.S; ++j) poison(b, j);
+    if (c.window > 0)
+      for (int64_t j = 0; j <= c.pos[b] - c.window; ++j) poison(b, j);
+  }
 }
 
 HostTensor PosTensor(const std::vector<int64_t>& p) {
@@ -127,6 +138,18 @@ TEST_F(KvAttentionGpu, MatchesCpuReference) {
   cases.push_back({DType::kBF16, 4, 1, 32, 4, 64, 2048, {0, 31, 32, 130}});
   cases.push_back({DType::kF16, 3, 2, 8, 2, 64, 257, {255, 0, 100}});  // T = 2, group 4: 8 rows, one at the end
   cases.push_back({DType::kBF16, 2, 1, 4, 4, 64, 96, {95, 63}});          // MHA, one row per block
+  // Sliding windows (Mistral, Qwen2 sliding layers): decode on the general kernel (with and without
+  // splits), prefill chunks on the mma kernel (bf16/f16) and the general kernel (f32, T <= 16), with
+  // windows shorter than, equal to and longer than a 64-key tile, and positions inside the first window.
+  cases.push_back({DType::kBF16, 2, 1, 32, 4, 64, 2048, {2047, 100}, 64});
+  cases.push_back({DType::kF32, 3, 1, 8, 1, 128, 1024, {1023, 5, 600}, 300});
+  cases.push_back({DType::kF16, 1, 1, 32, 8, 128, 4096, {4000}, 1});
+  cases.push_back({DType::kBF16, 1, 17, 32, 4, 64, 4096, {4000}, 33});
+  cases.push_back({DType::kF32, 2, 13, 8, 2, 64, 700, {0, 650}, 40});
+  cases.push_back({DType::kBF16, 2, 128, 16, 2, 128, 640, {0, 512}, 50});
+  cases.push_back({DType::kF16, 1, 200, 8, 2, 64, 600, {300}, 64});
+  cases.push_back({DType::kBF16, 2, 333, 8, 8, 64, 1500, {1000, 7}, 200});
+  cases.push_back({DType::kF32, 1, 100, 4, 2, 96, 300, {150}, 77});
   // Every case with the default kernels, then with the opt-in decode kernel (OPFUSE_ATTENTION_DECODE=1).
   for (const char* decode : {"0", "1"})
   for (const auto& c : cases) {
