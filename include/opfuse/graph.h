@@ -11,6 +11,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -142,7 +144,11 @@ class Graph {
   int AddNode(OpKind op, std::vector<int> inputs, std::vector<TensorType> out_types, Attrs attrs = {},
               std::vector<std::string> out_names = {});
   std::optional<int> FindValue(std::string_view name) const;
+  // A name no value has: `hint`, else hint_1, hint_2, ... Amortised O(1) (graphs of 10^5 ops are
+  // built and rewritten one name at a time): the names are indexed incrementally as values are
+  // appended, so a value renamed in place must go through RenameValue for the index to see it.
   std::string FreshName(std::string_view hint) const;
+  void RenameValue(int value, std::string name);
   // Users of each value (node ids), for passes.
   std::vector<std::vector<int>> Users() const;
   bool IsGraphOutput(int value) const;
@@ -153,6 +159,13 @@ class Graph {
   Status Compact();
   // Symbols appearing in input shapes, sorted.
   std::vector<std::string> Symbols() const;
+
+ private:
+  // FreshName's index: every name values[0, indexed_) had when indexed (a superset of the names in
+  // use: a renamed-away name stays "taken", which only skips it), and the next suffix per hint.
+  mutable std::unordered_set<std::string> name_index_;
+  mutable size_t indexed_ = 0;
+  mutable std::unordered_map<std::string, int> next_suffix_;
 };
 
 // Checks structure (names, arity, cycles, symbols) and infers every node's output types,
@@ -189,6 +202,8 @@ class GraphBuilder {
 // ------------------------------------------------------------------ text format (.ofg)
 // Grammar: docs/graph_format.md. Parse errors are InvalidArgument "line N: <problem>".
 StatusOr<Graph> ParseGraph(std::string_view text);
+// The syntax alone (names resolved, no VerifyAndInfer): for tests of the parser itself.
+StatusOr<Graph> ParseGraphUnverified(std::string_view text);
 StatusOr<Graph> ParseGraphFile(const std::string& path);
 // Prints the graph; with groups, each group is shown as a comment before its first node.
 std::string PrintGraph(const Graph& g, bool with_groups = true);

@@ -210,8 +210,13 @@ class Program {
     device_ = device;
     if (device == "cpu") {
       auto backend = Unwrap(MakeBackend("cpu"));
-      py::gil_scoped_release release;
-      cpu_ = Unwrap(backend->Compile(g, CompileOptions{config, variant}));
+      // The GIL is released only around the C++ call: a Python exception is built with it held.
+      StatusOr<std::unique_ptr<Executable>> compiled = Status(StatusCode::kInternal, "not compiled");
+      {
+        py::gil_scoped_release release;
+        compiled = backend->Compile(g, CompileOptions{config, variant});
+      }
+      cpu_ = Unwrap(std::move(compiled));
     } else if (device == "cuda") {
 #ifdef OPFUSE_WITH_CUDA
       cuda::ExecutorOptions opts;
@@ -221,8 +226,12 @@ class Program {
         private_cache_ = std::make_unique<jit::KernelCache>(jit::CacheOptions{"", false, false, 0});
         opts.cache = private_cache_.get();
       }
-      py::gil_scoped_release release;
-      cuda_ = Unwrap(cuda::CudaExecutable::Create(g, opts));
+      StatusOr<std::unique_ptr<cuda::CudaExecutable>> created = Status(StatusCode::kInternal, "not created");
+      {
+        py::gil_scoped_release release;
+        created = cuda::CudaExecutable::Create(g, opts);
+      }
+      cuda_ = Unwrap(std::move(created));
 #else
       ThrowStatus(Unavailable("no CUDA device: this opfuse module was built without the CUDA backend (OPFUSE_CUDA=OFF)"));
 #endif
@@ -260,12 +269,12 @@ class Program {
     }
     std::map<std::string, HostTensor> out;
     {
-      py::gil_scoped_release release;
-      auto r = cpu_->Run(in);
-      if (!r.ok()) {
-        py::gil_scoped_acquire acquire;
-        ThrowStatus(r.status());
+      StatusOr<std::map<std::string, HostTensor>> r = Status(StatusCode::kInternal, "not run");
+      {
+        py::gil_scoped_release release;
+        r = cpu_->Run(in);
       }
+      if (!r.ok()) ThrowStatus(r.status());
       out = std::move(*r);
     }
     py::dict result;
@@ -418,20 +427,17 @@ class Program {
       if (!t.data.empty()) std::memcpy(t.data.data(), i.data, t.data.size());
       in[n] = std::move(t);
     }
-    py::gil_scoped_release release;
-    auto r = cpu_->Run(in);
-    if (!r.ok()) {
-      py::gil_scoped_acquire acquire;
-      ThrowStatus(r.status());
+    // The GIL is released only around the run: every Python exception below is built with it held.
+    StatusOr<std::map<std::string, HostTensor>> r = Status(StatusCode::kInternal, "not run");
+    {
+      py::gil_scoped_release release;
+      r = cpu_->Run(in);
     }
+    if (!r.ok()) ThrowStatus(r.status());
     for (const auto& [n, o] : out_info) {
       auto it = r->find(n);
-      if (it == r->end()) {
-        py::gil_scoped_acquire acquire;
-        ThrowStatus(InvalidArgument(fmt::format("output '{}' is not an output of the graph", n)));
-      }
+      if (it == r->end()) ThrowStatus(InvalidArgument(fmt::format("output '{}' is not an output of the graph", n)));
       if (it->second.dtype != o.dtype || it->second.shape != o.shape) {
-        py::gil_scoped_acquire acquire;
         ThrowStatus(InvalidArgument(fmt::format("output '{}' must be {}[{}], got {}[{}]", n, DTypeName(it->second.dtype),
                                                 fmt::join(it->second.shape, ", "), DTypeName(o.dtype), fmt::join(o.shape, ", "))));
       }

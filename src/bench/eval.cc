@@ -17,6 +17,7 @@
 #include "bench/group_cases.h"
 #include "opfuse/config.h"
 #include "runtime/cpu/cpu_executor.h"
+#include "util/files.h"
 
 namespace opfuse::bench {
 namespace fs = std::filesystem;
@@ -161,11 +162,8 @@ StatusOr<std::vector<EvalProblem>> LoadProblems(const std::string& dir) {
   std::sort(files.begin(), files.end());
   std::vector<EvalProblem> out;
   for (const auto& f : files) {
-    std::ifstream in(f);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (!in) return NotFound(fmt::format("cannot read problem file '{}'", f.string()));
-    OPFUSE_ASSIGN_OR_RETURN(EvalProblem p, ProblemFromText(f.stem().string(), ss.str(), f.string()));
+    OPFUSE_ASSIGN_OR_RETURN(std::string text, ReadFileCapped(f.string(), kMaxGraphFileBytes, "problem file"));
+    OPFUSE_ASSIGN_OR_RETURN(EvalProblem p, ProblemFromText(f.stem().string(), text, f.string()));
     out.push_back(std::move(p));
   }
   return out;
@@ -342,19 +340,7 @@ Status MergeBaseline(nlohmann::json& file, const std::string& source, const nloh
   return Status::Ok();
 }
 
-Status WriteJsonFile(const std::string& path, const nlohmann::json& j) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) return InvalidArgument(fmt::format("cannot write '{}'", path));
-    out << j.dump(2) << "\n";
-    if (!out) return Internal(fmt::format("writing '{}' failed", tmp));
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return Internal(fmt::format("rename to '{}': {}", path, ec.message()));
-  return Status::Ok();
-}
+Status WriteJsonFile(const std::string& path, const nlohmann::json& j) { return WriteFileAtomic(path, j.dump(2) + "\n"); }
 
 // ---------------------------------------------------------------- the CPU backend
 

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "util/files.h"
 #include "util/quote.h"
 
 namespace opfuse::bench {
@@ -643,13 +644,8 @@ std::string MarkdownSummary(const BenchReport& r) {
 // ------------------------------------------------------------------ files
 
 StatusOr<json> ReadJsonFile(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return NotFound(fmt::format("{}: no such file", path));
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return InvalidArgument(fmt::format("{}: cannot open", path));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  OPFUSE_ASSIGN_OR_RETURN(std::string text, ReadFileCapped(path, kMaxJsonFileBytes));
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return InvalidArgument(fmt::format("{}: not valid JSON", path));
   return j;
 }

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -64,6 +65,11 @@ std::string CommandLine(const std::string& fallback) {
     pos = end + 1;
   }
   return out.empty() ? fallback : out;
+}
+
+std::string NonNegativeInteger(const std::string& v) {
+  const bool digits = !v.empty() && v.size() <= 20 && std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+  return digits ? "" : "must be a non-negative integer";
 }
 
 std::string Duration(double s) {

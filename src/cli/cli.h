@@ -42,6 +42,9 @@ class Progress {
 };
 // "a,b,,c" -> {"a", "b", "", "c"} (empty items kept: callers reject them with their own message).
 std::vector<std::string> SplitCommaList(const std::string& text);
+// CLI11 check for a seed or count that must be a non-negative integer: digits only, at most 20
+// (CLI11 alone would wrap -1 into a uint64_t). "" when valid, else the reason.
+std::string NonNegativeInteger(const std::string& v);
 // Parses --shape SYM=VAL options into bindings.
 StatusOr<Bindings> ParseShapeBindings(const std::vector<std::string>& specs);
 

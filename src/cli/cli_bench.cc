@@ -182,7 +182,7 @@ void RegisterBenchOps(CLI::App& bench) {
   cmd->add_flag("--json", a->json, "JSON on stdout (cases.json with --list-cases, else bench_report.json)");
   cmd->add_option("--min-samples", a->min_samples, "timed samples per variant at least (default 25)");
   cmd->add_flag("--quick", a->quick, "fewer samples and shorter budgets (a smoke run, not for publishing)");
-  cmd->add_option("--seed", a->seed, "seed of the random inputs");
+  cmd->add_option("--seed", a->seed, "seed of the random inputs")->check(NonNegativeInteger);
   cmd->add_flag("--no-copy-reference", a->no_copy_reference,
                 "skip the per-case copy of the same bytes (the 'of same-size copy' column)");
   cmd->footer(

@@ -24,7 +24,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
+#include "bench/e2e_cases.h"
 #include "model/llama/engine.h"
+#include "util/files.h"
 
 namespace opfuse::cli {
 namespace {
@@ -37,44 +39,7 @@ struct E2eArgs {
   int64_t max_context = 0;
 };
 
-struct E2eCase {
-  std::string label;  // "[prefill=128, decode=16]" as DESIGN.md writes it (batch shown when > 1)
-  int64_t prefill = 0, decode = 0, batch = 1;
-};
-
-StatusOr<E2eCase> ParseCase(const std::string& text) {
-  static const std::regex item(R"(\s*(prefill|decode|batch)\s*=\s*(\d+)\s*)");
-  std::string body = text;
-  body.erase(0, body.find_first_not_of(" \t"));
-  if (!body.empty() && body.front() == '[') body.erase(0, 1);
-  while (!body.empty() && (body.back() == ' ' || body.back() == '\t')) body.pop_back();
-  if (!body.empty() && body.back() == ']') body.pop_back();
-  E2eCase c;
-  bool have_prefill = false;
-  size_t pos = 0;
-  while (pos <= body.size()) {
-    size_t comma = body.find(',', pos);
-    if (comma == std::string::npos) comma = body.size();
-    std::smatch m;
-    const std::string part = body.substr(pos, comma - pos);
-    if (!std::regex_match(part, m, item))
-      return InvalidArgument(fmt::format("--cases '{}': '{}' is not prefill=N, decode=N or batch=N", text, part));
-    // Digits only (the regex), so the one failure left is a value beyond int64: out of range.
-    int64_t v = 0;
-    const std::string digits = m[2].str();
-    if (auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v); ec != std::errc())
-      return InvalidArgument(fmt::format("--cases '{}': {}={} is out of range", text, m[1].str(), digits));
-    if (m[1] == "prefill") c.prefill = v, have_prefill = true;
-    else if (m[1] == "decode") c.decode = v;
-    else c.batch = v;
-    pos = comma + 1;
-  }
-  if (!have_prefill || c.prefill < 1) return InvalidArgument(fmt::format("--cases '{}': prefill must be >= 1", text));
-  if (c.batch < 1) return InvalidArgument(fmt::format("--cases '{}': batch must be >= 1", text));
-  c.label = c.batch > 1 ? fmt::format("[prefill={}, decode={}, batch={}]", c.prefill, c.decode, c.batch)
-                        : fmt::format("[prefill={}, decode={}]", c.prefill, c.decode);
-  return c;
-}
+using bench::E2eCase;
 
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -108,29 +73,37 @@ int RunE2e(const E2eArgs& a) {
     if (!s.ok()) return Fail("bench e2e", s.status());
     if (std::find(strategies.begin(), strategies.end(), *s) == strategies.end()) strategies.push_back(*s);
   }
+  // Everything is checked before the first engine is built: the output path, the model's config
+  // (for the context), every case against that context.
+  if (!a.output.empty())
+    if (Status s = CheckOutputFile("--output", a.output); !s.ok()) return Fail("bench e2e", s);
+  if (a.max_context < 0) return Fail("bench e2e", InvalidArgument("--max-context must be >= 0"));
+  if (Status s = llama::Engine::CheckBackend(a.backend); !s.ok()) return Fail("bench e2e", s);
+  auto config = a.model != "builtin" ? llama::LoadConfigFile(a.model + "/config.json")
+                                     : llama::BuiltinConfig(a.backend == "cuda" ? "tinyllama-1.1b" : "tiny");
+  if (!config.ok()) return Fail("bench e2e", config.status());
+  const int64_t context = llama::ContextFor(*config, a.max_context);
+  if (Status s = llama::CheckContext(*config, context); !s.ok()) return Fail("bench e2e", s);
   std::vector<E2eCase> cases;
+  // Default cases, from the context: a short prompt and decode, the whole context as one prefill,
+  // and the short case at batch 8 (TinyLlama's 2048: 128/32, 2048/0, 128/32 x 8).
+  const int64_t short_prefill = std::min<int64_t>(128, std::max<int64_t>(1, context / 2));
+  const int64_t short_decode = std::min<int64_t>(32, context - short_prefill);
   const std::vector<std::string> texts =
-      a.cases.empty() ? std::vector<std::string>{"[prefill=128, decode=32]", "[prefill=2048, decode=0]",
-                                                 "[prefill=128, decode=32, batch=8]"}
+      a.cases.empty() ? std::vector<std::string>{fmt::format("[prefill={}, decode={}]", short_prefill, short_decode),
+                                                 fmt::format("[prefill={}, decode=0]", context),
+                                                 fmt::format("[prefill={}, decode={}, batch=8]", short_prefill, short_decode)}
                       : a.cases;
-  // CLI11 reads "[a, b]" as a list and splits it: join everything back, then cut before each prefill=.
-  std::string joined;
-  for (const auto& t : texts) joined += (joined.empty() ? "" : ",") + t;
-  for (char& ch : joined)
-    if (ch == '[' || ch == ']') ch = ',';
-  std::vector<std::string> split;
-  for (size_t pos = joined.find("prefill"); pos != std::string::npos;) {
-    const size_t next = joined.find("prefill", pos + 1);
-    std::string one = joined.substr(pos, next == std::string::npos ? std::string::npos : next - pos);
-    while (!one.empty() && (one.back() == ',' || one.back() == ' ')) one.pop_back();
-    split.push_back(one);
-    pos = next;
-  }
-  if (split.empty() || joined.substr(0, joined.find("prefill")).find_first_not_of(", ") != std::string::npos)
-    return Fail("bench e2e", InvalidArgument(fmt::format("--cases '{}': each case starts with prefill=N", joined)));
-  for (const auto& t : split) {
-    auto c = ParseCase(t);
-    if (!c.ok()) return Fail("bench e2e", c.status());
+  auto parsed = bench::ParseE2eCases(texts);
+  if (!parsed.ok()) return Fail("bench e2e", parsed.status());
+  for (const auto* c = parsed->data(); c != parsed->data() + parsed->size(); ++c) {
+    if (c->batch > llama::kMaxBatch)
+      return Fail("bench e2e", InvalidArgument(fmt::format("--cases {}: batch {} exceeds the engine's maximum of {}", c->label,
+                                                           c->batch, llama::kMaxBatch)));
+    // prefill + decode - 1 positions are cached (the last token is sampled, never fed back).
+    if (c->prefill > context || c->decode > context - c->prefill + 1)
+      return Fail("bench e2e", InvalidArgument(fmt::format("--cases {}: prefill + decode = {} exceeds the context of {} "
+                                                           "(--max-context)", c->label, c->prefill + c->decode, context)));
     cases.push_back(*c);
   }
 
@@ -164,11 +137,6 @@ int RunE2e(const E2eArgs& a) {
       device = e.device();
       model_name = e.model_name();
       dtype_name = DTypeName(e.dtype());
-      if (c.prefill + c.decode > e.context()) {
-        progress.Clear();
-        return Fail("bench e2e", InvalidArgument(fmt::format("case {}: prefill + decode = {} exceeds the context of {}",
-                                                             c.label, c.prefill + c.decode, e.context())));
-      }
       std::mt19937_64 rng(a.seed);
       std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(e.config().vocab_size - 1));
       std::vector<std::vector<int32_t>> prompts(c.batch);
@@ -232,15 +200,7 @@ int RunE2e(const E2eArgs& a) {
                         {"results", results},
                         {"details", details}};
   if (!a.output.empty()) {
-    const std::string tmp = a.output + ".tmp";
-    {
-      std::ofstream f(tmp);
-      f << doc.dump(1) << "\n";
-      if (!f) return Fail("bench e2e", InvalidArgument(fmt::format("cannot write {}", tmp)));
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, a.output, ec);
-    if (ec) return Fail("bench e2e", InvalidArgument(fmt::format("cannot write {}: {}", a.output, ec.message())));
+    if (Status st = WriteFileAtomic(a.output, doc.dump(1) + "\n"); !st.ok()) return Fail("bench e2e", st);
   }
 
   std::cout << fmt::format("model {} ({}) on {}, {} runs each\n\n", model_name, dtype_name, device, a.runs);
@@ -285,13 +245,14 @@ void RegisterBenchE2e(CLI::App& bench) {
   cmd->add_option("--strategies", a->strategies, "comma-separated: never, always, smart")->capture_default_str();
   cmd->add_option("--cases", a->cases,
                   "cases such as \"[prefill=128, decode=16]\" or \"[prefill=128, decode=32, batch=8]\" (repeatable; default: "
-                  "prefill=128/decode=32, prefill=2048/decode=0 (TinyLlama's whole context), prefill=128/decode=32/batch=8)");
+                  "prefill=128/decode=32, prefill=CONTEXT/decode=0 (the whole context), prefill=128/decode=32/batch=8, "
+                  "shortened to fit a smaller context)");
   cmd->add_option("--runs", a->runs, "timed runs per case (after one warm-up); medians are reported")->capture_default_str();
   cmd->add_option("--output", a->output, "write the JSON (DESIGN.md format, plus details) here");
   cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16 (default: the checkpoint's; built-in: bf16 on cuda, f32 on cpu)");
   cmd->add_option("--profile", a->profile, "profile_result.json for smart_schedule (default: its cost model)");
-  cmd->add_option("--max-context", a->max_context, "KV-cache positions (default: the model's max_position_embeddings)");
-  cmd->add_option("--seed", a->seed, "seed of the random prompt ids")->capture_default_str();
+  cmd->add_option("--max-context", a->max_context, "KV-cache positions (default: the model's max_position_embeddings, at most 8192)");
+  cmd->add_option("--seed", a->seed, "seed of the random prompt ids")->capture_default_str()->check(NonNegativeInteger);
   cmd->footer(
       "Prompts are random token ids; decoding is greedy (argmax on the device) and must give the same tokens on\n"
       "every run. Timings are wall clock per engine call, including the device sync. See docs/engine.md.\n"

@@ -2,6 +2,7 @@
 // (NVRTC; no GPU needed), through the kernel cache. --stats --json prints the cache counters as
 // one JSON object, which is how tests check "a second process compiles nothing".
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -14,6 +15,7 @@
 #include "jit/jit_compiler.h"
 #include "jit/nvrtc_compiler.h"
 #include "passes/pipeline.h"
+#include "util/files.h"
 
 namespace opfuse::cli {
 namespace {
@@ -27,19 +29,6 @@ struct CompileArgs {
   std::vector<std::string> shapes;
 };
 
-Status WriteFileAtomic(const std::filesystem::path& path, const std::string& data) {
-  auto tmp = path;
-  tmp += fmt::format(".tmp{}", ::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f || !(f << data) || !f.flush()) return InvalidArgument(fmt::format("cannot write {}", tmp.string()));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return InvalidArgument(fmt::format("cannot write {}: {}", path.string(), ec.message()));
-  return Status::Ok();
-}
-
 int RunCompile(const CompileArgs& a) {
   auto g = ParseGraphFile(a.file);
   if (!g.ok()) return Fail("compile", g.status());
@@ -47,6 +36,10 @@ int RunCompile(const CompileArgs& a) {
   if (!bindings.ok()) return Fail("compile", bindings.status());
   auto config = FusionConfig::FromEnv();
   if (!config.ok()) return Fail("compile", config.status());
+  // The target first: a bad --arch (or OPFUSE_ARCH) is refused by name, not reported group by group.
+  const std::string arch = a.arch.empty() ? jit::DefaultArch() : a.arch;
+  const char* arch_source = !a.arch.empty() ? "--arch" : std::getenv("OPFUSE_ARCH") ? "OPFUSE_ARCH" : "the default arch";
+  if (Status s = jit::ValidateArch(arch, arch_source); !s.ok()) return Fail("compile", s);
   if (!jit::NvrtcAvailable()) return Fail("compile", Unavailable("NVRTC is not built into this opfuse"));
   PassContext ctx;
   ctx.config = *config;
@@ -60,7 +53,7 @@ int RunCompile(const CompileArgs& a) {
   jit::CacheOptions copts;
   copts.enable_disk = !a.no_cache && ctx.config.enable_cache;
   jit::KernelCache cache(copts);
-  jit::JitCompiler compiler(cache, {a.arch, !a.unaligned, a.threads});
+  jit::JitCompiler compiler(cache, {arch, !a.unaligned, a.threads});
   auto t0 = std::chrono::steady_clock::now();
   auto results = compiler.CompileGraph(*g);
   double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -17,6 +17,7 @@
 
 #include "bench/eval.h"
 #include "cli/cli.h"
+#include "util/files.h"
 
 #ifdef OPFUSE_WITH_CUDA
 #include "bench/cuda/eval_candidate.h"
@@ -98,6 +99,7 @@ int RunBaseline(const EvalArgs& a) {
   if (!ps.ok()) return Fail(cmd, ps.status());
   if (Status st = CheckTrials(a); !st.ok()) return Fail(cmd, st);
   if (a.output.empty()) return Fail(cmd, InvalidArgument("--output must not be empty"));
+  if (Status st = CheckOutputFile("--output", a.output); !st.ok()) return Fail(cmd, st);
 #ifndef OPFUSE_WITH_CUDA
   return Fail(cmd, Unavailable("no CUDA device: opfuse was built without the CUDA backend; the baseline is a GPU timing"));
 #else
@@ -147,6 +149,9 @@ int RunBaseline(const EvalArgs& a) {
 int RunEval(const EvalArgs& a) {
   const char* cmd = "eval run";
   if (a.output.empty()) return Fail(cmd, InvalidArgument("--output FILE.json is required"));
+  if (Status st = CheckOutputFile("--output", a.output); !st.ok()) return Fail(cmd, st);
+  if (!a.markdown.empty())
+    if (Status st = CheckOutputFile("--markdown", a.markdown); !st.ok()) return Fail(cmd, st);
   if (Status st = CheckTrials(a); !st.ok()) return Fail(cmd, st);
   if (!a.candidate.empty() && a.problem.empty())
     return Fail(cmd, InvalidArgument("--candidate needs --problem NAME (the problem the kernel solves)"));
@@ -158,9 +163,9 @@ int RunEval(const EvalArgs& a) {
   if (!ps.ok()) return Fail(cmd, ps.status());
   std::string source;
   if (!a.candidate.empty()) {
-    std::ifstream in(a.candidate);
-    if (!in) return Fail(cmd, NotFound(fmt::format("--candidate '{}': cannot read the file", a.candidate)));
-    source.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    auto text = ReadFileCapped(a.candidate, kMaxSourceFileBytes, "--candidate");
+    if (!text.ok()) return Fail(cmd, text.status());
+    source = std::move(*text);
   }
   const std::string cand_name = a.candidate.empty() ? "opfuse:" + a.variant : a.candidate;
   nlohmann::json meta = {{"command", CommandLine("opfuse eval run")}, {"date", bench::UtcNow()}, {"backend", a.backend},
@@ -222,9 +227,7 @@ int RunEval(const EvalArgs& a) {
   if (Status st = bench::WriteJsonFile(a.output, out); !st.ok()) return Fail(cmd, st);
   const std::string md = bench::EvalMarkdown(results, primary);
   if (!a.markdown.empty()) {
-    std::ofstream f(a.markdown);
-    f << md;
-    if (!f) return Fail(cmd, InvalidArgument(fmt::format("--markdown '{}': cannot write", a.markdown)));
+    if (Status st = WriteFileAtomic(a.markdown, md); !st.ok()) return Fail(cmd, st);
   }
   std::cout << md;
   int correct = 0;
@@ -260,7 +263,7 @@ void RegisterEval(CLI::App& app) {
     c->add_option("--problems", a->problems, "comma-separated problem names (default all)");
     c->add_option("--output", a->output, "baseline file, merged into when it exists (default baseline_time.json)");
     c->add_option("--trials", a->trials, "check trials with fresh inputs (>= 5, default 5)");
-    c->add_option("--seed", a->seed, "seed of the random inputs");
+    c->add_option("--seed", a->seed, "seed of the random inputs")->check(NonNegativeInteger);
     c->add_flag("--quick", a->quick, "fewer timing samples (a smoke run)");
     c->callback([a] { RunBaseline(*a); });
   }
@@ -278,7 +281,7 @@ void RegisterEval(CLI::App& app) {
     c->add_option("--output", a->output, "result JSON")->required();
     c->add_option("--markdown", a->markdown, "also write the markdown table to this file");
     c->add_option("--trials", a->trials, "check trials with fresh inputs (>= 5, default 5)");
-    c->add_option("--seed", a->seed, "seed of the random inputs");
+    c->add_option("--seed", a->seed, "seed of the random inputs")->check(NonNegativeInteger);
     c->add_flag("--quick", a->quick, "fewer timing samples (a smoke run)");
     c->callback([a] { RunEval(*a); });
   }

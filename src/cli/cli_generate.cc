@@ -25,6 +25,7 @@
 #include "cli/cli.h"
 #include "model/llama/engine.h"
 #include "model/tokenizer.h"
+#include "util/files.h"
 
 namespace opfuse::cli {
 namespace {
@@ -51,22 +52,8 @@ Status WriteLogits(const std::string& path, const llama::Engine& e, const std::v
   j["prompts"] = prompts;
   j["tokens"] = r.tokens;
   j["logits"] = r.logits;  // [sequence][step][vocab]; step 0 = the prompt's last token
-  const std::string tmp = path + fmt::format(".tmp.{}", ::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return InvalidArgument(fmt::format("--dump-logits {}: cannot write", path));
-    f << j.dump() << "\n";
-    if (!f) {
-      std::filesystem::remove(tmp);
-      return Internal(fmt::format("--dump-logits {}: write failed", path));
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    return Internal(fmt::format("--dump-logits {}: {}", path, ec.message()));
-  }
+  if (Status s = WriteFileAtomic(path, j.dump() + "\n"); !s.ok())
+    return InvalidArgument(fmt::format("--dump-logits {}", s.message()));
   return Status::Ok();
 }
 
@@ -83,6 +70,12 @@ int GenerateMain(const GenOptions& o) {
   if (Status s = llama::ValidateSamplingParams(g.sampling); !s.ok()) return Fail(kCmd, s);
   if (o.max_new_tokens < 0) return Fail(kCmd, InvalidArgument("--max-new-tokens must be >= 0"));
   if (o.batch < 0) return Fail(kCmd, InvalidArgument("--batch must be >= 1"));
+  if (o.batch > llama::kMaxBatch)
+    return Fail(kCmd, InvalidArgument(fmt::format("--batch {} exceeds the engine's maximum of {} sequences", o.batch,
+                                                  llama::kMaxBatch)));
+  // Every output path is checked before any weight is read.
+  if (!o.dump_logits.empty())
+    if (Status s = CheckOutputFile("--dump-logits", o.dump_logits); !s.ok()) return Fail(kCmd, s);
 
   llama::EngineOptions eo;
   eo.model_dir = o.model;
@@ -145,8 +138,12 @@ int GenerateMain(const GenOptions& o) {
   auto r = e.Generate(prompts, g);
   if (!r.ok()) return Fail(kCmd, r.status());
 
-  std::cout << fmt::format("model {} on {} ({}), {}, batch {}, context {}\n", e.model_name(), e.options().backend, e.device(),
-                           DTypeName(e.dtype()), e.batch(), e.context());
+  std::cout << fmt::format("model {} on {} ({}), {}, batch {}, context {}{}, memory ~{}\n", e.model_name(),
+                           e.options().backend, e.device(), DTypeName(e.dtype()), e.batch(), e.context(),
+                           e.context_capped() ? fmt::format(" (default cap; the model allows {}: --max-context)",
+                                                            e.config().max_position_embeddings)
+                                              : "",
+                           llama::Bytes(e.memory().total()));
   for (size_t b = 0; b < prompts.size(); ++b) {
     std::vector<int64_t> ids(r->tokens[b].begin(), r->tokens[b].end());
     std::cout << fmt::format("[{}] prompt {} tokens -> {}\n", b, prompts[b].size(), Tokenizer::FormatIds(ids));
@@ -190,14 +187,14 @@ void RegisterGenerate(CLI::App& app) {
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "tokens to generate per sequence (default 16)");
   cmd->add_option("--backend", o->backend, "cpu or cuda (default cpu)");
   cmd->add_option("--strategy", o->strategy, "fusion strategy: never, always or smart (default always)");
-  cmd->add_option("--seed", o->seed, "sampling seed (default 0)");
+  cmd->add_option("--seed", o->seed, "sampling seed (default 0)")->check(NonNegativeInteger);
   cmd->add_option("--temperature", o->temperature, "0 = greedy (default); > 0 samples from softmax(logits / T)");
   cmd->add_option("--top-k", o->top_k, "keep the k most likely tokens when sampling (0 = off)");
   cmd->add_option("--top-p", o->top_p, "keep the smallest set of tokens with this much probability (1 = off)");
   cmd->add_option("--batch", o->batch, "number of sequences: the prompts repeated cyclically (default: one per prompt)");
-  cmd->add_option("--max-context", o->max_context, "KV cache length in tokens (default: the model's max_position_embeddings)");
+  cmd->add_option("--max-context", o->max_context, "KV cache length in tokens (default: the model's max_position_embeddings, at most 8192)");
   cmd->add_option("--dtype", o->dtype, "compute/weight dtype f32, f16 or bf16 (default: the checkpoint's; built-in: bf16 on cuda, f32 on cpu)");
-  cmd->add_option("--weight-seed", o->weight_seed, "seed of the built-in random weights (as init-weights --seed; default 0)");
+  cmd->add_option("--weight-seed", o->weight_seed, "seed of the built-in random weights (as init-weights --seed; default 0)")->check(NonNegativeInteger);
   cmd->add_option("--profile", o->profile, "profile_result.json for --strategy smart (default: the cost model)");
   cmd->add_flag("--stop-at-eos", o->stop_at_eos, "stop a sequence at its end-of-sequence token");
   cmd->add_option("--dump-logits", o->dump_logits, "write every step's logits and tokens as JSON to this file");

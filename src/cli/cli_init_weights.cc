@@ -143,10 +143,7 @@ void RegisterInitWeights(CLI::App& app) {
                   "config.json file of any supported family (llama, mistral, qwen2, qwen3; docs/model_format.md)")
       ->required();
   cmd->add_option("--out", o->out, "output directory (created; must be empty or absent unless --force)")->required();
-  cmd->add_option("--seed", o->seed, "random seed, a non-negative integer (default 0)")->check([](const std::string& v) -> std::string {
-        const bool digits = !v.empty() && v.size() <= 20 && std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
-        return digits ? "" : "must be a non-negative integer";
-      });
+  cmd->add_option("--seed", o->seed, "random seed, a non-negative integer (default 0)")->check(NonNegativeInteger);
   cmd->add_option("--dtype", o->dtype, "weight dtype: bf16, f16 or f32 (default: the config's, bf16 for tinyllama-1.1b, f32 for tiny)");
   cmd->add_flag("--force", o->force, "replace a non-empty OUT");
   cmd->callback([o] { SetExitCode(InitMain(*o)); });

@@ -26,6 +26,7 @@
 #include "bench/report.h"
 #include "cli/cli.h"
 #include "scheduler/profile_db.h"
+#include "util/files.h"
 
 #ifdef OPFUSE_WITH_CUDA
 #include "bench/cuda/op_runner.h"
@@ -126,6 +127,8 @@ int RunProfile(const ProfileArgs& a) {
   }
   std::error_code ec;
   const bool have_out = fs::exists(a.out, ec);
+  if (!a.validate)  // the profile is written after minutes of measuring: its path is checked first
+    if (Status st = CheckOutputFile("--out", a.out); !st.ok()) return Fail("profile", st);
   if (a.validate) {
     auto db = scheduler::ProfileDb::Load(a.out);
     if (!db.ok()) return Fail("profile", db.status());

@@ -169,7 +169,7 @@ void RegisterRun(CLI::App& app) {
                   "fused kernels), jit (generated kernels)")
       ->check(CLI::IsMember({"auto", "unfused", "library", "jit"}));
   cmd->add_flag("--check", o->check, "also run the CPU reference op by op and print each output's relative error");
-  cmd->add_option("--seed", o->seed, "seed of the random inputs (default 0); same seed, same inputs");
+  cmd->add_option("--seed", o->seed, "seed of the random inputs (default 0); same seed, same inputs")->check(NonNegativeInteger);
   cmd->add_option("--shape", o->shapes, "bind a symbolic dim, SYM=VALUE (repeatable); unbound symbols default to 8")
       ->allow_extra_args(false);
   cmd->footer(

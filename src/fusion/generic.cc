@@ -7,7 +7,6 @@
 #include "fusion/generic.h"
 
 #include <algorithm>
-#include <deque>
 #include <set>
 
 #include <fmt/format.h>
@@ -136,27 +135,30 @@ class Grouper {
     return true;
   }
 
-  // A node outside {a, b} on a path from the merged group back into it, or -1.
-  int CycleVia(int a, int b) const {
+  // A node outside {a, b} on a path from the merged group back into it, or -1. The super-node graph
+  // is acyclic before every merge (the initial groups are, and every merge keeps it so), so the only
+  // cycle a merge of b into a can close is a path a -> x -> ... -> b with x outside both: the walk
+  // starts at a's successors outside {a, b} and looks for b. A chain (a's only consumer is in b) costs
+  // O(|a|), so grouping stays linear in the graph on chains; `seen` is stamped, never reallocated.
+  int CycleVia(int a, int b) {
     auto in_s = [&](int sup) { return sup == a || sup == b; };
-    std::vector<char> seen(members_.size(), 0);
-    std::deque<int> queue;
-    for (int sup : {a, b})
-      for (int u : members_[sup])
-        for (int w : succ_[u])
-          if (!in_s(super_[w]) && !seen[super_[w]]) {
-            seen[super_[w]] = 1;
-            queue.push_back(super_[w]);
-          }
-    while (!queue.empty()) {
-      const int x = queue.front();
-      queue.pop_front();
+    if (seen_.size() < members_.size()) seen_.resize(members_.size(), 0);
+    ++stamp_;
+    queue_.clear();
+    for (int u : members_[a])
+      for (int w : succ_[u])
+        if (!in_s(super_[w]) && seen_[super_[w]] != stamp_) {
+          seen_[super_[w]] = stamp_;
+          queue_.push_back(super_[w]);
+        }
+    for (size_t head = 0; head < queue_.size(); ++head) {
+      const int x = queue_[head];
       for (int u : members_[x])
         for (int w : succ_[u]) {
-          if (in_s(super_[w])) return u;
-          if (!seen[super_[w]]) {
-            seen[super_[w]] = 1;
-            queue.push_back(super_[w]);
+          if (super_[w] == b) return u;
+          if (super_[w] != a && seen_[super_[w]] != stamp_) {
+            seen_[super_[w]] = stamp_;
+            queue_.push_back(super_[w]);
           }
         }
     }
@@ -171,6 +173,9 @@ class Grouper {
   std::vector<int> super_;                 // node -> super node id
   std::vector<std::vector<int>> members_;  // super node id -> nodes
   std::vector<std::string> refused_;
+  std::vector<unsigned> seen_;  // CycleVia: super node -> stamp of the walk that reached it
+  unsigned stamp_ = 0;
+  std::vector<int> queue_;
 };
 
 }  // namespace

@@ -160,14 +160,23 @@ int Graph::AddValue(std::string vname, TensorType type, ValueKind kind) {
 }
 
 std::string Graph::FreshName(std::string_view hint) const {
-  std::set<std::string_view> used;
-  for (const auto& v : values) used.insert(v.name);
-  std::string base(hint.empty() ? "t" : hint);
-  if (!used.count(base)) return base;
-  for (int i = 1;; ++i) {
-    std::string cand = fmt::format("{}_{}", base, i);
-    if (!used.count(cand)) return cand;
+  if (indexed_ > values.size()) {  // values were dropped (Compact): index again from scratch
+    name_index_.clear();
+    indexed_ = 0;
   }
+  for (; indexed_ < values.size(); ++indexed_) name_index_.insert(values[indexed_].name);
+  std::string base(hint.empty() ? "t" : hint);
+  if (!name_index_.count(base)) return base;
+  int& i = next_suffix_[base];
+  for (;;) {
+    std::string cand = fmt::format("{}_{}", base, ++i);
+    if (!name_index_.count(cand)) return cand;
+  }
+}
+
+void Graph::RenameValue(int value, std::string name) {
+  if (static_cast<size_t>(value) < indexed_) name_index_.insert(name);
+  values[value].name = std::move(name);
 }
 
 int Graph::AddNode(OpKind op, std::vector<int> ins, std::vector<TensorType> out_types, Attrs attrs,
@@ -312,11 +321,15 @@ void GraphBuilder::Output(int value, std::string rename) {
 }
 StatusOr<Graph> GraphBuilder::Build() {
   Graph g = g_;
+  std::unordered_map<std::string, int> by_name;  // one map, not a scan per rename
+  for (size_t i = 0; i < g.values.size(); ++i) by_name.emplace(g.values[i].name, static_cast<int>(i));
   for (auto& [v, name] : renames_) {
     if (v < 0 || v >= static_cast<int>(g.values.size())) return InvalidArgument("output refers to an unknown value");
-    auto existing = g.FindValue(name);
-    if (existing && *existing != v) return InvalidArgument(fmt::format("duplicate value name '{}'", name));
-    g.values[v].name = name;
+    auto existing = by_name.find(name);
+    if (existing != by_name.end() && existing->second != v && g.values[existing->second].name == name)
+      return InvalidArgument(fmt::format("duplicate value name '{}'", name));
+    g.RenameValue(v, name);
+    by_name[name] = v;
   }
   OPFUSE_RETURN_IF_ERROR(VerifyAndInfer(g));
   return g;

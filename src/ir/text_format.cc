@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "opfuse/graph.h"
+#include "util/files.h"
 
 namespace opfuse {
 
@@ -226,7 +227,7 @@ class Parser {
 
 }  // namespace
 
-StatusOr<Graph> ParseGraph(std::string_view text) {
+StatusOr<Graph> ParseGraphUnverified(std::string_view text) {
   Graph g;
   bool have_header = false, have_output = false;
   std::map<std::string, int> names;
@@ -312,6 +313,8 @@ StatusOr<Graph> ParseGraph(std::string_view text) {
       if (!p.IsPunct("}")) {
         while (true) {
           OPFUSE_ASSIGN_OR_RETURN(std::string key, p.Ident("an attribute name"));
+          if (key[0] == '_')  // the passes' own annotations (OpDef::attrs): never from a file
+            return p.Err(fmt::format("attribute '{}': names beginning with '_' are reserved for opfuse's passes", key));
           OPFUSE_RETURN_IF_ERROR(p.Expect("="));
           OPFUSE_ASSIGN_OR_RETURN(AttrValue val, p.ParseAttrValue());
           if (attrs.count(key)) return p.Err(fmt::format("attribute '{}' given twice", key));
@@ -353,16 +356,19 @@ StatusOr<Graph> ParseGraph(std::string_view text) {
     if (it == names.end()) return InvalidArgument(fmt::format("line {}: output: undefined value '{}'", line, name));
     g.outputs.push_back(it->second);
   }
+  return g;
+}
+
+StatusOr<Graph> ParseGraph(std::string_view text) {
+  OPFUSE_ASSIGN_OR_RETURN(Graph g, ParseGraphUnverified(text));
   OPFUSE_RETURN_IF_ERROR(VerifyAndInfer(g));
   return g;
 }
 
 StatusOr<Graph> ParseGraphFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return InvalidArgument(fmt::format("{}: cannot open file", path));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  auto g = ParseGraph(ss.str());
+  auto text = ReadFileCapped(path, kMaxGraphFileBytes);
+  if (!text.ok()) return InvalidArgument(text.status().message());
+  auto g = ParseGraph(*text);
   if (!g.ok()) return InvalidArgument(fmt::format("{}: {}", path, g.status().message()));
   return g;
 }

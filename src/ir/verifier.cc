@@ -11,12 +11,14 @@
 //     change what anyone sees
 //   - sizes: static dims and dim-list attributes are bounded (kMaxElements) so that the shape
 //     arithmetic in every op's inference (products, sums) can never overflow int64
+#include <cmath>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "opfuse/graph.h"
 #include "ops/op_def.h"
+#include "util/quote.h"
 
 namespace opfuse {
 namespace {
@@ -50,6 +52,46 @@ std::optional<std::string> CheckDimListSize(const DimList& l) {
     if (prod > (static_cast<__int128>(1) << 62)) return std::string("entries multiply to more than 2^62");
   }
   return std::nullopt;
+}
+
+// Every attribute of `n` is one its op reads (OpDef::attrs), with a value its rule accepts; names
+// beginning with '_' are the passes' annotations. A misspelled or unsupported attribute is an error,
+// never a silent default.
+Status CheckAttrs(const Node& n, const OpDef& def) {
+  for (const auto& [key, attr] : n.attrs) {
+    if (!key.empty() && key[0] == '_') continue;
+    const AttrSpec* spec = nullptr;
+    for (const AttrSpec& s : def.attrs)
+      if (key == s.name) spec = &s;
+    if (spec == nullptr) {
+      std::string known;
+      for (const AttrSpec& s : def.attrs) known += (known.empty() ? "" : ", ") + std::string(s.name);
+      return NodeError(n, fmt::format("unknown attribute {} ({})", Quote(key),
+                                      known.empty() ? "this op takes no attributes" : "it takes: " + known));
+    }
+    const auto* i = std::get_if<int64_t>(&attr);
+    const auto* d = std::get_if<double>(&attr);
+    const auto* str = std::get_if<std::string>(&attr);
+    const bool number = i || d;
+    const double x = i ? static_cast<double>(*i) : d ? *d : 0.0;
+    std::string need;
+    switch (spec->rule) {
+      case AttrRule::kFlag: if (!i || (*i != 0 && *i != 1)) need = "0 or 1"; break;
+      case AttrRule::kInt: if (!i) need = "an integer"; break;
+      case AttrRule::kNonNegativeInt: if (!i || *i < 0) need = "an integer >= 0"; break;
+      case AttrRule::kPositive: if (!number || !std::isfinite(x) || x <= 0) need = "a finite number > 0"; break;
+      case AttrRule::kFinite: if (!number || !std::isfinite(x)) need = "a finite number"; break;
+      case AttrRule::kNumber: if (!number) need = "a number"; break;
+      case AttrRule::kString: if (!str) need = "a string"; break;
+      case AttrRule::kDType: if (!str || !DTypeFromName(*str)) need = "a dtype name (f32, f16, bf16, i32, i64, bool)"; break;
+      case AttrRule::kDims: if (!std::holds_alternative<DimList>(attr)) need = "a dim list [...]"; break;
+    }
+    if (!need.empty()) {
+      const std::string got = i ? std::to_string(*i) : d ? fmt::format("{}", *d) : str ? Quote(*str) : "a list";
+      return NodeError(n, fmt::format("attribute {} must be {}, got {}", key, need, got));
+    }
+  }
+  return Status::Ok();
 }
 
 // Mutated inputs (see the list above). Runs after the dangling-id checks.
@@ -169,6 +211,7 @@ Status VerifyAndInfer(Graph& g) {
       if (const auto* dims = std::get_if<DimList>(&attr))
         if (auto why = CheckDimListSize(*dims)) return NodeError(n, fmt::format("attribute {}: {}", key, *why));
     const OpDef& def = GetOpDef(n.op);
+    OPFUSE_RETURN_IF_ERROR(CheckAttrs(n, def));
     if (!def.infer) return NodeError(n, "op has no shape inference (internal)");
     std::vector<TensorType> in;
     for (int v : n.inputs) in.push_back(g.values[v].type);

@@ -37,8 +37,8 @@ struct JitGroupResult {
   std::optional<JitKernel> kernel;
 };
 
-// The arch compiled for when none is given: the CUDA device's (sm_XY) if one is present and the
-// CUDA backend is built, else sm_90.
+// The arch compiled for when none is given: OPFUSE_ARCH when set, else sm_90 (the CUDA executor
+// passes its device's arch explicitly).
 std::string DefaultArch();
 
 class JitCompiler {

@@ -2,6 +2,7 @@
 // errors so a failing generated kernel can be diagnosed from the message alone.
 #include "jit/nvrtc_compiler.h"
 
+#include <algorithm>
 #include <chrono>
 #include <regex>
 
@@ -27,6 +28,30 @@ std::string NvrtcVersion() {
   if (nvrtcVersion(&major, &minor) == NVRTC_SUCCESS) return fmt::format("nvrtc-{}.{}", major, minor);
 #endif
   return "nvrtc-none";
+}
+
+Status ValidateArch(const std::string& arch, const std::string& source) {
+  // sm_ + 2-3 digits + an optional a/f suffix (arch- and family-specific features).
+  size_t i = 3;
+  bool ok = arch.size() >= 5 && arch.compare(0, 3, "sm_") == 0;
+  int num = 0;
+  for (; ok && i < arch.size() && arch[i] >= '0' && arch[i] <= '9' && i < 6; ++i) num = num * 10 + (arch[i] - '0');
+  ok = ok && i >= 5 && (i == arch.size() || (i + 1 == arch.size() && (arch[i] == 'a' || arch[i] == 'f')));
+  if (!ok)
+    return InvalidArgument(fmt::format("{} '{}': not a GPU architecture (expected sm_XY, e.g. sm_90 or sm_90a)", source, arch));
+#ifdef OPFUSE_WITH_NVRTC
+  int n = 0;
+  if (nvrtcGetNumSupportedArchs(&n) == NVRTC_SUCCESS && n > 0) {
+    std::vector<int> archs(static_cast<size_t>(n));
+    if (nvrtcGetSupportedArchs(archs.data()) == NVRTC_SUCCESS &&
+        std::find(archs.begin(), archs.end(), num) == archs.end())
+      return InvalidArgument(fmt::format("{} '{}': {} does not compile for it (it supports sm_{} to sm_{})", source, arch,
+                                         NvrtcVersion(), archs.front(), archs.back()));
+  }
+#else
+  (void)num;
+#endif
+  return Status::Ok();
 }
 
 std::vector<std::string> NvrtcOptions(const std::string& arch) {

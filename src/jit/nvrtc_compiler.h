@@ -20,6 +20,9 @@ bool NvrtcAvailable();
 std::string NvrtcVersion();
 // The options CompileCuda passes for `arch` (part of the cache key).
 std::vector<std::string> NvrtcOptions(const std::string& arch);
+// InvalidArgument naming `source` (e.g. "--arch" or "OPFUSE_ARCH") unless `arch` is sm_XY[a|f] with XY
+// an architecture this NVRTC compiles for (nvrtcGetSupportedArchs); with no NVRTC only the form is checked.
+Status ValidateArch(const std::string& arch, const std::string& source);
 // arch like "sm_90" or "sm_90a". A compile error returns InvalidArgument carrying the compiler log.
 StatusOr<NvrtcOutput> CompileCuda(const std::string& source, const std::string& program_name, const std::string& arch);
 

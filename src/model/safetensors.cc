@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/quote.h"
+#include "util/files.h"
 
 namespace opfuse {
 namespace {
@@ -106,8 +107,22 @@ StatusOr<StHeader> ParseSafetensorsHeader(std::span<const uint8_t> bytes, std::s
   h.data_start = 8 + n;
   const char* text = reinterpret_cast<const char*>(bytes.data() + 8);
   if (text[0] != '{') return InvalidArgument(fmt::format("{}: header does not start with '{{'", what));
-  json j = json::parse(text, text + n, nullptr, /*allow_exceptions=*/false);
+  // A name given twice would silently take the last entry (nlohmann keeps it): refused instead,
+  // found by tracking the keys of each open object while parsing.
+  std::vector<std::set<std::string>> open_keys;
+  std::string duplicate;
+  const json::parser_callback_t track = [&](int, json::parse_event_t ev, json& parsed) {
+    if (ev == json::parse_event_t::object_start) open_keys.emplace_back();
+    else if (ev == json::parse_event_t::object_end && !open_keys.empty()) open_keys.pop_back();
+    else if (ev == json::parse_event_t::key && !open_keys.empty() && parsed.is_string() &&
+             !open_keys.back().insert(parsed.get<std::string>()).second && duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  json j = json::parse(text, text + n, track, /*allow_exceptions=*/false);
   if (j.is_discarded()) return InvalidArgument(fmt::format("{}: header is not valid JSON", what));
+  if (!duplicate.empty())
+    return InvalidArgument(fmt::format("{}: header names {} twice (a duplicate tensor entry)", what, Quote(duplicate)));
   if (!j.is_object()) return InvalidArgument(fmt::format("{}: header is not a JSON object", what));
   const uint64_t data_size = file_size - h.data_start;
 
@@ -292,10 +307,8 @@ StatusOr<SafetensorsDir> SafetensorsDir::Open(const std::string& dir) {
   SafetensorsDir d;
   const fs::path index_path = fs::path(dir) / "model.safetensors.index.json";
   if (fs::exists(index_path, ec)) {
-    std::ifstream in(index_path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    json j = json::parse(ss.str(), nullptr, false);
+    OPFUSE_ASSIGN_OR_RETURN(std::string text, ReadFileCapped(index_path.string(), kMaxJsonFileBytes));
+    json j = json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return InvalidArgument(fmt::format("{}: not a JSON object", index_path.string()));
     auto wm = j.find("weight_map");
     if (wm == j.end() || !wm->is_object() || wm->empty())

@@ -24,6 +24,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "util/files.h"
+
 namespace opfuse {
 namespace {
 
@@ -1346,12 +1348,7 @@ StatusOr<json> ParseJsonText(std::string_view text, const std::string& label) {
 }
 
 StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return NotFound(fmt::format("{}: cannot open", path));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) return InvalidArgument(fmt::format("{}: read failed", path));
-  return ss.str();
+  return ReadFileCapped(path, kMaxJsonFileBytes);
 }
 
 }  // namespace

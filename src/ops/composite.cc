@@ -69,6 +69,10 @@ void RegisterCompositeOps(OpDefTable& t) {
   for (OpKind op : {OpKind::kRmsNorm, OpKind::kAddRmsNorm, OpKind::kLayerNorm, OpKind::kSoftmax, OpKind::kSwiglu,
                     OpKind::kGeglu, OpKind::kRope})
     t[static_cast<int>(op)].infer = InferComposite;
+  for (OpKind op : {OpKind::kRmsNorm, OpKind::kAddRmsNorm, OpKind::kLayerNorm})
+    t[static_cast<int>(op)].attrs = {{"eps", AttrRule::kPositive}};
+  t[static_cast<int>(OpKind::kSoftmax)].attrs = {{"scale", AttrRule::kFinite}, {"causal", AttrRule::kFlag}};
+  t[static_cast<int>(OpKind::kGeglu)].attrs = {{"approximate", AttrRule::kString}};
   RegisterCompositeDecompositions(t);
 }
 

@@ -16,7 +16,7 @@ StatusOr<std::vector<TensorType>> InferUnary(const Node& n, const std::vector<Te
   if (n.op == OpKind::kCast) {
     std::string name = AttrString(n.attrs, "dtype", "");
     auto dt = DTypeFromName(name);
-    if (!dt) return NodeError(n, name.empty() ? "cast needs attribute dtype=<f32|f16|bf16|i32|i64|bool>"
+    if (!dt) return NodeError(n, name.empty() ? "needs attribute dtype=<f32|f16|bf16|i32|i64|bool>"
                                               : fmt::format("unknown dtype '{}'", name));
     out.dtype = *dt;
     return std::vector<TensorType>{out};
@@ -117,9 +117,10 @@ Status CpuBroadcast(const Node& n, const std::vector<const HostTensor*>& in, con
 void RegisterElementwiseOps(OpDefTable& t) {
   for (int i = 0; i < kNumOps; ++i) {
     auto op = static_cast<OpKind>(i);
-    if (GetOpInfo(op).kind == FusionKind::kElementwise) t[i] = {InferUnary, CpuUnary, nullptr, {}};
-    if (GetOpInfo(op).kind == FusionKind::kBroadcast) t[i] = {InferBroadcast, CpuBroadcast, nullptr, {}};
+    if (GetOpInfo(op).kind == FusionKind::kElementwise) t[i] = {InferUnary, CpuUnary, nullptr, {}, {}};
+    if (GetOpInfo(op).kind == FusionKind::kBroadcast) t[i] = {InferBroadcast, CpuBroadcast, nullptr, {}, {}};
   }
+  t[static_cast<int>(OpKind::kCast)].attrs = {{"dtype", AttrRule::kDType}};
 }
 
 }  // namespace opfuse

@@ -365,6 +365,9 @@ void RegisterLibraryOps(OpDefTable& t) {
   t[static_cast<int>(OpKind::kEmbedding)].cpu = CpuEmbedding;
   t[static_cast<int>(OpKind::kKvAttention)].cpu = CpuKvAttention;
   t[static_cast<int>(OpKind::kKvAttention)].mutated_inputs = {3, 4};  // k_cache, v_cache
+  t[static_cast<int>(OpKind::kMatmul)].attrs = {{"transpose_b", AttrRule::kFlag}};
+  t[static_cast<int>(OpKind::kAttention)].attrs = {{"causal", AttrRule::kFlag}, {"scale", AttrRule::kFinite}};
+  t[static_cast<int>(OpKind::kKvAttention)].attrs = {{"scale", AttrRule::kFinite}, {"window", AttrRule::kNonNegativeInt}};
   for (OpKind op : {OpKind::kMatmul, OpKind::kAttention, OpKind::kKvAttention, OpKind::kEmbedding})
     t[static_cast<int>(op)].infer = InferLibrary;
 }

@@ -24,6 +24,25 @@ using CpuFn = Status (*)(const Node& node, const std::vector<const HostTensor*>&
 // that replace node.outputs (same order). Types are left for VerifyAndInfer.
 using DecomposeFn = StatusOr<std::vector<int>> (*)(Graph& g, const Node& node);
 
+// An attribute an op reads, and the values it accepts. The verifier refuses an attribute the op does
+// not list (a misspelled `epsilon` would otherwise be a silent default) and a value outside its
+// rule; names beginning with '_' are the passes' own annotations and are not checked.
+enum class AttrRule {
+  kFlag,            // integer 0 or 1 (causal, transpose_b)
+  kInt,             // any integer (slice bounds, axis: the op's inference checks the range)
+  kNonNegativeInt,  // integer >= 0 (window)
+  kPositive,        // finite number > 0 (eps)
+  kFinite,          // finite number (scale)
+  kNumber,          // any number, ±inf included (a constant's value)
+  kString,          // text (geglu approximate: the op checks the choices)
+  kDType,           // a dtype name
+  kDims,            // a dim list (reshape shape, transpose perm)
+};
+struct AttrSpec {
+  const char* name;
+  AttrRule rule;
+};
+
 struct OpDef {
   InferFn infer = nullptr;
   CpuFn cpu = nullptr;
@@ -33,6 +52,7 @@ struct OpDef {
   // graph output, so the write is the only effect on it and no pass can reorder a reader around
   // it; such nodes are library ops, which the fusion passes never group or remove.
   std::vector<int> mutated_inputs;
+  std::vector<AttrSpec> attrs;  // every attribute the op reads (empty: none)
 };
 
 const OpDef& GetOpDef(OpKind op);

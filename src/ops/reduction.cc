@@ -49,7 +49,7 @@ Status CpuReduction(const Node& n, const std::vector<const HostTensor*>& in, con
 
 void RegisterReductionOps(OpDefTable& t) {
   for (OpKind op : {OpKind::kSum, OpKind::kMax, OpKind::kMean, OpKind::kArgmax})
-    t[static_cast<int>(op)] = {InferReduction, CpuReduction, nullptr};
+    t[static_cast<int>(op)] = {InferReduction, CpuReduction, nullptr, {}, {}};
 }
 
 }  // namespace opfuse

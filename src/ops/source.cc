@@ -9,7 +9,7 @@ namespace {
 StatusOr<std::vector<TensorType>> InferConstant(const Node& n, const std::vector<TensorType>&) {
   auto it = n.attrs.find("value");
   if (it == n.attrs.end() || !(std::holds_alternative<int64_t>(it->second) || std::holds_alternative<double>(it->second)))
-    return NodeError(n, "constant needs a numeric attribute value=<number>");
+    return NodeError(n, "needs a numeric attribute value=<number>");
   std::string name = AttrString(n.attrs, "dtype", "f32");
   auto dt = DTypeFromName(name);
   if (!dt) return NodeError(n, fmt::format("unknown dtype '{}'", name));
@@ -23,6 +23,9 @@ Status CpuConstant(const Node& n, const std::vector<const HostTensor*>&, const s
 
 }  // namespace
 
-void RegisterSourceOps(OpDefTable& t) { t[static_cast<int>(OpKind::kConstant)] = {InferConstant, CpuConstant, nullptr}; }
+void RegisterSourceOps(OpDefTable& t) {
+  t[static_cast<int>(OpKind::kConstant)] = {InferConstant, CpuConstant, nullptr, {},
+                                            {{"value", AttrRule::kNumber}, {"dtype", AttrRule::kDType}}};
+}
 
 }  // namespace opfuse

@@ -38,7 +38,7 @@ StatusOr<std::vector<TensorType>> InferView(const Node& n, const std::vector<Ten
   switch (n.op) {
     case OpKind::kReshape: {
       const DimList* shape = AttrDims(n, "shape");
-      if (!shape) return NodeError(n, "reshape needs attribute shape=[...]");
+      if (!shape) return NodeError(n, "needs attribute shape=[...]");
       int64_t in_prod, out_prod;
       std::vector<std::string> in_syms, out_syms;
       int minus = 0;
@@ -60,7 +60,7 @@ StatusOr<std::vector<TensorType>> InferView(const Node& n, const std::vector<Ten
     }
     case OpKind::kTranspose: {
       const DimList* perm = AttrDims(n, "perm");
-      if (!perm) return NodeError(n, "transpose needs attribute perm=[...]");
+      if (!perm) return NodeError(n, "needs attribute perm=[...]");
       if (perm->size() != x.shape.size()) return NodeError(n, fmt::format("transpose: perm {} has the wrong length for rank {}", AttrToString(*perm), x.shape.size()));
       std::vector<bool> seen(x.shape.size());
       Shape out;
@@ -73,7 +73,7 @@ StatusOr<std::vector<TensorType>> InferView(const Node& n, const std::vector<Ten
       return std::vector<TensorType>{{x.dtype, out}};
     }
     case OpKind::kSlice: {
-      if (x.shape.empty()) return NodeError(n, "slice of a scalar");
+      if (x.shape.empty()) return NodeError(n, "cannot slice a scalar");
       int64_t axis = NormAxis(AttrInt(n.attrs, "axis", -1), x.shape.size());
       if (axis < 0 || axis >= static_cast<int64_t>(x.shape.size())) return NodeError(n, fmt::format("slice: axis out of range for rank {}", x.shape.size()));
       const Dim& d = x.shape[axis];
@@ -112,7 +112,7 @@ StatusOr<std::vector<TensorType>> InferView(const Node& n, const std::vector<Ten
         }
         const Dim& a = out[axis];
         const Dim& b = in[i].shape[axis];
-        if (!a.is_static() || !b.is_static()) return NodeError(n, "concat along a symbolic dim is not supported");
+        if (!a.is_static() || !b.is_static()) return NodeError(n, "joining along a symbolic dim is not supported");
         out[axis] = Dim(a.value + b.value);
       }
       return std::vector<TensorType>{{x.dtype, out}};
@@ -210,6 +210,10 @@ void RegisterViewOps(OpDefTable& t) {
   t[static_cast<int>(OpKind::kSlice)].cpu = CpuSlice;
   t[static_cast<int>(OpKind::kConcat)].cpu = CpuConcat;
   for (OpKind op : {OpKind::kReshape, OpKind::kTranspose, OpKind::kSlice, OpKind::kConcat}) t[static_cast<int>(op)].infer = InferView;
+  t[static_cast<int>(OpKind::kReshape)].attrs = {{"shape", AttrRule::kDims}};
+  t[static_cast<int>(OpKind::kTranspose)].attrs = {{"perm", AttrRule::kDims}};
+  t[static_cast<int>(OpKind::kSlice)].attrs = {{"axis", AttrRule::kInt}, {"start", AttrRule::kInt}, {"end", AttrRule::kInt}};
+  t[static_cast<int>(OpKind::kConcat)].attrs = {{"axis", AttrRule::kInt}};
 }
 
 }  // namespace opfuse

@@ -12,8 +12,8 @@ void ReplaceValue(Graph& g, int from, int to) {
   if (from == to) return;
   g.ReplaceAllUses(from, to);
   std::string name = g.values[from].name;
-  g.values[from].name = g.FreshName(name + ".replaced");
-  g.values[to].name = name;
+  g.RenameValue(from, g.FreshName(name + ".replaced"));
+  g.RenameValue(to, name);
 }
 
 Status CompactKeepGroups(Graph& g) {

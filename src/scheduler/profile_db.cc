@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "opfuse/graph.h"
+#include "util/files.h"
 #include "util/quote.h"
 
 namespace opfuse::scheduler {
@@ -145,12 +146,8 @@ StatusOr<ProfileDb> ProfileDb::Parse(std::string_view text, std::string_view ori
 }
 
 StatusOr<ProfileDb> ProfileDb::Load(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return NotFound(fmt::format("{}: cannot open profile", path));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) return NotFound(fmt::format("{}: cannot read profile", path));
-  return Parse(ss.str(), path);
+  OPFUSE_ASSIGN_OR_RETURN(std::string text, ReadFileCapped(path, kMaxJsonFileBytes, "profile"));
+  return Parse(text, path);
 }
 
 std::string ProfileDb::ToJson() const {

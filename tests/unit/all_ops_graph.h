@@ -87,8 +87,7 @@ inline StatusOr<Graph> BuildAllOpsGraph() {
   outs.push_back(b.Constant(-std::numeric_limits<double>::infinity(), DType::kF16));
   outs.push_back(b.Constant(std::numeric_limits<double>::quiet_NaN()));
   outs.push_back(b.Constant(1e-310));  // a subnormal double must print and read back
-  outs.push_back(b.Op(OpKind::kConstant, {}, {{"value", int64_t{-3}}, {"dtype", std::string("i32")},
-                                              {"note", std::string("free text: #, =, {}")}}));
+  outs.push_back(b.Op(OpKind::kConstant, {}, {{"value", int64_t{-3}}, {"dtype", std::string("i32")}}));
   for (int o : outs) b.Output(o);
   return b.Build();
 }

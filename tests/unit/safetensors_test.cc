@@ -164,6 +164,19 @@ TEST_F(SafetensorsTest, OverlapGapAndTrailing) {
   EXPECT_NE(ErrorOf(Build(j.dump(), 24)).find("overlap"), std::string::npos);
 }
 
+// A name given twice is refused (a JSON parser would keep the last entry and the first tensor's bytes
+// would be silently ignored), also inside __metadata__.
+TEST_F(SafetensorsTest, DuplicateNamesRefused) {
+  const std::string a = R"("a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]})";
+  const std::string a2 = R"("a": {"dtype": "F32", "shape": [6], "data_offsets": [0, 24]})";
+  std::string e = ErrorOf(Build("{" + a + ", " + a2 + "}", 24));
+  EXPECT_NE(e.find("header names 'a' twice"), std::string::npos) << e;
+  e = ErrorOf(Build(R"({"__metadata__": {"format": "pt", "format": "np"}, )" + a + "}", 24));
+  EXPECT_NE(e.find("header names 'format' twice"), std::string::npos) << e;
+  // The same name in two different objects is fine.
+  EXPECT_TRUE(Parse(Build(R"({"__metadata__": {"a": "x"}, )" + a + "}", 24)).ok());
+}
+
 TEST_F(SafetensorsTest, BadDtypeShapeAndFields) {
   json j = TwoTensors();
   j["a"]["dtype"] = "F33";

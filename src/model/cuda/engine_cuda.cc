@@ -23,6 +23,7 @@
 #include "model/llama/graph_builder.h"
 #include "runtime/cuda/allocator.h"
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/device.h"
 #include "runtime/cuda/executor.h"
 
 namespace opfuse::llama {
@@ -220,5 +221,13 @@ class CudaRunner final : public Runner {
 }  // namespace
 
 StatusOr<std::unique_ptr<Runner>> MakeCudaRunner(RunnerSetup s) { return CudaRunner::Create(std::move(s)); }
+
+StatusOr<double> CudaFreeBytes() {
+  OPFUSE_RETURN_IF_ERROR(cuda::DeviceCount().status());  // Unavailable("no CUDA device: ...") without one
+  size_t free_b = 0, total_b = 0;
+  if (const cudaError_t e = cudaMemGetInfo(&free_b, &total_b); e != cudaSuccess)
+    return Unavailable(fmt::format("no CUDA device: cudaMemGetInfo failed: {}", cudaGetErrorString(e)));
+  return static_cast<double>(free_b);
+}
 
 }  // namespace opfuse::llama

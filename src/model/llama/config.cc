@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "util/quote.h"
+#include "util/files.h"
 
 namespace opfuse::llama {
 namespace {
@@ -558,12 +559,14 @@ StatusOr<LlamaConfig> ParseConfigText(std::string_view text) {
 }
 
 StatusOr<LlamaConfig> LoadConfigFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return NotFound(fmt::format("cannot open {}", path));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  auto c = ParseConfigText(ss.str());
-  if (!c.ok()) return InvalidArgument(fmt::format("{}: {}", path, c.status().message()));
+  OPFUSE_ASSIGN_OR_RETURN(std::string text, ReadFileCapped(path, kMaxJsonFileBytes));
+  auto c = ParseConfigText(text);
+  if (!c.ok()) {
+    // The parser's messages begin "config.json: "; the path replaces that prefix (never both).
+    std::string_view msg = c.status().message();
+    if (msg.rfind("config.json: ", 0) == 0) msg.remove_prefix(13);
+    return InvalidArgument(fmt::format("{}: {}", path, msg));
+  }
   return c;
 }
 

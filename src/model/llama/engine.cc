@@ -121,6 +121,12 @@ FusionConfig StrategyConfig(Strategy s, FusionConfig base) {
 
 Engine::~Engine() = default;
 
+Status Engine::CheckBackend(const std::string& backend) {
+  if (backend == "cpu") return Status::Ok();
+  if (backend != "cuda") return InvalidArgument(fmt::format("unknown backend '{}' (expected cpu or cuda)", backend));
+  return CudaFreeBytes().status();
+}
+
 StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opts) {
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<Engine> e(new Engine());
@@ -128,6 +134,13 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opts) {
   if (opts.backend != "cpu" && opts.backend != "cuda")
     return InvalidArgument(fmt::format("unknown backend '{}' (expected cpu or cuda)", opts.backend));
   if (opts.batch < 1) return InvalidArgument(fmt::format("batch must be >= 1, got {}", opts.batch));
+  if (opts.batch > kMaxBatch)
+    return InvalidArgument(fmt::format("batch {} exceeds the engine's maximum of {} sequences", opts.batch, kMaxBatch));
+  // The device first (fail fast): no weight is read for a run that cannot start.
+  double device_free = 0;
+  if (opts.backend == "cuda") {
+    OPFUSE_ASSIGN_OR_RETURN(device_free, CudaFreeBytes());
+  }
 
   std::optional<SafetensorsDir> dir;
   DType dt;
@@ -150,8 +163,18 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opts) {
   e->dtype_ = dt;
   const LlamaConfig& c = e->config_;
   if (opts.max_context < 0) return InvalidArgument(fmt::format("max context must be >= 0, got {}", opts.max_context));
-  e->context_ = opts.max_context > 0 ? opts.max_context : c.max_position_embeddings;
+  e->context_ = ContextFor(c, opts.max_context);
+  e->context_capped_ = opts.max_context == 0 && c.max_position_embeddings > kDefaultContextCap;
   OPFUSE_RETURN_IF_ERROR(CheckContext(c, e->context_));  // at most max_position_embeddings; before any weight is read
+  // What this run will hold, against what the host (and the GPU) has: refused before any allocation.
+  e->memory_ = EstimateMemory(c, dt, opts.batch, e->context_);
+  const MemoryEstimate& m = e->memory_;
+  if (opts.backend == "cuda") {
+    OPFUSE_RETURN_IF_ERROR(CheckFits(m, m.total(), device_free, "the GPU", e->context_, opts.batch));
+    OPFUSE_RETURN_IF_ERROR(CheckFits(m, m.weights + m.rope, HostAvailableBytes(), "the host", e->context_, opts.batch));
+  } else {
+    OPFUSE_RETURN_IF_ERROR(CheckFits(m, m.total(), HostAvailableBytes(), "the host", e->context_, opts.batch));
+  }
   e->lengths_.assign(opts.batch, 0);
 
   RunnerSetup s;

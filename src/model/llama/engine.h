@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "model/llama/config.h"
+#include "model/llama/memory.h"
 #include "model/llama/sampler.h"
 #include "opfuse/config.h"
 #include "opfuse/graph.h"
@@ -47,7 +48,7 @@ struct EngineOptions {
   std::string backend = "cpu";  // cpu | cuda
   Strategy strategy = Strategy::kAlwaysFuse;
   int64_t batch = 1;            // sequences (cache rows) decoded together
-  int64_t max_context = 0;      // KV cache positions; 0 = max_position_embeddings (must not exceed it)
+  int64_t max_context = 0;      // KV cache positions; 0 = min(max_position_embeddings, kDefaultContextCap) (memory.h)
   std::string dtype;            // f32 | f16 | bf16; "" = the checkpoint's dtype (built-in: bf16 on cuda, f32 on cpu)
   uint64_t weight_seed = 0;     // built-in weights: the init-weights seed
   std::string profile_path;     // smart_schedule: a profile_result.json; "" = cost model
@@ -77,6 +78,9 @@ class Runner;  // engine_runner.h
 class Engine {
  public:
   static StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& opts);
+  // The backend can run here: "cpu" always; "cuda" when this build has the CUDA backend and the
+  // machine a usable GPU (Unavailable("no CUDA device: ...") otherwise). Create checks it first.
+  static Status CheckBackend(const std::string& backend);
   ~Engine();
 
   const LlamaConfig& config() const { return config_; }
@@ -88,6 +92,10 @@ class Engine {
   DType dtype() const { return dtype_; }
   int64_t batch() const { return opts_.batch; }
   int64_t context() const { return context_; }
+  // True when the context is the default cap (kDefaultContextCap), below max_position_embeddings.
+  bool context_capped() const { return context_capped_; }
+  // What Create estimated this engine holds (memory.h), for the banner.
+  const MemoryEstimate& memory() const { return memory_; }
   double compile_ms() const { return compile_ms_; }   // both graphs: pipeline, JIT (or cache loads), capture excluded
   double load_ms() const { return load_ms_; }         // weights read or generated, and uploaded
   // Kernels one decode step launches (CUDA: counted from the executor's plan / captured graph;
@@ -115,6 +123,8 @@ class Engine {
   std::string model_name_;
   DType dtype_ = DType::kF32;
   int64_t context_ = 0;
+  bool context_capped_ = false;
+  MemoryEstimate memory_;
   double compile_ms_ = 0, load_ms_ = 0;
   std::vector<int64_t> lengths_;
   std::unique_ptr<Runner> runner_;

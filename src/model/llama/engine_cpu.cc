@@ -129,6 +129,9 @@ StatusOr<std::unique_ptr<Runner>> MakeCpuRunner(RunnerSetup s) { return CpuRunne
 StatusOr<std::unique_ptr<Runner>> MakeCudaRunner(RunnerSetup) {
   return Unavailable("no CUDA device: this opfuse was built without the CUDA backend (OPFUSE_CUDA=OFF)");
 }
+StatusOr<double> CudaFreeBytes() {
+  return Unavailable("no CUDA device: this opfuse was built without the CUDA backend (OPFUSE_CUDA=OFF)");
+}
 #endif
 
 }  // namespace opfuse::llama

@@ -49,5 +49,8 @@ class Runner {
 StatusOr<std::unique_ptr<Runner>> MakeCpuRunner(RunnerSetup s);
 // Unavailable when this build has no CUDA backend or the machine no GPU.
 StatusOr<std::unique_ptr<Runner>> MakeCudaRunner(RunnerSetup s);
+// Free memory of the current CUDA device in bytes: the engine's device probe, run before any weight
+// is read. Unavailable when this build has no CUDA backend or the machine no GPU.
+StatusOr<double> CudaFreeBytes();
 
 }  // namespace opfuse::llama
