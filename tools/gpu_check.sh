@@ -39,11 +39,23 @@ if has tests; then
   "$BUILD/tests/test_gpu" --gtest_filter="${TEST_FILTER:-*}" --gtest_output=json:"$OUT/test_gpu.json" > "$OUT/test_gpu.log" 2>&1
   rc=$?
   PASSED=$(grep -c '^\[       OK \]' "$OUT/test_gpu.log")
-  FAILED=$(grep -c '^\[  FAILED  \]' "$OUT/test_gpu.log")
-  SKIPPED=$(grep -c '^\[  SKIPPED \]' "$OUT/test_gpu.log")
+  FAILED=$(grep -c '^\[  FAILED  \].* ms)$' "$OUT/test_gpu.log")
+  SKIPPED=$(grep -c '^\[  SKIPPED \].* ms)$' "$OUT/test_gpu.log")
   grep '^\[  FAILED  \]' "$OUT/test_gpu.log" | sort -u | head -40
   RESULT[tests]="$PASSED passed / $FAILED failed / $SKIPPED skipped (rc $rc, $((SECONDS - t)) s)"
   [ "$rc" = 0 ] || FAIL=1
+  # On a GPU machine a GPU test that skips did not run: nothing passed is a failure, and so is any
+  # skip except the tests of the no-GPU path, which skip with "a GPU is present".
+  UNEXPECTED_SKIPS=$(grep -B3 '^\[  SKIPPED \]' "$OUT/test_gpu.log" | grep -c 'Skipped$' || true)
+  GPU_PRESENT_SKIPS=$(grep -A1 'Skipped$' "$OUT/test_gpu.log" | grep -c 'a GPU is present' || true)
+  UNEXPECTED_SKIPS=$((UNEXPECTED_SKIPS - GPU_PRESENT_SKIPS))
+  if [ "$PASSED" = 0 ]; then
+    RESULT[tests]="${RESULT[tests]}: NO GPU TEST PASSED"
+    FAIL=1
+  elif [ "$UNEXPECTED_SKIPS" -gt 0 ]; then
+    RESULT[tests]="${RESULT[tests]}: $UNEXPECTED_SKIPS skipped on a GPU machine (see test_gpu.log)"
+    FAIL=1
+  fi
 fi
 
 if has memcheck; then

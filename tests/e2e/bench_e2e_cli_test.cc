@@ -46,6 +46,24 @@ TEST(BenchE2eCli, CpuTinyAllStrategies) {
   EXPECT_NE(c.out.find("| always_fuse | [prefill=6, decode=3] |"), std::string::npos) << c.out;
 }
 
+// With every fusion pass switched off, always_fuse runs never_fuse's plan: the benchmark must fail
+// (exit 1, naming the case) rather than report two strategies that made no difference.
+TEST(BenchE2eCli, FailsWhenStrategiesRanTheSamePlan) {
+  const std::string out = ::testing::TempDir() + "opfuse_e2e_same.json";
+  std::remove(out.c_str());
+  CliResult c = opfuse::testing::RunOpfuseCli(
+      "bench e2e --backend cpu --runs 1 --strategies never,always --cases '[prefill=4, decode=2]' --output " + out,
+      "bench_e2e_same", "OPFUSE_DISABLE=fuse_patterns,fuse_generic,fuse_matmul");
+  EXPECT_EQ(c.code, 1) << c.err;
+  EXPECT_NE(c.err.find("[prefill=4, decode=2]: never_fuse and always_fuse launched the same number of kernels"),
+            std::string::npos)
+      << c.err;
+  EXPECT_NE(c.err.find("the strategies made no difference"), std::string::npos) << c.err;
+  // And with the passes on, the same command succeeds (the test can tell the two apart).
+  CliResult ok = RunCli("bench e2e --backend cpu --runs 1 --strategies never,always --cases '[prefill=4, decode=2]'");
+  EXPECT_EQ(ok.code, 0) << ok.err;
+}
+
 TEST(BenchE2eCli, BadInputExits2) {
   const std::string out = ::testing::TempDir() + "opfuse_e2e_bad.json";
   std::remove(out.c_str());
