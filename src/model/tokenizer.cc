@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "model/tokenizer_json.h"
+#include "util/quote.h"
 
 namespace opfuse {
 
@@ -228,12 +229,12 @@ StatusOr<std::vector<int64_t>> Tokenizer::ParseIds(std::string_view text, int64_
     std::string item(text.substr(pos, comma - pos));
     const auto b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
     item = b == std::string::npos ? "" : item.substr(b, e - b + 1);
-    if (item.empty()) return InvalidArgument(fmt::format("token ids '{}': entry {} is empty", text, index + 1));
+    if (item.empty()) return InvalidArgument(fmt::format("token ids {}: entry {} is empty", Quote(text), index + 1));
     char* end = nullptr;
     errno = 0;
     long long v = std::strtoll(item.c_str(), &end, 10);
     if (*end != '\0' || errno != 0)
-      return InvalidArgument(fmt::format("token ids: entry {} '{}' is not an integer", index + 1, item));
+      return InvalidArgument(fmt::format("token ids: entry {} {} is not an integer", index + 1, Quote(item)));
     if (v < 0 || v >= vocab_size)
       return InvalidArgument(fmt::format("token ids: entry {} = {} is outside the vocabulary [0, {})", index + 1, v, vocab_size));
     ids.push_back(v);
