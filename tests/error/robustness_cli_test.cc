@@ -209,6 +209,19 @@ std::vector<Row> Rows() {
          WriteText(d / "g.ofg", "graph g\ninput x: f32[4, 8]\nparam w: f32[8]\ny = rms_norm(x, w) {epsilon=1e-3}\noutput y\n");
        },
        "explain g.ofg", "unknown attribute 'epsilon' (it takes: eps)"},
+      // ---- the other commands
+      {"bench_ops_seed_negative", [](const fs::path&) {}, "bench ops --seed -1", "--seed: must be a non-negative integer"},
+      {"profile_out_directory", [](const fs::path& d) { fs::create_directories(d / "out"); }, "profile --out out",
+       "--out out: is a directory"},
+      {"init_weights_seed_negative", [](const fs::path&) {}, "init-weights --config tiny --out o --seed -1",
+       "--seed: must be a non-negative integer"},
+      {"tokenize_no_model", [](const fs::path&) {}, "tokenize --model nope hello", "nope: no such directory"},
+      {"tokenize_json_is_directory",
+       [](const fs::path& d) {
+         ModelWith(d, "m", json::object());
+         fs::create_directories(d / "m" / "tokenizer.json");
+       },
+       "tokenize --model m hello", "m/tokenizer.json: is a directory"},
       // ---- checkpoints
       {"safetensors_duplicate_name",
        [](const fs::path& d) {
