@@ -267,16 +267,7 @@ class Program {
       auto pair = v.cast<py::tuple>();
       in[name] = HostFromBuffer(pair[1], DTypeFromPython(pair[0].cast<std::string>()), fmt::format("input '{}'", name));
     }
-    std::map<std::string, HostTensor> out;
-    {
-      StatusOr<std::map<std::string, HostTensor>> r = Status(StatusCode::kInternal, "not run");
-      {
-        py::gil_scoped_release release;
-        r = cpu_->Run(in);
-      }
-      if (!r.ok()) ThrowStatus(r.status());
-      out = std::move(*r);
-    }
+    std::map<std::string, HostTensor> out = RunCpuReference(in);
     py::dict result;
     for (auto& [name, t] : out) {
       py::object bytes = py::reinterpret_steal<py::object>(
@@ -419,6 +410,18 @@ class Program {
   }
 
  private:
+  // The CPU reference on `in`, with the GIL released only around the run: the Python exception for
+  // a failure is built with it held.
+  std::map<std::string, HostTensor> RunCpuReference(const std::map<std::string, HostTensor>& in) {
+    StatusOr<std::map<std::string, HostTensor>> r = Status(StatusCode::kInternal, "not run");
+    {
+      py::gil_scoped_release release;
+      r = cpu_->Run(in);
+    }
+    if (!r.ok()) ThrowStatus(r.status());
+    return std::move(*r);
+  }
+
   // CPU run on DLPack tensors: copy in, run the reference, copy into the output tensors.
   void RunCpu(const std::map<std::string, DlInfo>& in_info, const std::map<std::string, DlInfo>& out_info) {
     std::map<std::string, HostTensor> in;
@@ -427,16 +430,10 @@ class Program {
       if (!t.data.empty()) std::memcpy(t.data.data(), i.data, t.data.size());
       in[n] = std::move(t);
     }
-    // The GIL is released only around the run: every Python exception below is built with it held.
-    StatusOr<std::map<std::string, HostTensor>> r = Status(StatusCode::kInternal, "not run");
-    {
-      py::gil_scoped_release release;
-      r = cpu_->Run(in);
-    }
-    if (!r.ok()) ThrowStatus(r.status());
+    const std::map<std::string, HostTensor> r = RunCpuReference(in);
     for (const auto& [n, o] : out_info) {
-      auto it = r->find(n);
-      if (it == r->end()) ThrowStatus(InvalidArgument(fmt::format("output '{}' is not an output of the graph", n)));
+      auto it = r.find(n);
+      if (it == r.end()) ThrowStatus(InvalidArgument(fmt::format("output '{}' is not an output of the graph", n)));
       if (it->second.dtype != o.dtype || it->second.shape != o.shape) {
         ThrowStatus(InvalidArgument(fmt::format("output '{}' must be {}[{}], got {}[{}]", n, DTypeName(it->second.dtype),
                                                 fmt::join(it->second.shape, ", "), DTypeName(o.dtype), fmt::join(o.shape, ", "))));

@@ -10,7 +10,6 @@
 // kernels per decode step while their fused graphs differ in nothing (the strategies did nothing).
 // Exit codes: 0 ok; 2 bad flags/model/cases or no CUDA device for --backend cuda; 1 internal error.
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -18,7 +17,6 @@
 #include <map>
 #include <memory>
 #include <random>
-#include <regex>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -84,7 +82,6 @@ int RunE2e(const E2eArgs& a) {
   if (!config.ok()) return Fail("bench e2e", config.status());
   const int64_t context = llama::ContextFor(*config, a.max_context);
   if (Status s = llama::CheckContext(*config, context); !s.ok()) return Fail("bench e2e", s);
-  std::vector<E2eCase> cases;
   // Default cases, from the context: a short prompt and decode, the whole context as one prefill,
   // and the short case at batch 8 (TinyLlama's 2048: 128/32, 2048/0, 128/32 x 8).
   const int64_t short_prefill = std::min<int64_t>(128, std::max<int64_t>(1, context / 2));
@@ -96,15 +93,15 @@ int RunE2e(const E2eArgs& a) {
                       : a.cases;
   auto parsed = bench::ParseE2eCases(texts);
   if (!parsed.ok()) return Fail("bench e2e", parsed.status());
-  for (const auto* c = parsed->data(); c != parsed->data() + parsed->size(); ++c) {
-    if (c->batch > llama::kMaxBatch)
-      return Fail("bench e2e", InvalidArgument(fmt::format("--cases {}: batch {} exceeds the engine's maximum of {}", c->label,
-                                                           c->batch, llama::kMaxBatch)));
+  const std::vector<E2eCase> cases = std::move(*parsed);
+  for (const E2eCase& c : cases) {
+    if (c.batch > llama::kMaxBatch)
+      return Fail("bench e2e", InvalidArgument(fmt::format("--cases {}: batch {} exceeds the engine's maximum of {}", c.label,
+                                                           c.batch, llama::kMaxBatch)));
     // prefill + decode - 1 positions are cached (the last token is sampled, never fed back).
-    if (c->prefill > context || c->decode > context - c->prefill + 1)
+    if (c.prefill > context || c.decode > context - c.prefill + 1)
       return Fail("bench e2e", InvalidArgument(fmt::format("--cases {}: prefill + decode = {} exceeds the context of {} "
-                                                           "(--max-context)", c->label, c->prefill + c->decode, context)));
-    cases.push_back(*c);
+                                                           "(--max-context)", c.label, c.prefill + c.decode, context)));
   }
 
   nlohmann::json results = nlohmann::json::object();

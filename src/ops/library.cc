@@ -65,9 +65,6 @@ StatusOr<std::vector<TensorType>> InferLibrary(const Node& n, const std::vector<
     case OpKind::kKvAttention: {
       // q[B,T,Hq,D], k/v[B,T,Hkv,D], k_cache/v_cache[B,S,Hkv,D], pos[B] i32.
       static const char* const kName[] = {"q", "k", "v", "k_cache", "v_cache", "pos"};
-      if (AttrInt(n.attrs, "window", 0) < 0)
-        return NodeError(n, fmt::format("attribute window must be >= 0 (0: no sliding window), got {}",
-                                        AttrInt(n.attrs, "window", 0)));
       const TensorType &q = in[0], &k = in[1], &kc = in[3], &pos = in[5];
       for (int i = 0; i < 5; ++i) {
         if (!IsFloat(in[i].dtype))

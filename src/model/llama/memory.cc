@@ -1,6 +1,5 @@
 #include "model/llama/memory.h"
 
-#include <algorithm>
 #include <fstream>
 #include <sstream>
 
