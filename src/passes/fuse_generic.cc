@@ -63,10 +63,12 @@ Status FuseGeneric(Graph& g, const PassContext& ctx) {
     index();
     // Constants fold into their (single, after unsharing) consumer's group.
     const auto users = g.Users();
+    std::vector<char> is_output(g.values.size(), 0);
+    for (int v : g.outputs) is_output[v] = 1;
     for (int n = 0; n < nn; ++n) {
       if (g.nodes[n].dead || group_of[n] >= 0 || g.nodes[n].op != OpKind::kConstant) continue;
       const auto& u = users[g.nodes[n].outputs[0]];
-      if (u.size() == 1 && group_of[u[0]] >= 0 && !g.IsGraphOutput(g.nodes[n].outputs[0])) {
+      if (u.size() == 1 && group_of[u[0]] >= 0 && !is_output[g.nodes[n].outputs[0]]) {
         auto& nodes = g.groups[group_of[u[0]]].nodes;
         nodes.insert(std::upper_bound(nodes.begin(), nodes.end(), n), n);
         group_of[n] = group_of[u[0]];

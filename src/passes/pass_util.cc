@@ -41,26 +41,35 @@ Status CompactKeepGroups(Graph& g) {
 }
 
 bool UnshareConstants(Graph& g) {
-  bool changed = false;
+  // The uses (node, input slot) of every live constant, in node order: one walk over the graph,
+  // so the pass is linear in its size.
   const int nn = static_cast<int>(g.nodes.size());
+  std::vector<int> const_node(g.values.size(), -1);
+  for (int n = 0; n < nn; ++n)
+    if (!g.nodes[n].dead && g.nodes[n].op == OpKind::kConstant) const_node[g.nodes[n].outputs[0]] = n;
+  std::vector<std::vector<std::pair<int, int>>> uses(nn);
+  for (int u = 0; u < nn; ++u) {
+    if (g.nodes[u].dead) continue;
+    for (size_t k = 0; k < g.nodes[u].inputs.size(); ++k)
+      if (const int c = const_node[g.nodes[u].inputs[k]]; c >= 0) uses[c].emplace_back(u, static_cast<int>(k));
+  }
+  std::vector<char> is_output(g.values.size(), 0);
+  for (int v : g.outputs) is_output[v] = 1;
+  bool changed = false;
   for (int n = 0; n < nn; ++n) {
-    if (g.nodes[n].dead || g.nodes[n].op != OpKind::kConstant) continue;
+    if (uses[n].empty()) continue;
     const int v = g.nodes[n].outputs[0];
-    bool first_use = !g.IsGraphOutput(v);  // a graph output keeps the original for itself
-    for (int u = 0; u < static_cast<int>(g.nodes.size()); ++u) {
-      if (g.nodes[u].dead) continue;
-      for (size_t k = 0; k < g.nodes[u].inputs.size(); ++k) {
-        if (g.nodes[u].inputs[k] != v) continue;
-        if (first_use) {
-          first_use = false;
-          continue;
-        }
-        const Node src = g.nodes[n];
-        int c = g.AddNode(OpKind::kConstant, {}, {g.values[v].type}, src.attrs, {g.FreshName(g.values[v].name)});
-        g.nodes[c].line = src.line;
-        g.nodes[u].inputs[k] = g.nodes[c].outputs[0];
-        changed = true;
+    bool first_use = !is_output[v];  // a graph output keeps the original for itself
+    for (const auto& [u, k] : uses[n]) {
+      if (first_use) {
+        first_use = false;
+        continue;
       }
+      const Node src = g.nodes[n];
+      int c = g.AddNode(OpKind::kConstant, {}, {g.values[v].type}, src.attrs, {g.FreshName(g.values[v].name)});
+      g.nodes[c].line = src.line;
+      g.nodes[u].inputs[k] = g.nodes[c].outputs[0];
+      changed = true;
     }
   }
   return changed;
@@ -68,10 +77,12 @@ bool UnshareConstants(Graph& g) {
 
 int RemoveOrphanConstants(Graph& g) {
   auto users = g.Users();
+  std::vector<char> is_output(g.values.size(), 0);
+  for (int v : g.outputs) is_output[v] = 1;
   int removed = 0;
   for (auto& n : g.nodes) {
     if (n.dead || n.op != OpKind::kConstant) continue;
-    if (users[n.outputs[0]].empty() && !g.IsGraphOutput(n.outputs[0])) {
+    if (users[n.outputs[0]].empty() && !is_output[n.outputs[0]]) {
       n.dead = true;
       ++removed;
     }

@@ -41,6 +41,17 @@ Graph Wide(int n) {
   return g.ok() ? *g : Graph();
 }
 
+// n ops on one input, each its own graph output, and n constants each added to one of them: the
+// output checks (IsGraphOutput) and the constant passes run once per node.
+Graph WideOutputs(int n) {
+  GraphBuilder b("wide_outputs");
+  const int x = b.Input("x", DType::kF32, {Dim::Sym("T"), Dim(8)});
+  for (int i = 0; i < n; ++i) b.Output(b.Add({b.Neg({x}), b.Constant(i % 7)}));
+  auto g = b.Build();
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  return g.ok() ? *g : Graph();
+}
+
 // Building the graph (GraphBuilder + verification) and the pipeline, together.
 double PipelineSeconds(const std::function<Graph()>& build) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -65,6 +76,14 @@ TEST(PipelineScaling, WideGraphIsNearLinear) {
   const double small = PipelineSeconds([] { return Wide(25000); });
   const double large = PipelineSeconds([] { return Wide(100000); });
   std::printf("[ scaling ] wide 25k ops %.2f s, 100k ops %.2f s\n", small, large);
+  EXPECT_LT(large, 20.0);
+  EXPECT_LT(large, 10 * small + 0.5);
+}
+
+TEST(PipelineScaling, ManyOutputsAndConstantsAreNearLinear) {
+  const double small = PipelineSeconds([] { return WideOutputs(12500); });
+  const double large = PipelineSeconds([] { return WideOutputs(50000); });
+  std::printf("[ scaling ] 12.5k outputs %.2f s, 50k outputs %.2f s\n", small, large);
   EXPECT_LT(large, 20.0);
   EXPECT_LT(large, 10 * small + 0.5);
 }

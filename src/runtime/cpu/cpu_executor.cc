@@ -61,6 +61,8 @@ StatusOr<std::vector<int>> TopoOrder(const Graph& g) {
 StatusOr<std::vector<bool>> GroupInternalValues(const Graph& g) {
   std::vector<bool> internal(g.values.size(), false);
   const auto users = g.Users();
+  std::vector<char> is_output(g.values.size(), 0);
+  for (int v : g.outputs) is_output[v] = 1;
   for (size_t gi = 0; gi < g.groups.size(); ++gi) {
     const FusionGroup& grp = g.groups[gi];
     if (!grp.decision.fuse) continue;
@@ -79,7 +81,7 @@ StatusOr<std::vector<bool>> GroupInternalValues(const Graph& g) {
     for (int n : members) {
       if (g.nodes[n].dead) continue;
       for (int v : g.nodes[n].outputs) {
-        if (g.IsGraphOutput(v) || users[v].empty() || !IsFloat(g.values[v].type.dtype)) continue;
+        if (is_output[v] || users[v].empty() || !IsFloat(g.values[v].type.dtype)) continue;
         bool inside = true;
         for (int u : users[v]) inside = inside && members.count(u);
         internal[v] = inside;
@@ -199,6 +201,8 @@ StatusOr<std::map<std::string, HostTensor>> RunGraphCpu(const Graph& graph, cons
   }
   // Remaining uses of each value; graph outputs are never freed.
   std::vector<int> uses(nv, 0);
+  std::vector<char> is_output(nv, 0);
+  for (int v : g.outputs) is_output[v] = 1;
   for (int n : order)
     for (int v : g.nodes[n].inputs) ++uses[v];
 
@@ -239,7 +243,7 @@ StatusOr<std::map<std::string, HostTensor>> RunGraphCpu(const Graph& graph, cons
     }
     if (!st.ok()) return st;
     for (int v : n.inputs)
-      if (--uses[v] == 0 && g.values[v].kind == ValueKind::kNode && !g.IsGraphOutput(v)) {
+      if (--uses[v] == 0 && g.values[v].kind == ValueKind::kNode && !is_output[v]) {
         owned[v] = HostTensor();
         ptr[v] = nullptr;
       }
