@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/fill_values.h"
 #include "bench/group_cases.h"
 #include "opfuse/config.h"
 #include "runtime/cpu/cpu_executor.h"
@@ -222,7 +223,7 @@ void ApplyBaseline(const nlohmann::json& baseline, std::vector<EvalResult>& resu
   }
 }
 
-std::vector<FastSummary> Summarize(const std::vector<EvalResult>& results) {
+std::vector<FastSummary> Summarize(const std::vector<EvalResult>& results, bool accept_flagged) {
   std::vector<FastSummary> out;
   for (const char* src : kBaselineSources) {
     FastSummary s;
@@ -236,11 +237,17 @@ std::vector<FastSummary> Summarize(const std::vector<EvalResult>& results) {
       if (r.baseline_us.count(src)) s.with_baseline++;
       auto it = r.speedup.find(src);
       if (!r.correct || it == r.speedup.end()) continue;
+      if (it->second > kEvalReviewSpeedup) {
+        s.review++;
+        if (!accept_flagged) {
+          s.held_out++;
+          continue;
+        }
+      }
       logsum += std::log(it->second);
       ++n;
       f1 += it->second > 1;
       f2 += it->second > 2;
-      s.review += it->second > kEvalReviewSpeedup;
     }
     if (s.problems) {
       s.fast_0 = static_cast<double>(s.correct) / s.problems;
@@ -262,21 +269,22 @@ nlohmann::json EvalToJson(const std::vector<EvalResult>& results, const nlohmann
     for (const auto& [k, v] : r.baseline_us) b[k] = v;
     for (const auto& [k, v] : r.speedup) sp[k] = v;
     rs.push_back({{"problem", r.problem}, {"candidate", r.candidate}, {"compiled", r.compiled}, {"correct", r.correct},
-                  {"error", r.error}, {"check", r.check}, {"rel_err", Num(r.rel_err)}, {"runtime_us", Num(r.runtime_us)},
+                  {"error", r.error}, {"rule", r.rule}, {"check", r.check}, {"rel_err", Num(r.rel_err)}, {"runtime_us", Num(r.runtime_us)},
                   {"method", r.method}, {"kernels", r.kernels}, {"baseline_us", b}, {"speedup", sp},
                   {"review", r.review}});
   }
   j["results"] = rs;
   nlohmann::json sm = nlohmann::json::array();
-  for (const auto& s : Summarize(results))
+  const bool accept = meta.contains("accept_flagged") && meta["accept_flagged"].is_boolean() && meta["accept_flagged"].get<bool>();
+  for (const auto& s : Summarize(results, accept))
     sm.push_back({{"against", s.against}, {"problems", s.problems}, {"compiled", s.compiled}, {"correct", s.correct},
                   {"with_baseline", s.with_baseline}, {"fast_0", s.fast_0}, {"fast_1", s.fast_1}, {"fast_2", s.fast_2},
-                  {"geomean_speedup", Num(s.geomean)}, {"flagged_for_review", s.review}});
+                  {"geomean_speedup", Num(s.geomean)}, {"flagged_for_review", s.review}, {"held_out", s.held_out}});
   j["summary"] = sm;
   return j;
 }
 
-std::string EvalMarkdown(const std::vector<EvalResult>& results, const std::string& primary) {
+std::string EvalMarkdown(const std::vector<EvalResult>& results, const std::string& primary, bool accept_flagged) {
   auto f = [](double v, const char* fmt_) { return Has(v) ? fmt::format(fmt::runtime(fmt_), v) : std::string("—"); };
   std::string md = fmt::format(
       "| problem | candidate | compiled | correct | µs | vs unfused | vs torch eager | vs torch.compile | note |\n"
@@ -288,18 +296,20 @@ std::string EvalMarkdown(const std::vector<EvalResult>& results, const std::stri
     };
     std::string note = r.error;
     if (note.size() > 120) note = note.substr(0, 117) + "...";
-    if (r.review) note = "speedup > 10x: review" + std::string(note.empty() ? "" : "; ") + note;
+    if (r.review)
+      note = std::string(accept_flagged ? "speedup > 10x: accepted after review" : "speedup > 10x: held out until --accept-flagged") +
+             (note.empty() ? "" : "; ") + note;
     for (auto& ch : note)
       if (ch == '|' || ch == '\n') ch = ' ';
     md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.problem, r.candidate, r.compiled ? "yes" : "no",
                       r.correct ? "yes" : "no", f(r.runtime_us, "{:.2f}"), sp("opfuse_unfused"), sp("torch_eager"),
                       sp("torch_compile"), note);
   }
-  md += "\n| against | problems | correct | fast_0 | fast_1 | fast_2 | geomean speedup | > 10x |\n|---|---:|---:|---:|---:|---:|---:|---:|\n";
-  for (const auto& s : Summarize(results)) {
+  md += "\n| against | problems | correct | fast_0 | fast_1 | fast_2 | geomean speedup | > 10x (held out) |\n|---|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& s : Summarize(results, accept_flagged)) {
     if (!s.with_baseline && s.against != primary) continue;
-    md += fmt::format("| {}{} | {} | {} | {:.2f} | {:.2f} | {:.2f} | {} | {} |\n", s.against, s.against == primary ? " (primary)" : "",
-                      s.problems, s.correct, s.fast_0, s.fast_1, s.fast_2, f(s.geomean, "{:.2f}x"), s.review);
+    md += fmt::format("| {}{} | {} | {} | {:.2f} | {:.2f} | {:.2f} | {} | {} ({}) |\n", s.against, s.against == primary ? " (primary)" : "",
+                      s.problems, s.correct, s.fast_0, s.fast_1, s.fast_2, f(s.geomean, "{:.2f}x"), s.review, s.held_out);
   }
   return md;
 }
@@ -344,16 +354,16 @@ Status WriteJsonFile(const std::string& path, const nlohmann::json& j) { return 
 
 // ---------------------------------------------------------------- the CPU backend
 
-std::vector<HostTensor> MakeProblemInputs(const OpCase& c, uint64_t seed) {
+std::vector<HostTensor> MakeProblemInputs(const OpCase& c, uint64_t seed, Dist dist) {
   std::vector<HostTensor> out;
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  for (const auto& t : c.inputs) {
+  for (size_t k = 0; k < c.inputs.size(); ++k) {
+    const TensorSpec& t = c.inputs[k];
+    const uint64_t sd = SplitMix64(seed + k);
+    const int64_t row_len = FillRowLen(t.shape);
     HostTensor h(t.dtype, t.shape);
     for (int64_t i = 0; i < h.numel(); ++i) {
-      if (t.fill == Fill::kIds) h.set(i, static_cast<double>(rng() % static_cast<uint64_t>(std::max<int64_t>(t.id_range, 1))));
-      else if (t.fill == Fill::kPositive) h.set(i, std::fabs(u(rng)) + 0.5);
-      else h.set(i, u(rng));
+      if (t.fill == Fill::kIds) h.set(i, FillId(sd, i, static_cast<uint64_t>(std::max<int64_t>(t.id_range, 1))));
+      else h.set(i, FillValue(dist, sd, i, row_len, t.fill == Fill::kPositive));
     }
     out.push_back(std::move(h));
   }
@@ -404,8 +414,15 @@ StatusOr<std::vector<EvalResult>> RunEvalCpu(const std::vector<EvalProblem>& pro
     if (!graph.ok()) return Internal(fmt::format("problem '{}': {}", p.name, graph.status().message()));
     std::vector<std::string> problems_seen;
     double worst = 0;
+    std::string first_rule;
+    auto broke = [&](const char* rule, std::string text) {
+      if (first_rule.empty()) first_rule = rule;
+      problems_seen.push_back(fmt::format("{}: {}", rule, text));
+    };
     for (int t = 0; t < o.trials && problems_seen.empty(); ++t) {
-      std::vector<HostTensor> inputs = MakeProblemInputs(p.c, o.seed + 1000003ull * static_cast<uint64_t>(t) + std::hash<std::string>{}(p.name));
+      const Dist dist = kEvalDists[t % std::size(kEvalDists)];
+      std::vector<HostTensor> inputs =
+          MakeProblemInputs(p.c, o.seed + 1000003ull * static_cast<uint64_t>(t) + std::hash<std::string>{}(p.name), dist);
       const std::vector<HostTensor> before = inputs;
       std::vector<HostTensor> outputs;
       for (const auto& s : p.c.outputs) {
@@ -417,7 +434,7 @@ StatusOr<std::vector<EvalResult>> RunEvalCpu(const std::vector<EvalProblem>& pro
       std::vector<HostTensor*> op;
       for (auto& x : inputs) ip.push_back(&x);
       for (auto& x : outputs) op.push_back(&x);
-      const std::string tag = o.trials > 1 ? fmt::format("trial {}: ", t + 1) : "";
+      const std::string tag = o.trials > 1 ? fmt::format("trial {} ({}): ", t + 1, DistName(dist)) : "";
       if (Status st = (*cand)(ip, op); !st.ok()) {
         problems_seen.push_back(tag + "run failed: " + st.message());
         break;
@@ -429,23 +446,24 @@ StatusOr<std::vector<EvalResult>> RunEvalCpu(const std::vector<EvalProblem>& pro
         const TensorSpec& s = p.c.outputs[i];
         if (outputs[i].shape != s.shape || outputs[i].dtype != s.dtype ||
             outputs[i].data.size() != static_cast<size_t>(s.nbytes())) {
-          problems_seen.push_back(tag + fmt::format("{}: the candidate changed the output's type or size", s.name));
+          broke(kRuleReference, tag + fmt::format("{}: the candidate changed the output's type or size", s.name));
           continue;
         }
         const double e = RelativeError(outputs[i], ref.at(s.name));
         worst = std::max(worst, e);
         if (!(e <= ErrorBound(s.dtype, p.c.op)))
-          problems_seen.push_back(tag + fmt::format("{}: rel_err {:.2e} > {:.0e}", s.name, e, ErrorBound(s.dtype, p.c.op)));
+          broke(kRuleReference, tag + fmt::format("{}: rel_err {:.2e} > {:.0e}", s.name, e, ErrorBound(s.dtype, p.c.op)));
         const OutputScan scan = ScanOutput(outputs[i].data.data(), s.dtype, s.numel());
-        if (scan.nan) problems_seen.push_back(tag + fmt::format("{}: {} of {} elements NaN (unwritten?)", s.name, scan.nan, s.numel()));
+        if (scan.nan) broke(kRuleUnwritten, tag + fmt::format("{}: {} of {} elements NaN (unwritten?)", s.name, scan.nan, s.numel()));
         if (IsFloat(s.dtype) && scan.zero == s.numel())
-          problems_seen.push_back(tag + fmt::format("{}: all {} elements are zero", s.name, s.numel()));
+          broke(kRuleAllZero, tag + fmt::format("{}: all {} elements are zero", s.name, s.numel()));
       }
       for (size_t i = 0; i < inputs.size(); ++i)
-        if (inputs[i].data != before[i].data) problems_seen.push_back(tag + fmt::format("input {} was modified", p.c.inputs[i].name));
+        if (inputs[i].data != before[i].data) broke(kRuleInputs, tag + fmt::format("input {} was modified", p.c.inputs[i].name));
     }
     r.rel_err = worst;
     r.correct = problems_seen.empty();
+    r.rule = first_rule;
     if (!r.correct) r.error = fmt::format("{}", fmt::join(problems_seen, "; "));
     results.push_back(std::move(r));
   }
@@ -474,6 +492,7 @@ std::vector<EvalResult> ResultsFromReport(const BenchReport& rep, const std::vec
     }
     r.kernels = v->kernels;
     r.rel_err = v->rel_err;
+    r.rule = v->rule;
     r.compiled = v->error.rfind("create: ", 0) != 0 && v->error.rfind("not run", 0) != 0 && v->error.rfind("case setup", 0) != 0;
     r.correct = r.compiled && v->correct.value_or(false) && v->error.empty();
     if (r.correct) {

@@ -23,7 +23,8 @@
 //  * Summary (per baseline source): fast_p = fraction of ALL selected problems that are correct and
 //    faster than the baseline by more than p (fast_0 = correct); a failure or a missing baseline
 //    counts as 0. The geometric-mean speedup is over the correct problems with that baseline.
-//    Speedups over 10x are flagged for review (a wrong-but-passing kernel is likelier than magic).
+//    A speedup over 10x is flagged for review (a wrong-but-passing kernel is likelier than magic)
+//    and held out of fast_p and the geomean until the run is repeated with --accept-flagged.
 //  * `--backend cpu` checks correctness only (opfuse's fused graph on the CPU executor, or a host
 //    candidate in tests) with the same trial protocol, so CI exercises the harness without a GPU.
 // Host-only; the CUDA pieces are bench/cuda/op_runner.h and bench/cuda/eval_candidate.h.
@@ -70,6 +71,7 @@ struct EvalResult {
   bool compiled = false, correct = false;
   std::string error;   // why not compiled / not correct ("" when correct)
   std::string check;   // how it was checked ("5 trials, all 8 rows")
+  std::string rule;    // the first check rule it broke (kRule*, op_suite.h), "" when correct
   double rel_err = kNaN;
   double runtime_us = kNaN;  // median device time (NaN on the CPU backend)
   std::string method;        // "events" | "graph xR"
@@ -80,18 +82,23 @@ struct EvalResult {
 
 struct FastSummary {
   std::string against;  // baseline source
-  int problems = 0, compiled = 0, correct = 0, with_baseline = 0, review = 0;
+  int problems = 0, compiled = 0, correct = 0, with_baseline = 0;
+  int review = 0;    // correct with a speedup > kEvalReviewSpeedup against this baseline
+  int held_out = 0;  // of those, not counted in fast_p / geomean (no --accept-flagged)
   double fast_0 = 0, fast_1 = 0, fast_2 = 0;
   double geomean = kNaN;  // over correct problems with this baseline
 };
 
 // Fills baseline_us / speedup / review of each result from `baseline` (the file's JSON).
 void ApplyBaseline(const nlohmann::json& baseline, std::vector<EvalResult>& results);
-std::vector<FastSummary> Summarize(const std::vector<EvalResult>& results);
+// A flagged result (speedup > kEvalReviewSpeedup) counts in fast_p and the geomean only with
+// `accept_flagged` (the user re-ran with --accept-flagged after reviewing it).
+std::vector<FastSummary> Summarize(const std::vector<EvalResult>& results, bool accept_flagged = false);
 // The eval result file: {"schema": 1, "command", "date", "backend", "device", "candidate",
 // "trials", "results": [...], "summary": [...]}.
+// meta["accept_flagged"] (bool) is passed to Summarize.
 nlohmann::json EvalToJson(const std::vector<EvalResult>& results, const nlohmann::json& meta);
-std::string EvalMarkdown(const std::vector<EvalResult>& results, const std::string& primary);
+std::string EvalMarkdown(const std::vector<EvalResult>& results, const std::string& primary, bool accept_flagged = false);
 
 // ---------------------------------------------------------------- baseline_time.json
 // {"schema": 1, "device": {"name", ...}, "problems": {name: {source: {"us", "method", "correct",
@@ -119,15 +126,17 @@ struct CpuEvalOptions {
   std::string candidate_name = "opfuse:fused";
   std::function<void(int i, int n, const std::string& name)> on_start;
 };
-// Correctness only: per trial fresh inputs (the op benchmark's fills), fresh poisoned outputs,
-// the candidate, the CPU reference on a copy of the inputs; rejects rel_err over ErrorBound, NaN
-// (unwritten) elements, all-zero float outputs and modified inputs.
+// Correctness only: per trial t fresh inputs (the op benchmark's fills with kEvalDists[t % 4]),
+// fresh poisoned outputs, the candidate, the CPU reference on a copy of the inputs; rejects rel_err
+// over ErrorBound, NaN (unwritten) elements, all-zero float outputs and modified inputs, each
+// under its rule's name (kRule*).
 StatusOr<std::vector<EvalResult>> RunEvalCpu(const std::vector<EvalProblem>& problems, const CpuEvalOptions& o);
 // The default candidate of the CPU backend.
 StatusOr<HostCandidate> OpfuseCpuCandidate(const EvalProblem& p);
 
-// Host tensors of a problem's inputs with its fills (shared by the CPU backend and the tests).
-std::vector<HostTensor> MakeProblemInputs(const OpCase& c, uint64_t seed);
+// Host tensors of a problem's inputs with its fills and distribution `dist` (bench/fill_values.h,
+// the same values the GPU fills give for the same seed), shared by the CPU backend and the tests.
+std::vector<HostTensor> MakeProblemInputs(const OpCase& c, uint64_t seed, Dist dist = Dist::kUniform);
 
 // The results of a RunOpBench report of eval problems, for `variant`.
 std::vector<EvalResult> ResultsFromReport(const BenchReport& r, const std::vector<EvalProblem>& problems,

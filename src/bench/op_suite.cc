@@ -12,6 +12,7 @@
 #include <limits>
 #include <map>
 #include <regex>
+#include <random>
 #include <set>
 
 #include <fmt/format.h>
@@ -324,7 +325,17 @@ nlohmann::json SuiteToJson(const OpSuite& s) {
   return {{"schema", 1}, {"cases", cases}, {"skipped", skipped}};
 }
 
-StatusOr<CheckPlan> PlanCheck(const OpCase& c, int sample) {
+const char* DistName(Dist d) {
+  switch (d) {
+    case Dist::kUniform: return "uniform";
+    case Dist::kRowScaled: return "row-scaled";
+    case Dist::kOutliers: return "outliers";
+    case Dist::kNormal: return "normal";
+  }
+  return "?";
+}
+
+StatusOr<CheckPlan> PlanCheck(const OpCase& c, int sample, std::optional<uint64_t> random_seed) {
   CheckPlan p;
   if (c.rows <= kMaxCheckAllRows || sample <= 0 || sample >= c.rows) {
     for (int64_t r = 0; r < c.rows; ++r) p.rows.push_back(r);
@@ -333,7 +344,14 @@ StatusOr<CheckPlan> PlanCheck(const OpCase& c, int sample) {
     return p;
   }
   sample = std::max(sample, 2);
-  if (c.rows_independent) {
+  if (c.rows_independent && random_seed) {
+    std::mt19937_64 rng(*random_seed);
+    std::set<int64_t> picked;
+    while (static_cast<int>(picked.size()) < sample)
+      picked.insert(static_cast<int64_t>(rng() % static_cast<uint64_t>(c.rows)));
+    p.rows.assign(picked.begin(), picked.end());
+    p.description = fmt::format("{} random rows of {}", p.rows.size(), c.rows);
+  } else if (c.rows_independent) {
     for (int64_t i = 0; i < sample; ++i) {
       const int64_t r = (i * (c.rows - 1) + (sample - 1) / 2) / (sample - 1);  // rounded, 0 .. rows-1
       if (p.rows.empty() || r > p.rows.back()) p.rows.push_back(r);
@@ -350,6 +368,40 @@ StatusOr<CheckPlan> PlanCheck(const OpCase& c, int sample) {
     OPFUSE_ASSIGN_OR_RETURN(p.reference, MakeOpCase(c.op, c.dtype, n, c.width, c.kv_len));
   }
   return p;
+}
+
+RowError RowwiseRelativeError(const HostTensor& out, const HostTensor& ref) {
+  RowError r;
+  if (out.shape != ref.shape || out.dtype != ref.dtype) {
+    r.worst = std::numeric_limits<double>::infinity();
+    return r;
+  }
+  const int64_t n = ref.numel();
+  const int64_t rows = ref.shape.size() >= 2 ? ref.shape[0] : 1;
+  if (n == 0 || rows == 0) return r;
+  const int64_t len = n / rows;
+  std::vector<double> num(static_cast<size_t>(rows), 0), den(static_cast<size_t>(rows), 0);
+  std::vector<char> bad(static_cast<size_t>(rows), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const double o = out.get(i), e = ref.get(i);
+    const size_t row = static_cast<size_t>(i / len);
+    if (std::isfinite(e)) den[row] += e * e;
+    if (o == e) continue;
+    if (!std::isfinite(o) || !std::isfinite(e)) {
+      bad[row] = 1;
+      continue;
+    }
+    num[row] += (o - e) * (o - e);
+  }
+  double mean_den = 0;
+  for (double d : den) mean_den += d / static_cast<double>(rows);
+  const double floor = std::max(1e-3 * std::sqrt(mean_den), 1e-30);
+  for (int64_t row = 0; row < rows; ++row) {
+    const double e = bad[row] ? std::numeric_limits<double>::infinity()
+                              : (num[row] == 0 ? 0 : std::sqrt(num[row]) / std::max(std::sqrt(den[row]), floor));
+    if (r.row < 0 || e > r.worst) r.worst = e, r.row = row;
+  }
+  return r;
 }
 
 double ErrorBound(DType out_dtype, const std::string& op) {

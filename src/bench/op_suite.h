@@ -16,6 +16,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,19 @@ enum class Fill {
   kPositive,  // |uniform in [-1, 1]| + 0.5 (log2/sqrt inputs, mod divisors)
   kIds,       // integers uniform in [0, id_range)
 };
+
+// The distribution of a float input's values (opfuse eval varies it per check trial, so a kernel
+// tuned to one distribution — or one that ignores its input, whose answer is a constant under
+// i.i.d. uniform values — is caught; bench ops times on kUniform). u is uniform in [-1, 1):
+//   kUniform    u
+//   kRowScaled  s_r * u + o_r, per row r of dim 0 (a 1-D tensor is one row): s_r = 2^[-2, 2),
+//               o_r in [-1, 1) — rows with their own scale and offset, as activations have
+//   kOutliers   u, except one element in 256 is +-[16, 64) — large-magnitude outliers
+//   kNormal     Gaussian with sigma 3 — the spread of logits and trained activations
+// Fill::kPositive applies |v| + 0.5 after the distribution; ids ignore it.
+enum class Dist { kUniform, kRowScaled, kOutliers, kNormal };
+inline constexpr Dist kEvalDists[] = {Dist::kUniform, Dist::kRowScaled, Dist::kOutliers, Dist::kNormal};
+const char* DistName(Dist d);  // "uniform" | "row-scaled" | "outliers" | "normal"
 
 struct TensorSpec {
   std::string name;
@@ -117,21 +131,44 @@ nlohmann::json SuiteToJson(const OpSuite& s);
 
 // ---------------------------------------------------------------- the correctness check
 // Which rows of a case the CPU reference recomputes, and the reference graph for them: all rows
-// when rows <= kMaxCheckAllRows; otherwise `sample` rows — spread over the whole range (first and
-// last included) for row-independent ops, the last `sample` query rows over all S keys for
-// attention (causal alignment to the end makes that exactly attention with T = sample).
+// when rows <= kMaxCheckAllRows; otherwise `sample` rows — for row-independent ops spread over the
+// whole range (first and last included), or, with a `random_seed`, `sample` distinct rows drawn
+// at random (opfuse eval: a kernel cannot know which rows a trial checks); the last `sample` query
+// rows over all S keys for attention (causal alignment to the end makes that exactly attention
+// with T = sample).
 inline constexpr int64_t kMaxCheckAllRows = 64;
 struct CheckPlan {
   std::vector<int64_t> rows;  // sorted row indices of the case
   OpCase reference;           // the case with rows.size() rows (same width, S, attrs)
   std::string description;    // "all 32 rows" | "16 sampled rows" | "last 16 query rows"
 };
-StatusOr<CheckPlan> PlanCheck(const OpCase& c, int sample);
+StatusOr<CheckPlan> PlanCheck(const OpCase& c, int sample, std::optional<uint64_t> random_seed = std::nullopt);
 
 // rel_err of an output: RelativeError (runtime/host_tensor.h).
 // The bound rel_err must stay under, per output dtype: bf16 3e-2, f16 5e-3, f32 2e-5 (1e-3 for
 // matmul/attention, which cuBLASLt/tensor cores may run in TF32), bool 0 (exact).
 double ErrorBound(DType out_dtype, const std::string& op);
+
+// The rules a check enforces (docs/eval.md "Rules" says what each catches). A rejection is reported
+// as "<rule>: <what>", and VariantResult::rule / EvalResult::rule name the first rule broken.
+inline constexpr const char* kRuleReference = "reference";       // checked rows vs the CPU reference
+inline constexpr const char* kRuleUnwritten = "unwritten";       // poison (NaN) left in the output
+inline constexpr const char* kRuleAllZero = "all-zero";          // a float output entirely zero
+inline constexpr const char* kRuleInputs = "inputs-unchanged";   // whole-input checksums
+inline constexpr const char* kRuleFullOutput = "full-output";    // every row vs opfuse's op-by-op path
+inline constexpr const char* kRuleTimedOutputs = "timed-outputs";  // what the timed calls left
+inline constexpr const char* kRuleAfterTiming = "after-timing";  // timed sets refilled in place, rerun
+
+// Per-row relative L2 error of `out` against `ref` (rows: dim 0; a 1-D or scalar tensor is one
+// row): the worst row and where it is. A row's norm is floored at 1e-3 of the tensor's RMS row
+// norm, so a row of near-zero values cannot make noise look like a failure; a non-finite element
+// where the reference is finite (or the reverse) is an infinite error. Shapes must match
+// (infinite error otherwise).
+struct RowError {
+  double worst = 0;
+  int64_t row = -1;
+};
+RowError RowwiseRelativeError(const HostTensor& out, const HostTensor& ref);
 
 // NaN elements (bool: bytes other than 0/1; the 0xFF poison reads as exactly that where a kernel did
 // not write) and zero elements of a whole output, from its raw bytes. Integer outputs count zeros

@@ -62,6 +62,7 @@ struct VariantResult {
   std::optional<bool> correct;          // vs the CPU reference; nullopt = not checked
   double rel_err = kNaN;
   std::string check_error;              // why the check failed beyond rel_err (NaNs, input modified)
+  std::string rule;                     // the first rule the check found broken (kRule*), "" = none
   // Derived by DeriveMetrics.
   double gbps = kNaN, tflops = kNaN, mbu = kNaN, mfu = kNaN;
   double speedup_vs_eager = kNaN, speedup_vs_compile = kNaN;  // torch µs / our µs

@@ -12,6 +12,8 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -32,9 +34,19 @@ struct EvalArgs {
   std::string problems_dir = "eval/problems", problems, output, baseline = "baseline_time.json", markdown;
   std::string backend = "cuda", candidate, problem, variant = "auto";
   int trials = bench::kEvalMinTrials;
-  uint64_t seed = 0x0e7a1;
-  bool json = false, quick = false;
+  std::optional<uint64_t> seed;  // unset: a fresh random seed per run (printed and recorded)
+  bool json = false, quick = false, accept_flagged = false;
 };
+
+// The run's seed: --seed, else a fresh one from the OS, so no kernel can memorise the inputs (they
+// are a pure function of the seed). Printed with how to reproduce the run.
+uint64_t RunSeed(const EvalArgs& a, const char* cmd) {
+  if (a.seed) return *a.seed;
+  std::random_device rd;
+  const uint64_t seed = ((static_cast<uint64_t>(rd()) << 32) ^ rd()) & 0x7fffffffffffffffull;
+  std::cerr << fmt::format("opfuse {}: seed {} (--seed {} reproduces this run)\n", cmd, seed, seed);
+  return seed;
+}
 
 StatusOr<std::vector<bench::EvalProblem>> Problems(const EvalArgs& a) {
   OPFUSE_ASSIGN_OR_RETURN(auto all, bench::LoadProblems(a.problems_dir));
@@ -76,12 +88,13 @@ bench::OpSuite SuiteOf(const std::vector<bench::EvalProblem>& ps) {
   return s;
 }
 
-bench::OpBenchOptions Options(const EvalArgs& a, const char* cmd) {
+bench::OpBenchOptions Options(const EvalArgs& a, const char* cmd, uint64_t seed) {
   bench::OpBenchOptions o;
   o.timing = a.quick ? bench::TimingOptions::Quick() : bench::TimingOptions{};
-  o.seed = a.seed;
+  o.seed = seed;
   o.check_trials = a.trials;
   o.reject_all_zero = true;
+  o.eval_rules = true;
   o.measure_gemm = false;
   o.measure_copy = false;
   o.command = CommandLine(cmd);
@@ -115,7 +128,8 @@ int RunBaseline(const EvalArgs& a) {
       return Fail(cmd, InvalidArgument(fmt::format("{} was measured on '{}', this device is '{}': use another --output",
                                                    a.output, have, dev->name)));
   }
-  bench::OpBenchOptions o = Options(a, "opfuse eval baseline");
+  const uint64_t seed = RunSeed(a, cmd);
+  bench::OpBenchOptions o = Options(a, "opfuse eval baseline", seed);
   o.variants = {"unfused"};
   Progress progress;
   o.on_case_start = [&](int i, int n, const std::string& id) { progress.Start(i, n, id); };
@@ -169,16 +183,18 @@ int RunEval(const EvalArgs& a) {
   }
   const std::string cand_name = a.candidate.empty() ? "opfuse:" + a.variant : a.candidate;
   nlohmann::json meta = {{"command", CommandLine("opfuse eval run")}, {"date", bench::UtcNow()}, {"backend", a.backend},
-                         {"candidate", cand_name}, {"trials", a.trials}};
+                         {"candidate", cand_name}, {"trials", a.trials}, {"accept_flagged", a.accept_flagged}};
   std::vector<bench::EvalResult> results;
   Progress progress;
   std::string primary = "opfuse_unfused";
   if (a.backend == "cpu") {
     if (!a.candidate.empty())
       return Fail(cmd, InvalidArgument("a .cu candidate needs --backend cuda (the CPU backend checks opfuse's fused graph)"));
+    const uint64_t seed = RunSeed(a, cmd);  // after every input check: a bad input stays one line
+    meta["seed"] = seed;
     bench::CpuEvalOptions o;
     o.trials = a.trials;
-    o.seed = a.seed;
+    o.seed = seed;
     o.candidate_name = "opfuse:fused (cpu)";
     o.on_start = [&](int i, int n, const std::string& name) { progress.Start(i, n, name); };
     auto r = bench::RunEvalCpu(*ps, o);
@@ -199,7 +215,9 @@ int RunEval(const EvalArgs& a) {
     if (bdev != dev->name)
       return Fail(cmd, InvalidArgument(fmt::format("{} was measured on '{}', this device is '{}': run `opfuse eval baseline` here",
                                                    a.baseline, bdev, dev->name)));
-    bench::OpBenchOptions o = Options(a, "opfuse eval run");
+    const uint64_t seed = RunSeed(a, cmd);
+    meta["seed"] = seed;
+    bench::OpBenchOptions o = Options(a, "opfuse eval run", seed);
     if (!a.candidate.empty()) {
       o.variants = {"candidate"};
       const std::string label = a.candidate;
@@ -225,7 +243,7 @@ int RunEval(const EvalArgs& a) {
   meta["primary_baseline"] = primary;
   const nlohmann::json out = bench::EvalToJson(results, meta);
   if (Status st = bench::WriteJsonFile(a.output, out); !st.ok()) return Fail(cmd, st);
-  const std::string md = bench::EvalMarkdown(results, primary);
+  const std::string md = bench::EvalMarkdown(results, primary, a.accept_flagged);
   if (!a.markdown.empty()) {
     if (Status st = WriteFileAtomic(a.markdown, md); !st.ok()) return Fail(cmd, st);
   }
@@ -263,7 +281,7 @@ void RegisterEval(CLI::App& app) {
     c->add_option("--problems", a->problems, "comma-separated problem names (default all)");
     c->add_option("--output", a->output, "baseline file, merged into when it exists (default baseline_time.json)");
     c->add_option("--trials", a->trials, "check trials with fresh inputs (>= 5, default 5)");
-    c->add_option("--seed", a->seed, "seed of the random inputs")->check(NonNegativeInteger);
+    c->add_option("--seed", a->seed, "seed of the random inputs (default: a fresh one per run, printed)")->check(NonNegativeInteger);
     c->add_flag("--quick", a->quick, "fewer timing samples (a smoke run)");
     c->callback([a] { RunBaseline(*a); });
   }
@@ -281,8 +299,11 @@ void RegisterEval(CLI::App& app) {
     c->add_option("--output", a->output, "result JSON")->required();
     c->add_option("--markdown", a->markdown, "also write the markdown table to this file");
     c->add_option("--trials", a->trials, "check trials with fresh inputs (>= 5, default 5)");
-    c->add_option("--seed", a->seed, "seed of the random inputs")->check(NonNegativeInteger);
+    c->add_option("--seed", a->seed, "seed of the random inputs (default: a fresh one per run, printed and recorded in the JSON)")
+        ->check(NonNegativeInteger);
     c->add_flag("--quick", a->quick, "fewer timing samples (a smoke run)");
+    c->add_flag("--accept-flagged", a->accept_flagged,
+                "count results with a speedup over 10x in fast_p and the geomean (after reviewing them; held out otherwise)");
     c->callback([a] { RunEval(*a); });
   }
 }

@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 
+#include "bench/fill_values.h"
 #include "bench/op_suite.h"
 #include "runtime/cpu/cpu_executor.h"
 
@@ -334,6 +335,91 @@ TEST(BenchSuite, CheckPlanSamplesRows) {
   EXPECT_EQ(p->reference.kv_len, 2048);
   EXPECT_EQ(p->reference.inputs[0].shape, (std::vector<int64_t>{16, 32, 64}));
   EXPECT_EQ(p->reference.inputs[1].shape, (std::vector<int64_t>{2048, 4, 64}));
+}
+
+TEST(BenchSuite, RandomCheckRowsDifferPerSeed) {
+  auto big = MakeOpCase("rmsnorm", DType::kBF16, 16384, 2048);
+  ASSERT_TRUE(big.ok());
+  auto a = PlanCheck(*big, 16, 1), a2 = PlanCheck(*big, 16, 1), b = PlanCheck(*big, 16, 2);
+  ASSERT_TRUE(a.ok() && a2.ok() && b.ok());
+  ASSERT_EQ(a->rows.size(), 16u);
+  EXPECT_EQ(a->rows, a2->rows);  // reproducible from the seed
+  EXPECT_NE(a->rows, b->rows);
+  for (size_t i = 1; i < a->rows.size(); ++i) EXPECT_LT(a->rows[i - 1], a->rows[i]);
+  EXPECT_GE(a->rows.front(), 0);
+  EXPECT_LT(a->rows.back(), 16384);
+  EXPECT_EQ(a->reference.rows, 16);
+  // Not the fixed spread (a kernel that knows it computes only those rows).
+  auto spread = PlanCheck(*big, 16);
+  EXPECT_NE(a->rows, spread->rows);
+  // Attention keeps the last query rows (the reference is exact only there).
+  auto attn = MakeOpCase("attention", DType::kBF16, 2048, 2048);
+  auto pa = PlanCheck(*attn, 16, 7);
+  ASSERT_TRUE(pa.ok());
+  EXPECT_EQ(pa->rows.front(), 2032);
+}
+
+TEST(BenchSuite, FillDistributions) {
+  constexpr int64_t kRows = 64, kLen = 1024, kN = kRows * kLen;
+  auto stats = [&](Dist d, bool positive) {
+    std::vector<double> row_mean(kRows, 0), row_sq(kRows, 0);
+    double big = 0, sum = 0, sq = 0, lo = 1e30;
+    for (int64_t i = 0; i < kN; ++i) {
+      const double v = FillValue(d, 12345, i, kLen, positive);
+      EXPECT_TRUE(std::isfinite(v));
+      row_mean[i / kLen] += v / kLen;
+      row_sq[i / kLen] += v * v / kLen;
+      big += std::fabs(v) >= 16;
+      sum += v, sq += v * v, lo = std::min(lo, v);
+    }
+    double smin = 1e30, smax = 0, mmin = 1e30, mmax = -1e30;
+    for (int r = 0; r < kRows; ++r) {
+      const double sd = std::sqrt(std::max(row_sq[r] - row_mean[r] * row_mean[r], 0.0));
+      smin = std::min(smin, sd), smax = std::max(smax, sd);
+      mmin = std::min(mmin, row_mean[r]), mmax = std::max(mmax, row_mean[r]);
+    }
+    return std::map<std::string, double>{{"big", big / kN}, {"mean", sum / kN}, {"sd", std::sqrt(sq / kN - sum * sum / kN / kN)},
+                                         {"row_sd_ratio", smax / smin}, {"row_mean_spread", mmax - mmin}, {"min", lo}};
+  };
+  auto u = stats(Dist::kUniform, false);
+  EXPECT_NEAR(u["sd"], 1 / std::sqrt(3.0), 0.01);
+  EXPECT_EQ(u["big"], 0);
+  EXPECT_LT(u["row_sd_ratio"], 1.2);
+  auto rs = stats(Dist::kRowScaled, false);
+  EXPECT_GT(rs["row_sd_ratio"], 4);      // scales 2^[-2, 2) per row
+  EXPECT_GT(rs["row_mean_spread"], 1);   // offsets in [-1, 1) per row
+  auto out = stats(Dist::kOutliers, false);
+  EXPECT_GT(out["big"], 0.5 / 256);
+  EXPECT_LT(out["big"], 2.0 / 256);
+  auto nrm = stats(Dist::kNormal, false);
+  EXPECT_NEAR(nrm["sd"], 3, 0.1);
+  EXPECT_NEAR(nrm["mean"], 0, 0.05);
+  EXPECT_GE(stats(Dist::kNormal, true)["min"], 0.5);  // |v| + 0.5 for log/sqrt inputs
+  EXPECT_STREQ(DistName(Dist::kRowScaled), "row-scaled");
+}
+
+TEST(BenchSuite, RowwiseRelativeError) {
+  HostTensor ref(DType::kF32, {4, 8}), out(DType::kF32, {4, 8});
+  for (int64_t i = 0; i < 32; ++i) ref.set(i, 1.0 + i), out.set(i, 1.0 + i);
+  EXPECT_EQ(RowwiseRelativeError(out, ref).worst, 0);
+  out.set(2 * 8 + 3, 1.0 + 19 + 0.5);  // row 2 off by 0.5
+  RowError e = RowwiseRelativeError(out, ref);
+  EXPECT_EQ(e.row, 2);
+  double norm = 0;
+  for (int k = 0; k < 8; ++k) norm += (17.0 + k) * (17.0 + k);
+  EXPECT_NEAR(e.worst, 0.5 / std::sqrt(norm), 1e-12);
+  out.set(3 * 8, std::numeric_limits<double>::quiet_NaN());
+  e = RowwiseRelativeError(out, ref);
+  EXPECT_EQ(e.row, 3);
+  EXPECT_TRUE(std::isinf(e.worst));
+  // A row of zeros in the reference: the floor (1e-3 of the RMS row norm) keeps noise finite and small.
+  HostTensor z(DType::kF32, {2, 4}), zo(DType::kF32, {2, 4});
+  for (int64_t i = 0; i < 4; ++i) z.set(i, 100), zo.set(i, 100), z.set(4 + i, 0), zo.set(4 + i, 1e-9);
+  e = RowwiseRelativeError(zo, z);
+  EXPECT_EQ(e.row, 1);
+  EXPECT_LT(e.worst, 1e-6);
+  // Other shapes are an infinite error.
+  EXPECT_TRUE(std::isinf(RowwiseRelativeError(HostTensor(DType::kF32, {4, 8}), HostTensor(DType::kF32, {8, 4})).worst));
 }
 
 // The last 16 query rows of a T = S causal attention are exactly attention with T = 16 over the

@@ -124,21 +124,34 @@ TEST(EvalSummary, FailuresCountZeroAndGeomeanOverCorrect) {
   EXPECT_DOUBLE_EQ(rs[0].speedup.at("opfuse_unfused"), 1.0);
   EXPECT_EQ(rs[2].speedup.count("torch_eager"), 0u);
   EXPECT_TRUE(rs[3].review);  // 20x: flagged
-  auto sums = Summarize(rs);
-  auto eager = *std::find_if(sums.begin(), sums.end(), [](const FastSummary& s) { return s.against == "torch_eager"; });
-  EXPECT_EQ(eager.problems, 4);
-  EXPECT_EQ(eager.correct, 3);
-  EXPECT_DOUBLE_EQ(eager.fast_0, 0.75);
-  EXPECT_DOUBLE_EQ(eager.fast_1, 0.5);   // a (2.5x) and d (20x); b is slower; c failed
-  EXPECT_DOUBLE_EQ(eager.fast_2, 0.5);
-  EXPECT_NEAR(eager.geomean, std::cbrt(2.5 * 0.5 * 20), 1e-9);
-  EXPECT_EQ(eager.review, 1);
+  auto eager_of = [](const std::vector<FastSummary>& sums) {
+    return *std::find_if(sums.begin(), sums.end(), [](const FastSummary& s) { return s.against == "torch_eager"; });
+  };
+  // d's 20x is held out until the run is repeated with --accept-flagged.
+  const FastSummary held = eager_of(Summarize(rs));
+  EXPECT_EQ(held.problems, 4);
+  EXPECT_EQ(held.correct, 3);
+  EXPECT_DOUBLE_EQ(held.fast_0, 0.75);
+  EXPECT_DOUBLE_EQ(held.fast_1, 0.25);  // a (2.5x); b is slower; c failed; d held out
+  EXPECT_DOUBLE_EQ(held.fast_2, 0.25);
+  EXPECT_NEAR(held.geomean, std::sqrt(2.5 * 0.5), 1e-9);
+  EXPECT_EQ(held.review, 1);
+  EXPECT_EQ(held.held_out, 1);
+  const FastSummary accepted = eager_of(Summarize(rs, /*accept_flagged=*/true));
+  EXPECT_DOUBLE_EQ(accepted.fast_1, 0.5);  // a (2.5x) and d (20x)
+  EXPECT_DOUBLE_EQ(accepted.fast_2, 0.5);
+  EXPECT_NEAR(accepted.geomean, std::cbrt(2.5 * 0.5 * 20), 1e-9);
+  EXPECT_EQ(accepted.review, 1);
+  EXPECT_EQ(accepted.held_out, 0);
   auto j = EvalToJson(rs, {{"backend", "cuda"}});
   EXPECT_EQ(j["results"].size(), 4u);
   EXPECT_TRUE(j["results"][2]["runtime_us"].is_null());
+  EXPECT_EQ(j["summary"][1]["held_out"], 1);
+  EXPECT_EQ(EvalToJson(rs, {{"accept_flagged", true}})["summary"][1]["held_out"], 0);
   const std::string md = EvalMarkdown(rs, "torch_eager");
-  EXPECT_NE(md.find("speedup > 10x: review"), std::string::npos);
+  EXPECT_NE(md.find("speedup > 10x: held out until --accept-flagged"), std::string::npos);
   EXPECT_NE(md.find("torch_eager (primary)"), std::string::npos);
+  EXPECT_NE(EvalMarkdown(rs, "torch_eager", true).find("speedup > 10x: accepted after review"), std::string::npos);
 }
 
 TEST(EvalBaseline, MergeRefusesAnotherDevice) {
@@ -224,6 +237,32 @@ TEST(EvalCpuHarness, RejectsInputMutation) {
   });
   EXPECT_FALSE(r.correct);
   EXPECT_NE(r.error.find("input x was modified"), std::string::npos) << r.error;
+  EXPECT_EQ(r.rule, kRuleInputs);
+}
+
+// An output that does not depend on the input: under i.i.d. uniform[-1, 1) inputs the logsumexp of
+// 32000 values is ln(32000 * E[e^u]) = 10.5349 for every row, well within the bf16 bound; the
+// row-scaled trial catches it.
+TEST(EvalCpuHarness, RejectsAnInputIndependentOutput) {
+  auto p = ProblemFromText("logsumexp_bf16_small", R"(# logsumexp over a vocabulary
+graph l
+input x: bf16[4, 32000]
+m = max(x)
+xs = sub(x, m)
+e = exp(xs)
+s = sum(e)
+l = log(s)
+y = add(l, m)
+output y
+)", "small.ofg");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  const EvalResult r = RunPlanted(*p, [&](auto&, auto& out) {
+    for (int64_t i = 0; i < out[0]->numel(); ++i) out[0]->set(i, 10.534930543);
+    return Status::Ok();
+  });
+  EXPECT_FALSE(r.correct);
+  EXPECT_EQ(r.rule, kRuleReference);
+  EXPECT_EQ(r.error.find("(uniform)"), std::string::npos) << "caught on the uniform trial: " << r.error;
 }
 
 TEST(EvalCpuHarness, RejectsReadingTheUninitialisedOutput) {
@@ -254,7 +293,8 @@ TEST(EvalCpuHarness, RejectsAWrongAnswerOnALaterTrial) {
     return Status::Ok();
   });
   EXPECT_FALSE(r.correct);
-  EXPECT_NE(r.error.find("trial 2:"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("reference: trial 2 (row-scaled):"), std::string::npos) << r.error;
+  EXPECT_EQ(r.rule, kRuleReference);
 }
 
 TEST(EvalCpuHarness, CandidateThatDoesNotBuildIsNotCompiled) {

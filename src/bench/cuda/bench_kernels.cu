@@ -51,19 +51,6 @@ __global__ void GateKernel(const volatile unsigned long long* release, volatile 
   }
 }
 
-__device__ __forceinline__ uint64_t SplitMix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// Uniform in [-1, 1): 24 random mantissa bits.
-__device__ __forceinline__ float UniformSigned(uint64_t seed, int64_t i) {
-  const uint64_t r = SplitMix64(seed ^ SplitMix64(static_cast<uint64_t>(i)));
-  return static_cast<float>(r >> 40) * (2.0f / 16777216.0f) - 1.0f;
-}
-
 template <typename T>
 __device__ __forceinline__ T FromFloat(float v);
 template <>
@@ -74,19 +61,16 @@ template <>
 __device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
 template <typename T>
-__global__ void FillUniformKernel(T* __restrict__ p, int64_t n, uint64_t seed, bool positive) {
+__global__ void FillKernel(T* __restrict__ p, int64_t n, uint64_t seed, bool positive, Dist dist, int64_t row_len) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    float v = UniformSigned(seed, i);
-    if (positive) v = fabsf(v) + 0.5f;
-    p[i] = FromFloat<T>(v);
-  }
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    p[i] = FromFloat<T>(FillValue(dist, seed, i, row_len, positive));
 }
 
 __global__ void FillIdsKernel(int32_t* __restrict__ p, int64_t n, uint64_t range, uint64_t seed) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    p[i] = static_cast<int32_t>(SplitMix64(seed ^ SplitMix64(static_cast<uint64_t>(i))) % range);
+    p[i] = FillId(seed, i, range);
 }
 
 unsigned GridFor(int64_t work_items, int sm_count, int blocks_per_sm) {
@@ -146,17 +130,23 @@ Status LaunchL2Demote(const void* p, size_t bytes, cudaStream_t stream) {
 
 Status LaunchFillUniform(void* p, DType dtype, int64_t n, uint64_t seed, bool positive, int sm_count,
                          cudaStream_t stream) {
+  return LaunchFill(p, dtype, n, seed, positive, Dist::kUniform, n, sm_count, stream);
+}
+
+Status LaunchFill(void* p, DType dtype, int64_t n, uint64_t seed, bool positive, Dist dist, int64_t row_len, int sm_count,
+                  cudaStream_t stream) {
   if (n <= 0) return Status::Ok();
   const unsigned grid = GridFor(n, sm_count, 4);
   switch (dtype) {
     case DType::kF32:
-      FillUniformKernel<float><<<grid, kThreads, 0, stream>>>(static_cast<float*>(p), n, seed, positive);
+      FillKernel<float><<<grid, kThreads, 0, stream>>>(static_cast<float*>(p), n, seed, positive, dist, row_len);
       break;
     case DType::kF16:
-      FillUniformKernel<__half><<<grid, kThreads, 0, stream>>>(static_cast<__half*>(p), n, seed, positive);
+      FillKernel<__half><<<grid, kThreads, 0, stream>>>(static_cast<__half*>(p), n, seed, positive, dist, row_len);
       break;
     case DType::kBF16:
-      FillUniformKernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(p), n, seed, positive);
+      FillKernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(p), n, seed, positive, dist,
+                                                              row_len);
       break;
     default:
       return InvalidArgument(fmt::format("random fill: {} is not a float dtype", DTypeName(dtype)));

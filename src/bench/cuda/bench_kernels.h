@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "bench/fill_values.h"
 #include "opfuse/graph.h"
 #include "opfuse/status.h"
 
@@ -41,7 +42,10 @@ Status LaunchGate(const volatile uint64_t* release, volatile uint64_t* running, 
 // sample (timing.h). Needs sm_80; a no-op below.
 Status LaunchL2Demote(const void* p, size_t bytes, cudaStream_t stream);
 
-// p[0, n) of float `dtype` (f32/f16/bf16) = uniform in [-1, 1), or |that| + 0.5 with `positive`.
+// p[0, n) of float `dtype` (f32/f16/bf16) = FillValue(dist, seed, i, row_len, positive)
+// (bench/fill_values.h); LaunchFillUniform: Dist::kUniform.
+Status LaunchFill(void* p, DType dtype, int64_t n, uint64_t seed, bool positive, Dist dist, int64_t row_len, int sm_count,
+                  cudaStream_t stream);
 Status LaunchFillUniform(void* p, DType dtype, int64_t n, uint64_t seed, bool positive, int sm_count,
                          cudaStream_t stream);
 

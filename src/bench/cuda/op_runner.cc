@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -168,7 +169,28 @@ StatusOr<SetPlan> PlanSets(const std::string& what, int64_t rotated, int64_t sha
   return SetPlan{static_cast<int>(k), k * rotated < flush_target};
 }
 
-StatusOr<CaseBuffers> AllocateCase(const OpCase& c, Harness& h, const TimingOptions& t, uint64_t seed) {
+// The seed of input i of set `set` (every value of a case is a function of the run's seed).
+uint64_t InputSeed(uint64_t case_seed, int set, size_t i) { return Mix(case_seed + static_cast<uint64_t>(set) * 1000 + i); }
+uint64_t CaseSeed(uint64_t seed, const OpCase& c) { return Mix(seed ^ std::hash<std::string>{}(c.id)); }
+
+// Fills the inputs of set `set` in place (a shared input only with set 0) from `case_seed`.
+Status FillSet(const OpCase& c, const CaseBuffers& b, int set, uint64_t case_seed, Dist dist, Harness& h) {
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const TensorSpec& x = c.inputs[i];
+    if (!x.rotate && set > 0) continue;
+    const uint64_t sd = InputSeed(case_seed, set, i);
+    if (x.fill == Fill::kIds)
+      OPFUSE_RETURN_IF_ERROR(
+          LaunchFillIds(static_cast<int32_t*>(b.in[set][i]), x.numel(), x.id_range, sd, h.device().sm_count, h.stream()));
+    else
+      OPFUSE_RETURN_IF_ERROR(LaunchFill(b.in[set][i], x.dtype, x.numel(), sd, x.fill == Fill::kPositive, dist, FillRowLen(x.shape),
+                                        h.device().sm_count, h.stream()));
+  }
+  return Status::Ok();
+}
+
+StatusOr<CaseBuffers> AllocateCase(const OpCase& c, Harness& h, const TimingOptions& t, uint64_t seed,
+                                   Dist dist = Dist::kUniform) {
   cudaStream_t s = h.stream();
   int64_t rotated = 0, shared = 0;
   for (const auto& x : c.inputs) (x.rotate ? rotated : shared) += x.nbytes();
@@ -179,7 +201,6 @@ StatusOr<CaseBuffers> AllocateCase(const OpCase& c, Harness& h, const TimingOpti
   b.flush = plan.flush;
   b.in.assign(b.sets, std::vector<void*>(c.inputs.size(), nullptr));
   b.out.assign(b.sets, std::vector<void*>(c.outputs.size(), nullptr));
-  const uint64_t case_seed = Mix(seed ^ std::hash<std::string>{}(c.id));
   for (int set = 0; set < b.sets; ++set) {
     for (size_t i = 0; i < c.inputs.size(); ++i) {
       const TensorSpec& x = c.inputs[i];
@@ -188,12 +209,6 @@ StatusOr<CaseBuffers> AllocateCase(const OpCase& c, Harness& h, const TimingOpti
         continue;
       }
       OPFUSE_ASSIGN_OR_RETURN(auto buf, cuda::DeviceBuffer::Make(h.allocator(), static_cast<size_t>(x.nbytes()), s));
-      const uint64_t sd = Mix(case_seed + static_cast<uint64_t>(set) * 1000 + i);
-      if (x.fill == Fill::kIds)
-        OPFUSE_RETURN_IF_ERROR(LaunchFillIds(static_cast<int32_t*>(buf.get()), x.numel(), x.id_range, sd, h.device().sm_count, s));
-      else
-        OPFUSE_RETURN_IF_ERROR(LaunchFillUniform(buf.get(), x.dtype, x.numel(), sd, x.fill == Fill::kPositive,
-                                                 h.device().sm_count, s));
       b.in[set][i] = buf.get();
       b.owned.push_back(std::move(buf));
     }
@@ -202,6 +217,7 @@ StatusOr<CaseBuffers> AllocateCase(const OpCase& c, Harness& h, const TimingOpti
       b.out[set][i] = buf.get();
       b.owned.push_back(std::move(buf));
     }
+    OPFUSE_RETURN_IF_ERROR(FillSet(c, b, set, CaseSeed(seed, c), dist, h));
   }
   OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
   return b;
@@ -238,7 +254,7 @@ StatusOr<OutputScan> ScanDevice(const void* dev, const TensorSpec& t, cudaStream
   return ScanOutput(h.data(), t.dtype, t.numel());
 }
 
-// The CPU reference of a case on its check rows, from input set 0.
+// The CPU reference of a case on the rows of `plan`, from the device inputs `ins` (case order).
 struct Reference {
   CheckPlan plan;
   std::map<std::string, HostTensor> inputs;   // by name, the rows the reference saw
@@ -246,16 +262,16 @@ struct Reference {
   std::string error;                           // the reference could not run: nothing is checked
 };
 
-Reference ComputeReference(const OpCase& c, const CaseBuffers& b, int sample, cudaStream_t s, Status* fatal) {
+Reference ComputeReference(const OpCase& c, const std::vector<void*>& ins, const StatusOr<CheckPlan>& plan, cudaStream_t s,
+                           Status* fatal) {
   Reference ref;
-  auto plan = PlanCheck(c, sample);
   if (!plan.ok()) {
     ref.error = plan.status().message();
     return ref;
   }
   ref.plan = *plan;
   for (size_t i = 0; i < c.inputs.size(); ++i) {
-    auto t = Download(b.in[0][i], c.inputs[i], ref.plan.reference.inputs[i], ref.plan.rows, s);
+    auto t = Download(ins[i], c.inputs[i], ref.plan.reference.inputs[i], ref.plan.rows, s);
     if (!t.ok()) {
       if (IsStickyStatus(t.status())) *fatal = t.status();
       ref.error = t.status().message();
@@ -277,67 +293,316 @@ Reference ComputeReference(const OpCase& c, const CaseBuffers& b, int sample, cu
   return ref;
 }
 
-// One check: outputs poisoned, one call (`run` enqueues it on `s` with the trial's buffers),
-// compared with the reference of the trial's inputs. Problems are appended to v.check_error.
-Status CheckOnce(const OpCase& c, const CaseBuffers& b, const Reference& ref, const std::function<Status()>& run,
-                 cudaStream_t s, bool reject_all_zero, VariantResult& v, std::vector<std::string>& problems) {
-  for (size_t i = 0; i < c.outputs.size(); ++i)
-    OPFUSE_CUDA_CHECK(cudaMemsetAsync(b.out[0][i], 0xFF, static_cast<size_t>(c.outputs[i].nbytes()), s));
-  OPFUSE_RETURN_IF_ERROR(run());
+// A whole device buffer, downloaded.
+StatusOr<std::vector<uint8_t>> DownloadAll(const void* dev, size_t bytes, cudaStream_t s) {
+  std::vector<uint8_t> h(bytes);
+  OPFUSE_CUDA_CHECK(cudaMemcpyAsync(h.data(), dev, bytes, cudaMemcpyDeviceToHost, s));
   OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
-  if (!ref.error.empty()) {
-    v.check_error = "not checked: " + ref.error;
-    return Status::Ok();
+  return h;
+}
+
+// A 64-bit checksum of a whole device buffer (8-byte words through SplitMix64, position-dependent).
+StatusOr<uint64_t> DeviceChecksum(const void* dev, size_t bytes, cudaStream_t s) {
+  OPFUSE_ASSIGN_OR_RETURN(std::vector<uint8_t> h, DownloadAll(dev, bytes, s));
+  uint64_t sum = bytes;
+  size_t i = 0;
+  for (; i + 8 <= h.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, h.data() + i, 8);
+    sum = SplitMix64(sum ^ w) + i;
   }
-  double worst = Has(v.rel_err) ? v.rel_err : 0;
-  for (size_t i = 0; i < c.outputs.size(); ++i) {
-    const TensorSpec& o = c.outputs[i];
-    OPFUSE_ASSIGN_OR_RETURN(HostTensor got, Download(b.out[0][i], o, ref.plan.reference.outputs[i], ref.plan.rows, s));
-    auto it = ref.outputs.find(o.name);
-    if (it == ref.outputs.end()) return Internal(fmt::format("CPU reference has no output '{}'", o.name));
-    const double e = RelativeError(got, it->second);
-    if (e > ErrorBound(o.dtype, c.op)) problems.push_back(fmt::format("{}: rel_err {:.2e} > {:.0e}", o.name, e, ErrorBound(o.dtype, c.op)));
-    worst = std::max(worst, e);
-    OPFUSE_ASSIGN_OR_RETURN(OutputScan scan, ScanDevice(b.out[0][i], o, s));
-    if (scan.nan) problems.push_back(fmt::format("{}: {} of {} elements NaN (unwritten?)", o.name, scan.nan, o.numel()));
-    if (reject_all_zero && IsFloat(o.dtype) && scan.zero == o.numel())
-      problems.push_back(fmt::format("{}: all {} elements are zero", o.name, o.numel()));
-  }
-  for (size_t i = 0; i < c.inputs.size(); ++i) {
-    const TensorSpec& x = c.inputs[i];
-    OPFUSE_ASSIGN_OR_RETURN(HostTensor now, Download(b.in[0][i], x, ref.plan.reference.inputs[i], ref.plan.rows, s));
-    if (now.data != ref.inputs.at(x.name).data) problems.push_back(fmt::format("input {} was modified", x.name));
-  }
-  v.rel_err = worst;
+  for (; i < h.size(); ++i) sum = SplitMix64(sum ^ h[i]) + i;
+  return sum;
+}
+
+// The checksum of every distinct input buffer of `sets` (by device pointer).
+using InputSums = std::map<const void*, uint64_t>;
+StatusOr<InputSums> ChecksumInputs(const OpCase& c, const std::vector<std::vector<void*>>& sets, cudaStream_t s) {
+  InputSums sums;
+  for (const auto& ins : sets)
+    for (size_t i = 0; i < c.inputs.size(); ++i)
+      if (!sums.count(ins[i])) {
+        OPFUSE_ASSIGN_OR_RETURN(sums[ins[i]], DeviceChecksum(ins[i], static_cast<size_t>(c.inputs[i].nbytes()), s));
+      }
+  return sums;
+}
+
+// One broken rule (kRule*) and what broke it.
+struct Finding {
+  std::string rule, text;
+};
+std::string Describe(const std::vector<Finding>& f) {
+  std::vector<std::string> parts;
+  for (const auto& x : f) parts.push_back(x.rule + ": " + x.text);
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+// Inputs whose checksum differs from `before` (names; `tag` says which call).
+Status CheckInputsUnchanged(const OpCase& c, const std::vector<std::vector<void*>>& sets, const InputSums& before,
+                            const std::string& prefix, const std::string& when, cudaStream_t s, std::vector<Finding>& f) {
+  OPFUSE_ASSIGN_OR_RETURN(InputSums now, ChecksumInputs(c, sets, s));
+  std::set<std::string> changed;
+  for (const auto& ins : sets)
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      auto it = before.find(ins[i]);
+      if (it != before.end() && it->second != now.at(ins[i])) changed.insert(c.inputs[i].name);
+    }
+  for (const auto& name : changed) f.push_back({kRuleInputs, fmt::format("{}input {} was modified {}", prefix, name, when)});
   return Status::Ok();
 }
 
-// The check of one variant over every trial: trial 0 is input set 0 of the timing sets, the others
-// have buffers of their own (fresh inputs and outputs). `call` enqueues one call on given buffers.
+// opfuse's op-by-op path on the case (Variant::kUnfused), the reference of the full-output rule:
+// one library kernel or cuBLASLt call per op, checked against the CPU reference before use.
+struct OpByOp {
+  std::unique_ptr<cuda::CudaExecutable> exe;
+  std::vector<int> in_order, out_order;   // the executable's inputs/outputs as case indices
+  std::vector<cuda::DeviceBuffer> outs;   // case order
+  std::string error;                      // why the full-output rule is not applied
+  // The outputs (case order, whole) of one run on `ins` (case order).
+  StatusOr<std::vector<HostTensor>> Run(const OpCase& c, const std::vector<void*>& ins, cudaStream_t s) const {
+    std::vector<const void*> xi;
+    std::vector<void*> xo;
+    for (int i : in_order) xi.push_back(ins[i]);
+    for (int i : out_order) xo.push_back(outs[i].get());
+    const Bindings none;
+    OPFUSE_RETURN_IF_ERROR(exe->Run(xi, xo, none, s));
+    std::vector<HostTensor> r;
+    for (size_t i = 0; i < c.outputs.size(); ++i) {
+      HostTensor t(c.outputs[i].dtype, c.outputs[i].shape);
+      OPFUSE_CUDA_CHECK(cudaMemcpyAsync(t.data.data(), outs[i].get(), t.data.size(), cudaMemcpyDeviceToHost, s));
+      r.push_back(std::move(t));
+    }
+    OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
+    return r;
+  }
+};
+
+// The executable's input/output order as indices into the case's; InvalidArgument naming a value
+// the case does not have.
+Status MatchOrder(const OpCase& c, const cuda::CudaExecutable& x, std::vector<int>& in_order, std::vector<int>& out_order) {
+  std::map<std::string, int> in_index, out_index;
+  for (size_t i = 0; i < c.inputs.size(); ++i) in_index[c.inputs[i].name] = static_cast<int>(i);
+  for (size_t i = 0; i < c.outputs.size(); ++i) out_index[c.outputs[i].name] = static_cast<int>(i);
+  for (int vid : x.graph().inputs) {
+    auto it = in_index.find(x.graph().values[vid].name);
+    if (it == in_index.end())
+      return InvalidArgument(fmt::format("executable input '{}' is not an input of the case", x.graph().values[vid].name));
+    in_order.push_back(it->second);
+  }
+  for (int vid : x.graph().outputs) {
+    auto it = out_index.find(x.graph().values[vid].name);
+    if (it == out_index.end())
+      return InvalidArgument(fmt::format("executable output '{}' is not an output of the case", x.graph().values[vid].name));
+    out_order.push_back(it->second);
+  }
+  return Status::Ok();
+}
+
+// The sampled rows of whole host outputs, for the CPU reference.
+HostTensor Rows(const HostTensor& full, const TensorSpec& spec, const TensorSpec& sub, const std::vector<int64_t>& rows) {
+  if (!spec.rows_leading || static_cast<int64_t>(rows.size()) == spec.shape[0]) return full;
+  HostTensor t(full.dtype, sub.shape);
+  const size_t row_bytes = full.data.size() / static_cast<size_t>(spec.shape[0]);
+  for (size_t j = 0; j < rows.size() && (j + 1) * row_bytes <= t.data.size(); ++j)
+    std::memcpy(t.data.data() + j * row_bytes, full.data.data() + rows[j] * row_bytes, row_bytes);
+  return t;
+}
+
+StatusOr<OpByOp> MakeOpByOp(const OpCase& c, const Graph& graph, const FusionConfig& config, Harness& h,
+                            const std::vector<void*>& ins, const Reference& ref) {
+  OpByOp r;
+  auto exe = cuda::CudaExecutable::Create(graph, BenchExecutorOptions(config, cuda::Variant::kUnfused));
+  if (!exe.ok()) {
+    if (IsStickyStatus(exe.status())) return exe.status();
+    r.error = "op-by-op path: " + exe.status().message();
+    return r;
+  }
+  r.exe = std::move(*exe);
+  if (Status st = MatchOrder(c, *r.exe, r.in_order, r.out_order); !st.ok()) {
+    r.exe.reset();
+    r.error = "op-by-op path: " + st.message();
+    return r;
+  }
+  for (const auto& o : c.outputs) {
+    OPFUSE_ASSIGN_OR_RETURN(auto buf, cuda::DeviceBuffer::Make(h.allocator(), static_cast<size_t>(o.nbytes()), h.stream()));
+    r.outs.push_back(std::move(buf));
+  }
+  if (!ref.error.empty()) {
+    r.exe.reset();
+    r.error = "op-by-op path not checked: " + ref.error;
+    return r;
+  }
+  // Trust, but verify: the op-by-op outputs on trial 0 against the CPU reference.
+  auto got = r.Run(c, ins, h.stream());
+  if (!got.ok()) {
+    if (IsStickyStatus(got.status())) return got.status();
+    r.exe.reset();
+    r.error = "op-by-op path: " + got.status().message();
+    return r;
+  }
+  for (size_t i = 0; i < c.outputs.size(); ++i) {
+    const HostTensor sub = Rows((*got)[i], c.outputs[i], ref.plan.reference.outputs[i], ref.plan.rows);
+    const double e = RelativeError(sub, ref.outputs.at(c.outputs[i].name));
+    if (!(e <= ErrorBound(c.outputs[i].dtype, c.op))) {
+      r.exe.reset();
+      r.error = fmt::format("op-by-op path disagrees with the CPU reference ({}: rel_err {:.2e})", c.outputs[i].name, e);
+      return r;
+    }
+  }
+  return r;
+}
+
+// What a check compares a call's outputs with: the CPU reference of its inputs on some rows
+// (`ref`, may be null) and/or opfuse's op-by-op path on the whole output (`opbyop`, may be null).
+struct Against {
+  const Reference* ref = nullptr;
+  const OpByOp* opbyop = nullptr;
+};
+
+// Checks the outputs `outs` of a call on `ins` (case order, already synchronised). `rule` is the
+// rule every finding is reported under, or "" for the per-kind rules of a check trial (reference,
+// unwritten, all-zero, full-output). `tag` prefixes each finding ("trial 2 (outliers): ").
+Status CheckOutputs(const OpCase& c, const std::vector<void*>& ins, const std::vector<void*>& outs, const Against& against,
+                    const char* rule, const std::string& tag, bool reject_all_zero, cudaStream_t s, double& worst,
+                    std::vector<Finding>& f) {
+  auto add = [&](const char* kind, std::string text) { f.push_back({*rule ? rule : kind, tag + std::move(text)}); };
+  std::vector<HostTensor> whole;
+  for (size_t i = 0; i < c.outputs.size(); ++i) {
+    const TensorSpec& o = c.outputs[i];
+    HostTensor t(o.dtype, o.shape);
+    OPFUSE_CUDA_CHECK(cudaMemcpyAsync(t.data.data(), outs[i], t.data.size(), cudaMemcpyDeviceToHost, s));
+    whole.push_back(std::move(t));
+  }
+  OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
+  for (size_t i = 0; i < c.outputs.size(); ++i) {
+    const TensorSpec& o = c.outputs[i];
+    const double bound = ErrorBound(o.dtype, c.op);
+    if (against.ref) {
+      const Reference& ref = *against.ref;
+      auto it = ref.outputs.find(o.name);
+      if (it == ref.outputs.end()) return Internal(fmt::format("CPU reference has no output '{}'", o.name));
+      const double e = RelativeError(Rows(whole[i], o, ref.plan.reference.outputs[i], ref.plan.rows), it->second);
+      if (!(e <= bound)) add(kRuleReference, fmt::format("{}: rel_err {:.2e} > {:.0e} on {}", o.name, e, bound, ref.plan.description));
+      worst = std::max(worst, e);
+    }
+    const OutputScan scan = ScanOutput(whole[i].data.data(), o.dtype, o.numel());
+    if (scan.nan) add(kRuleUnwritten, fmt::format("{}: {} of {} elements NaN (unwritten?)", o.name, scan.nan, o.numel()));
+    if (reject_all_zero && IsFloat(o.dtype) && scan.zero == o.numel())
+      add(kRuleAllZero, fmt::format("{}: all {} elements are zero", o.name, o.numel()));
+  }
+  if (against.opbyop && against.opbyop->exe) {
+    OPFUSE_ASSIGN_OR_RETURN(std::vector<HostTensor> expect, against.opbyop->Run(c, ins, s));
+    for (size_t i = 0; i < c.outputs.size(); ++i) {
+      const TensorSpec& o = c.outputs[i];
+      // Two approximations of the same values, each within the bound of the exact one.
+      const double bound = 2 * ErrorBound(o.dtype, c.op);
+      const RowError e = RowwiseRelativeError(whole[i], expect[i]);
+      if (!(e.worst <= bound))
+        add(kRuleFullOutput, fmt::format("{}: row {} differs from opfuse's op-by-op path by {:.2e} > {:.0e}", o.name, e.row,
+                                         e.worst, bound));
+    }
+  }
+  return Status::Ok();
+}
+
+// One checked call per trial: trial 0 is input set 0 of the timing sets, the others have buffers
+// of their own (fresh inputs and outputs, the trial's distribution). `call` enqueues one call on
+// given buffers (case order).
 using CallFn = std::function<Status(const std::vector<void*>& ins, const std::vector<void*>& outs)>;
 struct TrialView {
   const CaseBuffers* buffers;  // set 0 is the trial's
   const Reference* ref;
+  std::string tag;             // "trial 2 (row-scaled): " ("" for a single trial)
+  const InputSums* sums = nullptr;  // the inputs' checksums before any call (eval_rules)
 };
 Status CheckVariant(const OpCase& c, const std::vector<TrialView>& trials, const CallFn& call, cudaStream_t s,
-                    bool reject_all_zero, VariantResult& v) {
-  std::vector<std::string> problems;
-  for (size_t t = 0; t < trials.size(); ++t) {
-    const CaseBuffers& b = *trials[t].buffers;
-    std::vector<std::string> mine;
-    OPFUSE_RETURN_IF_ERROR(CheckOnce(c, b, *trials[t].ref, [&] { return call(b.in[0], b.out[0]); }, s, reject_all_zero, v, mine));
-    if (!v.check_error.empty()) return Status::Ok();  // not checked
-    for (auto& p : mine) problems.push_back(trials.size() > 1 ? fmt::format("trial {}: {}", t + 1, p) : p);
-    if (!problems.empty()) break;  // the first failing trial decides
+                    bool reject_all_zero, const OpByOp* opbyop, VariantResult& v, std::vector<Finding>& f) {
+  for (const TrialView& t : trials) {
+    const CaseBuffers& b = *t.buffers;
+    if (!t.ref->error.empty()) {
+      v.check_error = "not checked: " + t.ref->error;
+      return Status::Ok();
+    }
+    for (size_t i = 0; i < c.outputs.size(); ++i)
+      OPFUSE_CUDA_CHECK(cudaMemsetAsync(b.out[0][i], 0xFF, static_cast<size_t>(c.outputs[i].nbytes()), s));
+    OPFUSE_RETURN_IF_ERROR(call(b.in[0], b.out[0]));
+    OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
+    double worst = Has(v.rel_err) ? v.rel_err : 0;
+    OPFUSE_RETURN_IF_ERROR(CheckOutputs(c, b.in[0], b.out[0], {t.ref, opbyop}, "", t.tag, reject_all_zero, s, worst, f));
+    v.rel_err = worst;
+    if (t.sums) {
+      OPFUSE_RETURN_IF_ERROR(CheckInputsUnchanged(c, {b.in[0]}, *t.sums, t.tag, "by a checked call", s, f));
+    } else {
+      for (size_t i = 0; i < c.inputs.size(); ++i) {
+        const TensorSpec& x = c.inputs[i];
+        const Reference& ref = *t.ref;
+        OPFUSE_ASSIGN_OR_RETURN(HostTensor now, Download(b.in[0][i], x, ref.plan.reference.inputs[i], ref.plan.rows, s));
+        if (now.data != ref.inputs.at(x.name).data) f.push_back({kRuleInputs, t.tag + fmt::format("input {} was modified", x.name)});
+      }
+    }
+    if (!f.empty()) break;  // the first failing trial decides
   }
-  v.correct = problems.empty();
-  if (!problems.empty()) v.check_error = fmt::format("{}", fmt::join(problems, "; "));
   return Status::Ok();
 }
 
+// opfuse eval's checks after timing (OpBenchOptions::eval_rules), on every timed set `b`:
+// the inputs are what they were (checksums), the outputs the last timed calls left are right, and
+// after refilling every input in place with fresh values (a distribution per set) one unpoisoned
+// call per set gives the right answer again. Then the sets are filled back with their original
+// values (deterministic in the seed) for the next variant.
+Status CheckAfterTiming(const OpCase& c, const CaseBuffers& b, const InputSums& sums, const std::function<Status(int)>& run,
+                        uint64_t case_seed, int check_rows, const OpByOp* opbyop, Harness& h, Status* fatal,
+                        std::vector<Finding>& f) {
+  cudaStream_t s = h.stream();
+  OPFUSE_RETURN_IF_ERROR(CheckInputsUnchanged(c, b.in, sums, "", "during timing", s, f));
+  if (!f.empty()) return Status::Ok();
+  // Compares set k's outputs with its inputs: the op-by-op path on the whole output when there is
+  // one (it was checked against the CPU on trial 0), else the CPU reference on random rows.
+  double worst = 0;
+  auto check_set = [&](int k, const char* rule, const std::string& tag) -> Status {
+    Reference ref;
+    Against against{nullptr, opbyop && opbyop->exe ? opbyop : nullptr};
+    if (!against.opbyop) {
+      ref = ComputeReference(c, b.in[k], PlanCheck(c, check_rows, Mix(case_seed ^ (0x7e57ull + k))), s, fatal);
+      if (!ref.error.empty()) return Internal("reference: " + ref.error);
+      against.ref = &ref;
+    }
+    return CheckOutputs(c, b.in[k], b.out[k], against, rule, tag, false, s, worst, f);
+  };
+  for (int k = 0; k < b.sets && f.empty(); ++k)
+    OPFUSE_RETURN_IF_ERROR(check_set(k, kRuleTimedOutputs, fmt::format("set {}: ", k)));
+  if (!f.empty()) return Status::Ok();
+
+  const uint64_t fresh = Mix(case_seed ^ 0xaf7e47a11e5ull);
+  for (int k = 0; k < b.sets; ++k)
+    OPFUSE_RETURN_IF_ERROR(FillSet(c, b, k, fresh, kEvalDists[(k + 1) % std::size(kEvalDists)], h));
+  OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
+  OPFUSE_ASSIGN_OR_RETURN(InputSums refilled, ChecksumInputs(c, b.in, s));
+  for (int k = 0; k < b.sets; ++k) OPFUSE_RETURN_IF_ERROR(run(k));
+  OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
+  for (int k = 0; k < b.sets && f.empty(); ++k)
+    OPFUSE_RETURN_IF_ERROR(check_set(k, kRuleAfterTiming,
+                                     fmt::format("set {} refilled ({}): ", k, DistName(kEvalDists[(k + 1) % std::size(kEvalDists)]))));
+  if (f.empty()) OPFUSE_RETURN_IF_ERROR(CheckInputsUnchanged(c, b.in, refilled, "", "by a call after timing", s, f));
+
+  for (int k = 0; k < b.sets; ++k) OPFUSE_RETURN_IF_ERROR(FillSet(c, b, k, case_seed, Dist::kUniform, h));
+  OPFUSE_ASSIGN_OR_RETURN(InputSums restored, ChecksumInputs(c, b.in, s));
+  if (restored != sums) return Internal("the timed input sets could not be restored after the after-timing check");
+  return Status::Ok();
+}
+
+// What eval_rules adds to a case: the op-by-op reference, the timing sets' input checksums, the
+// case's seed (for the refills after timing).
+struct EvalCase {
+  const OpByOp* opbyop = nullptr;
+  const InputSums* sums = nullptr;
+  uint64_t case_seed = 0;
+};
+
 // Create, check and time one variant. Returns a non-OK status only for a sticky CUDA error.
+// `ev`: opfuse eval's rules (null for bench ops).
 Status RunVariant(const OpCase& c, const Graph& graph, const CaseBuffers& b, const std::vector<TrialView>& trials,
-                  Harness& h, const FusionConfig& config, const OpBenchOptions& o, VariantResult& v,
+                  Harness& h, const FusionConfig& config, const OpBenchOptions& o, const EvalCase* ev, VariantResult& v,
                   std::string* signature) {
   cudaStream_t s = h.stream();
   CallFn call;                         // one call on given buffers (case order): the check trials
@@ -384,26 +649,10 @@ Status RunVariant(const OpCase& c, const Graph& graph, const CaseBuffers& b, con
     }
     if (!x.fallbacks().empty()) v.note = fmt::format("{}", fmt::join(x.fallbacks(), "; "));
 
-    // The executable's input/output order as indices into the case's.
-    std::map<std::string, int> in_index, out_index;
-    for (size_t i = 0; i < c.inputs.size(); ++i) in_index[c.inputs[i].name] = static_cast<int>(i);
-    for (size_t i = 0; i < c.outputs.size(); ++i) out_index[c.outputs[i].name] = static_cast<int>(i);
     std::vector<int> in_order, out_order;
-    for (int vid : x.graph().inputs) {
-      auto it = in_index.find(x.graph().values[vid].name);
-      if (it == in_index.end()) {
-        v.error = fmt::format("executable input '{}' is not an input of the case", x.graph().values[vid].name);
-        return Status::Ok();
-      }
-      in_order.push_back(it->second);
-    }
-    for (int vid : x.graph().outputs) {
-      auto it = out_index.find(x.graph().values[vid].name);
-      if (it == out_index.end()) {
-        v.error = fmt::format("executable output '{}' is not an output of the case", x.graph().values[vid].name);
-        return Status::Ok();
-      }
-      out_order.push_back(it->second);
+    if (Status st = MatchOrder(c, x, in_order, out_order); !st.ok()) {
+      v.error = st.message();
+      return Status::Ok();
     }
     for (int set = 0; set < b.sets; ++set) {
       for (int i : in_order) ins[set].push_back(b.in[set][i]);
@@ -424,7 +673,18 @@ Status RunVariant(const OpCase& c, const Graph& graph, const CaseBuffers& b, con
     return IsStickyStatus(st) ? st : Status::Ok();
   };
 
-  if (Status st = CheckVariant(c, trials, call, s, o.reject_all_zero, v); !st.ok()) return fail(st, "check run");
+  std::vector<Finding> findings;
+  auto record = [&] {
+    v.correct = findings.empty();
+    if (!findings.empty()) {
+      v.rule = findings.front().rule;
+      v.check_error = Describe(findings);
+    }
+  };
+  if (Status st = CheckVariant(c, trials, call, s, o.reject_all_zero, ev ? ev->opbyop : nullptr, v, findings); !st.ok())
+    return fail(st, "check run");
+  const bool checked = v.check_error.empty() || !findings.empty();  // else "not checked: <why>", still timed
+  if (checked) record();
   if (exe_owner) {  // counted from the plan the check run used
     v.kernels_per_run = exe_owner->kernels_per_run();
     v.pdl_launches = std::max(0, exe_owner->pdl_launches_per_run());
@@ -443,6 +703,13 @@ Status RunVariant(const OpCase& c, const Graph& graph, const CaseBuffers& b, con
   v.us_min = tc.stats.min_us;
   v.us_p90 = tc.stats.p90_us;
   v.samples = tc.stats.samples;
+  if (ev && ev->sums && checked && findings.empty()) {
+    Status fatal;
+    const Status st = CheckAfterTiming(c, b, *ev->sums, run, ev->case_seed, o.check_rows, ev->opbyop, h, &fatal, findings);
+    if (!fatal.ok()) return fatal;
+    if (!st.ok()) return fail(st, "after-timing check");
+    record();
+  }
   return Status::Ok();
 }
 
@@ -567,38 +834,80 @@ StatusOr<BenchReport> RunOpBench(const OpSuite& suite, const OpBenchOptions& o) 
       }
       fatal = IsStickyStatus(buffers.status()) ? buffers.status() : CheckContext();
     } else {
-      Reference ref = ComputeReference(c, *buffers, o.check_rows, stream, &fatal);
+      // eval_rules: random check rows per trial (from the run's seed), a distribution per trial.
+      auto plan_for = [&](int t) {
+        return o.eval_rules ? PlanCheck(c, o.check_rows, Mix(o.seed ^ (0x5eedull + static_cast<uint64_t>(t))))
+                            : PlanCheck(c, o.check_rows);
+      };
+      auto tag_for = [&](int t) {
+        if (o.check_trials <= 1) return std::string();
+        return o.eval_rules ? fmt::format("trial {} ({}): ", t + 1, DistName(kEvalDists[t % std::size(kEvalDists)]))
+                            : fmt::format("trial {}: ", t + 1);
+      };
+      Reference ref = ComputeReference(c, buffers->in[0], plan_for(0), stream, &fatal);
       cr.check = ref.error.empty() ? ref.plan.description : "not checked: " + ref.error;
       // Further check trials: their own fresh inputs and outputs, their own reference.
       std::vector<std::pair<CaseBuffers, Reference>> extra;
-      std::vector<TrialView> trials = {{&*buffers, &ref}};
+      std::vector<TrialView> trials = {{&*buffers, &ref, tag_for(0)}};
       TimingOptions one = o.timing;
       one.max_sets = 1;
       extra.reserve(std::max(o.check_trials - 1, 0));
       for (int t = 1; t < o.check_trials && fatal.ok() && ref.error.empty(); ++t) {
-        auto tb = AllocateCase(c, *harness, one, Mix(o.seed + 7919u * static_cast<uint64_t>(t)));
+        const Dist dist = o.eval_rules ? kEvalDists[t % std::size(kEvalDists)] : Dist::kUniform;
+        auto tb = AllocateCase(c, *harness, one, Mix(o.seed + 7919u * static_cast<uint64_t>(t)), dist);
         if (!tb.ok()) {
           fatal = IsStickyStatus(tb.status()) ? tb.status() : Status::Ok();
           ref.error = fmt::format("check trial {}: {}", t + 1, tb.status().message());
           break;
         }
-        Reference tr = ComputeReference(c, *tb, o.check_rows, stream, &fatal);
+        Reference tr = ComputeReference(c, tb->in[0], plan_for(t), stream, &fatal);
         if (!tr.error.empty()) {
           ref.error = fmt::format("check trial {}: {}", t + 1, tr.error);
           break;
         }
         extra.emplace_back(std::move(*tb), std::move(tr));
       }
-      for (auto& [tb, tr] : extra) trials.push_back({&tb, &tr});
+      for (size_t t = 0; t < extra.size(); ++t) trials.push_back({&extra[t].first, &extra[t].second, tag_for(static_cast<int>(t) + 1)});
       if (o.check_trials > 1 && ref.error.empty())
-        cr.check = fmt::format("{} trials, {} each", o.check_trials, ref.plan.description);
+        cr.check = o.eval_rules ? fmt::format("{} trials ({}), {} each", o.check_trials, "distribution per trial", ref.plan.description)
+                                : fmt::format("{} trials, {} each", o.check_trials, ref.plan.description);
+      // eval_rules: checksums of every input before any call, and the op-by-op reference.
+      std::vector<InputSums> trial_sums;
+      InputSums timing_sums;
+      StatusOr<OpByOp> opbyop = OpByOp{};
+      EvalCase ev;
+      if (o.eval_rules && fatal.ok() && ref.error.empty()) {
+        auto sums = ChecksumInputs(c, buffers->in, stream);
+        trial_sums.reserve(trials.size());
+        for (size_t t = 0; sums.ok() && t < trials.size(); ++t) {
+          auto ts = ChecksumInputs(c, {trials[t].buffers->in[0]}, stream);
+          if (!ts.ok()) sums = ts.status();
+          else trial_sums.push_back(std::move(*ts));
+        }
+        if (sums.ok()) {
+          timing_sums = std::move(*sums);
+          for (size_t t = 0; t < trials.size(); ++t) trials[t].sums = &trial_sums[t];
+          opbyop = MakeOpByOp(c, *graph, config, *harness, buffers->in[0], ref);
+        } else {
+          opbyop = sums.status();
+        }
+        if (!opbyop.ok()) {
+          fatal = IsStickyStatus(opbyop.status()) ? opbyop.status() : Status::Ok();
+          ref.error = "eval checks: " + opbyop.status().message();
+          cr.check = "not checked: " + ref.error;
+        } else {
+          ev = {&*opbyop, &timing_sums, CaseSeed(o.seed, c)};
+          cr.check += opbyop->exe ? "; every row vs the op-by-op path" : "; full-output rule not applied: " + opbyop->error;
+          cr.check += "; timed outputs and refilled sets checked after timing";
+        }
+      }
       std::map<std::string, std::string> signatures;
       for (const auto& name : o.variants) {
         VariantResult v;
         v.name = name;
         if (fatal.ok()) {
           std::string sig;
-          fatal = RunVariant(c, *graph, *buffers, trials, *harness, config, o, v, &sig);
+          fatal = RunVariant(c, *graph, *buffers, trials, *harness, config, o, o.eval_rules ? &ev : nullptr, v, &sig);
           if (fatal.ok() && !v.error.empty()) fatal = CheckContext();
           if (v.error.empty() && !sig.empty()) signatures[name] = sig;
         } else {
@@ -620,6 +929,7 @@ StatusOr<BenchReport> RunOpBench(const OpSuite& suite, const OpBenchOptions& o) 
           }
         }
       }
+      opbyop = Internal("released");
       buffers = Internal("released");  // frees the case's device buffers before the next case
       if (o.measure_copy_same && fatal.ok() && c.bytes > 0) {
         auto copy = TimeSameSizeCopy(c, *harness, o.timing);

@@ -19,9 +19,9 @@
 //  5. Hooks for `opfuse eval` (src/bench/eval.h): check_trials > 1 checks every variant on that
 //     many independent input sets (fresh signed random inputs and freshly allocated outputs per
 //     trial, each against its own CPU reference; the first failing trial decides), reject_all_zero
-//     rejects a float output that is entirely zero, and `candidate` puts a kernel that is not an
-//     executor variant (a user's NVRTC-compiled .cu) under the same check and timing as variant
-//     "candidate".
+//     rejects a float output that is entirely zero, eval_rules adds the checks the timed calls
+//     cannot dodge (below), and `candidate` puts a kernel that is not an executor variant (a
+//     user's NVRTC-compiled .cu) under the same check and timing as variant "candidate".
 // Built with OPFUSE_CUDA only; the CLI reports "built without CUDA" otherwise.
 #pragma once
 #include <functional>
@@ -54,6 +54,13 @@ struct OpBenchOptions {
   int check_rows = 16;  // rows sampled for the CPU reference when a case has more than 64
   int check_trials = 1;  // independent input sets each variant is checked on (opfuse eval: >= 5)
   bool reject_all_zero = false;  // a float output that is all zeros fails the check
+  // opfuse eval's rules that the timed calls cannot dodge (docs/eval.md "Rules"): check trial t
+  // fills its inputs with kEvalDists[t % 4] and checks random rows; whole inputs are checksummed
+  // after every checked call and after timing; every output is compared row by row with opfuse's
+  // op-by-op path (itself checked against the CPU reference first); after timing, the outputs the
+  // timed calls left are checked, then every timed input set is refilled in place with fresh values
+  // and run once without poisoning, and checked again. The first broken rule is VariantResult::rule.
+  bool eval_rules = false;
   // Builds variant "candidate" for a case; an error is recorded as the variant's error ("create: ...").
   std::function<StatusOr<CandidateKernel>(const OpCase&)> candidate;
   bool measure_copy = true;     // the copy-bandwidth ceiling (MBU); `opfuse eval` needs none
