@@ -1014,6 +1014,10 @@ class PtxKernel:
 
     def __init__(self, ptx, name, what):
         import ctypes
+        import torch
+        # The driver API needs a current context: the one torch's runtime makes current on its first
+        # CUDA call (a caller may build this before any tensor is on the GPU: CUresult 201 otherwise).
+        torch.empty(1, device="cuda")
         self.ct, self.lib, self.what = ctypes, cuda_driver(), what
         mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
         self._check(self.lib.cuModuleLoadData(ctypes.byref(mod), ptx.encode()), "cuModuleLoadData")
@@ -1082,6 +1086,7 @@ class Gate:
 
     def check(self):
         if self.timed_out.value:
+            self.timed_out.value = 0  # one timed-out sample fails its case, not every case after it
             raise RuntimeError("gate timed out: the host opened it more than 2 s late — the call, or a tool around the "
                                "process (compute-sanitizer serialises launches), waited for the stream the gate holds")
 

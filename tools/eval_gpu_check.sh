@@ -8,6 +8,8 @@
 #   3. `opfuse eval run --candidate` on every tests/data/eval/*.cu with its problem, as a user runs
 #      it: the verdict and the rule that decided;
 #   4. compute-sanitizer memcheck on one eval run (the fills and the after-timing path).
+# PEER=1 adds tools/eval_peer.py (torch eager / torch.compile) to the baseline before step 2's run;
+# QUICK="" times with the full sample counts (default --quick: the verdicts are what is checked).
 # Logs and JSON under $OUT; a table last. Exit 1 when a test fails, an opfuse plan is not correct, a
 # planted kernel passes or an honest one fails.
 set -uo pipefail
@@ -23,9 +25,17 @@ grep -E '^\[ eval \]|FAILED|Failure' "$W/test_gpu.log" | head -40
 t0=$SECONDS
 "$B/opfuse" eval baseline --output "$O/baseline_time.json" $QUICK > "$W/baseline.md" 2> "$W/baseline.err" || { rc=1; tail -3 "$W/baseline.err"; }
 echo "== eval baseline: $((SECONDS - t0)) s"
+if [ "${PEER:-0}" = 1 ]; then  # torch eager / torch.compile into the same baseline file
+  t0=$SECONDS
+  "$B/opfuse" eval list --json > "$W/problems.json"
+  python3 tools/eval_peer.py --problems "$W/problems.json" --baseline "$O/baseline_time.json" > "$W/peer.log" 2>&1 || { rc=1; tail -3 "$W/peer.log"; }
+  echo "== tools/eval_peer.py: $((SECONDS - t0)) s, $(grep -c 'Error' "$W/peer.log") error lines"
+fi
 t0=$SECONDS
-"$B/opfuse" eval run --baseline "$O/baseline_time.json" --output "$O/eval_auto.json" $QUICK > "$W/eval_auto.md" 2> "$W/eval_auto.err" || { rc=1; tail -3 "$W/eval_auto.err"; }
+"$B/opfuse" eval run --baseline "$O/baseline_time.json" --output "$O/eval_auto.json" --markdown "$O/eval_auto.md" $QUICK \
+  > /dev/null 2> "$W/eval_auto.err" || { rc=1; tail -3 "$W/eval_auto.err"; }
 echo "== eval run (opfuse auto): $((SECONDS - t0)) s"
+sed -n '/^| against/,$p' "$O/eval_auto.md"
 
 declare -A PROBLEM=(
   [gelu_ok]=gelu_f32_prefill [gelu_zeros]=gelu_f32_prefill [gelu_half]=gelu_f32_prefill [gelu_mutate]=gelu_f32_prefill
