@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -89,6 +90,25 @@ TEST_F(EvalCli, CpuBackendChecksOpfusePlans) {
   }
   EXPECT_NE(Slurp(dir_ / "cpu.md").find("| rope_bf16_decode |"), std::string::npos);
   EXPECT_NE(r.out.find("fast_1"), std::string::npos);
+}
+
+// Inputs are a pure function of the seed, so each run draws a fresh one (printed on stderr and
+// recorded in the JSON) and --seed reproduces it.
+TEST_F(EvalCli, FreshSeedPerRunRecordedAndReproducible) {
+  auto seed_of = [&](const std::string& extra) {
+    Result r = Run("eval run --backend cpu --problems rope_bf16_decode --output s.json " + extra);
+    EXPECT_EQ(r.code, 0) << r.err;
+    auto j = nlohmann::json::parse(Slurp(dir_ / "s.json"));
+    EXPECT_TRUE(j["seed"].is_number_unsigned()) << j.dump();
+    const uint64_t seed = j["seed"].get<uint64_t>();
+    if (extra.empty()) EXPECT_NE(r.err.find(fmt::format("seed {} (--seed {} reproduces", seed, seed)), std::string::npos) << r.err;
+    else EXPECT_EQ(r.err.find("reproduces"), std::string::npos) << r.err;
+    EXPECT_EQ(j["results"][0]["rule"], "");
+    return seed;
+  };
+  const uint64_t a = seed_of(""), b = seed_of("");
+  EXPECT_NE(a, b);
+  EXPECT_EQ(seed_of("--seed 12345"), 12345u);
 }
 
 TEST_F(EvalCli, BadInputExitsTwoWithOneLine) {
