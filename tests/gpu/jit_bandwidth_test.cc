@@ -131,6 +131,13 @@ TEST(JitBandwidth, Baseline) {
       std::printf("[jit-bw] %-20s rows %6lld  %9.2f us  %8.0f GB/s  %5.1f%% of copy  (%s, vec %d, %d threads, %d input sets)\n",
                   c.name, static_cast<long long>(rows), us, gbs, 100.0 * gbs / ceiling, jk->emitted.function.c_str(),
                   jk->emitted.vec, jk->emitted.threads, sets);
+      // Bounds far below what these kernels reach (docs/BENCHMARKS.md: 88-102 % of the copy at 16384
+      // rows, 55-84 % at 2048, 4-5 us at decode sizes), so only a real regression fails: a
+      // bandwidth-bound kernel keeps half the copy bandwidth at 16384 rows and a quarter at 2048, and a
+      // decode-size launch stays under 20 us.
+      if (rows >= 16384) EXPECT_GE(gbs, 0.5 * ceiling) << c.name << " rows " << rows;
+      else if (rows >= 2048) EXPECT_GE(gbs, 0.25 * ceiling) << c.name << " rows " << rows;
+      else if (rows <= 32) EXPECT_LT(us, 20.0) << c.name << " rows " << rows;
       for (void* p : all) cudaFree(p);
     }
   }
