@@ -17,10 +17,10 @@
 namespace opfuse {
 
 // The most rows (M) a matmul may have to run on the CUDA backend's decode GEMV (src/kernels/gemv.h)
-// instead of cuBLASLt; fuse_matmul's groups are one GEMV launch up to this. H200, TinyLlama decode
-// ms/token, GEMV vs cuBLASLt (always_fuse, docs/BENCHMARKS.md): batch 1 1.24 vs 1.65, batch 2 1.62 vs
-// 1.66, batch 4 2.49 vs 1.70, batch 8 4.18 vs 1.79 — the GEMV re-reads each activation row per weight
-// pack and turns issue-bound past 2 rows.
+// instead of cuBLASLt; fuse_matmul's groups are one GEMV launch up to this. In TinyLlama decode
+// (always_fuse, docs/BENCHMARKS.md) the GEMV beat cuBLASLt at batch 1, was level at batch 2 and slower
+// from batch 4 on — the GEMV re-reads each activation row per weight pack and turns issue-bound past
+// 2 rows.
 inline constexpr int64_t kDecodeGemvMaxRows = 2;
 
 struct FusionConfig {

@@ -322,7 +322,7 @@ StatusOr<BenchReport> ReportFromJson(const json& j) {
     r.ceilings.copy_kernel_gbps = rd.Number(*c, "ceilings", "copy_kernel_gbps");
     r.ceilings.memcpy_gbps = rd.Number(*c, "ceilings", "memcpy_gbps");
     r.ceilings.launch_us = rd.Number(*c, "ceilings", "launch_us");
-    r.ceilings.event_floor_us = rd.Number(*c, "ceilings", "event_floor_us");  // absent before session 11: NaN
+    r.ceilings.event_floor_us = rd.Number(*c, "ceilings", "event_floor_us");  // absent in older reports: NaN
     r.ceilings.copy_bytes = rd.Int(*c, "ceilings", "copy_bytes");
     if (const json* g = rd.Field(*c, "ceilings", "gemm_tflops", false)) {
       if (!g->is_object()) rd.Fail("ceilings.gemm_tflops", "expected an object");
@@ -407,7 +407,7 @@ StatusOr<BenchReport> ReportFromJson(const json& j) {
           v.rel_err = rd.Number(jv, vp, "rel_err");
           v.check_error = rd.String(jv, vp, "check_error");
           v.kernels_per_run = static_cast<int>(rd.Int(jv, vp, "kernels_per_run"));
-          v.pdl_launches = static_cast<int>(rd.Int(jv, vp, "pdl_launches"));  // absent before session 12: 0
+          v.pdl_launches = static_cast<int>(rd.Int(jv, vp, "pdl_launches"));  // absent in older reports: 0
           if (const json* ks = rd.Field(jv, vp, "kernels", false)) {
             if (!ks->is_array()) rd.Fail(vp + ".kernels", "expected an array");
             else

@@ -282,10 +282,10 @@ class Emitter {
       // Pointwise kernels over vectors wider than 4 bytes get a decode function for tiny tensors (at
       // most jit::kPointwiseDecodeBlocksPerSm of its blocks per SM, the launcher's rule): 4-byte
       // packs, blocks of up to kPointwiseDecodeWideThreads (the launcher picks 128 or 256), no loop,
-      // 32-bit indices. H200, swiglu 1 x 5632 bf16, CUDA-graph replay of 64 launches, L2 flushed: 1.55
-      // us in blocks of 128 against 1.63 for 16-byte vectors in blocks of 64 (torch.compile's Triton
-      // kernel, 1-element packs in 44 blocks of 128: 1.56) (session 10); swiglu 32 x 4096 in the peer's
-      // process: 256-thread blocks 1.79 us, 128 1.84, Triton (2 elements x 256 threads) 1.77 (session 11).
+      // 32-bit indices. swiglu 1 x 5632 bf16 (CUDA-graph replay of 64 launches, L2 flushed) ran faster
+      // in blocks of 128 than as 16-byte vectors in blocks of 64, level with torch.compile's Triton
+      // kernel (1-element packs in 44 blocks of 128); swiglu 32 x 4096 in the peer's process: 256-thread
+      // blocks faster than 128, level with Triton (2 elements x 256 threads) (docs/BENCHMARKS.md).
       const int dv = std::max(1, 4 / std::max(1, max_size_));
       if (!k_.is_row() && o_.pointwise_decode && dv < vec_) {
         out.decode_function = out.function + "_decode";
@@ -317,9 +317,9 @@ class Emitter {
       // 1-4% slower (H200, add_rms_norm 2048 and 16384 rows); when both shapes are one function, none
       const bool separate = out.decode_function != out.function;
       // PDL prologue (EmitOptions::pdl) in the functions the launcher takes at decode sizes only: at
-      // prefill sizes a prefill function launched with it measured 1-4 % slower per event-timed call
-      // (H200, OPFUSE_JIT_PDL=0 A/B, rms_norm / softmax / swiglu 512 and 2048 rows; docs/BENCHMARKS.md
-      // issue 4 session 12), where there is no launch latency to hide (EmittedKernel::PdlIn).
+      // prefill sizes a prefill function launched with it measured slower per event-timed call
+      // (OPFUSE_JIT_PDL=0 A/B, rms_norm / softmax / swiglu 512 and 2048 rows; docs/BENCHMARKS.md),
+      // where there is no launch latency to hide (EmittedKernel::PdlIn).
       EmitFunction(s, out.function, out.threads, out.PdlIn(out.function),
                    [&](std::string& b) { EmitRowRegisters(b, tpr_p_, vpt_p_, out.rows_per_block, false); });
       if (separate)
@@ -427,9 +427,9 @@ class Emitter {
       transcendental |= live_[e] && !k_.exprs[e].row_level && k_.exprs[e].kind == ExprKind::kOp && Transcendental(k_.exprs[e].op);
     // Prefill: ~16 registers of row data per thread (rms_norm 4 vectors, add_rms_norm 2 x 2); 8 for
     // multi-pass kernels with a MUFU op per element (softmax 2: more threads per row, 32 registers
-    // instead of 85). H200, JIT softmax bf16 (dev/kernel_ab, docs/BENCHMARKS.md issue 4 session 9):
-    // 2048 x 2048 t128x2 8.77 µs vs t32x8 9.79; 16384 x 2048 35.55 vs 36.48; at h4096 t256x2 within
-    // 1 % of t64x8 (12.96 / 12.83, 68.51 / 68.32). The library's softmax keeps 8 (its t128x2 is slower).
+    // instead of 85). JIT softmax bf16 (dev/kernel_ab, docs/BENCHMARKS.md): at 2048 and 16384 rows
+    // x 2048 t128x2 beat t32x8; at h4096 t256x2 is level with t64x8. The library's softmax keeps 8
+    // (its t128x2 is slower).
     const int want = o_.prefill_row_words > 0 ? o_.prefill_row_words : k_.num_passes >= 2 && transcendental ? 8 : 16;
     const int target = std::clamp(want / words, 1, 8);
     const int tpr = RoundThreads(std::max(CeilDiv(v, target), std::min<int64_t>(v, 8)));
@@ -440,12 +440,11 @@ class Emitter {
     // Decode (few rows): the fewest vectors per thread whose row group fits decode_row_threads, so
     // a row's loads and MUFU work spread over many threads.
     // Two or more 16-byte packs of row data per vector (add_rms_norm's x and residual): twice the
-    // threads, so a thread holds one vector (H200, add_rms_norm 512 x 4096: t512x1 8.51 us against
-    // t256x2 8.74 us; 1 and 32 rows within 1%; docs/BENCHMARKS.md).
+    // threads, so a thread holds one vector (add_rms_norm 512 x 4096: t512x1 faster than t256x2;
+    // level at 1 and 32 rows; docs/BENCHMARKS.md).
     // Single-pass kernels without a MUFU op per element (rms_norm) double it too: rms_norm x 4096 bf16
-    // t512x1 against t256x2, bench ops µs at 1 / 32 / 512 rows 1.65 / 1.89 / 6.53 against 1.83 / 2.03 /
-    // 6.56; not softmax (4096: 1.04 / 1.10 / 1.01 times slower) nor two-pass layer_norm (512 rows
-    // 1.03 times slower) (docs/BENCHMARKS.md, issue 4 session 10).
+    // t512x1 against t256x2 in bench ops was faster at 1 and 32 rows and level at 512; not softmax
+    // (doubled, slower at 4096) nor two-pass layer_norm (doubled, slower at 512 rows) (docs/BENCHMARKS.md).
     const bool doubled = words >= 8 || (k_.num_passes == 1 && !transcendental);
     const int cap = std::clamp(o_.decode_row_threads * (doubled ? 2 : 1), 1, 1024);
     for (int cand : {1, 2, 4, 8}) {
@@ -460,10 +459,10 @@ class Emitter {
     decode_vec_ = vec_;
     // The doubled group (two or more 16-byte packs of row data per vector) with one vector per thread
     // (add_rms_norm 4096 bf16: t512x1) takes two 8-byte packs per thread instead, half a row apart
-    // (Triton's layout for this case): H200, add_rms_norm 512 x 4096 bf16 with evict-first loads and
-    // 32-bit indices, rotating sets, 8.32-8.51 us against 8.35-8.54 for one 16-byte pack. Not for one
-    // pack per vector: rms_norm 512 x 4096 t512x2 of 8 bytes 6.40-6.43 us, t512x1 of 16 bytes
-    // 6.27-6.34 (docs/BENCHMARKS.md, issue 4 session 10).
+    // (Triton's layout for this case): add_rms_norm 512 x 4096 bf16 with evict-first loads and 32-bit
+    // indices, rotating sets, read marginally faster than with one 16-byte pack. Not for one pack per
+    // vector: there rms_norm 512 x 4096 in 8-byte packs (t512x2) was slower than t512x1 in 16-byte ones
+    // (docs/BENCHMARKS.md).
     if (o_.decode_half_packs && words >= 8 && vpt_d_ == 1 && tpr_d_ >= 512 && vec_ % 2 == 0) {
       decode_vec_ = vec_ / 2;
       vpt_d_ = 2;
@@ -696,8 +695,8 @@ class Emitter {
     s += fmt::format("  const {} NV = R * C / {};\n", ix_, vec_);
     if (decode) {
       // No bounds check where the launcher's grid (blocks of 128 or 256) covers the vectors exactly, as
-      // Triton drops its mask: H200, swiglu 8 x 5632 by graph replay in the peer's process 1.68 -> 1.66
-      // µs, 32 x 4096 1.78 -> 1.75 (dev/kernel_ab/swiglu_decode_variants.cu q4_ng, issue 4 session 11).
+      // Triton drops its mask: swiglu 8 x 5632 and 32 x 4096 read slightly faster by graph replay in the
+      // peer's process (dev/kernel_ab/swiglu_decode_variants.cu q4_ng).
       int64_t n = 1;
       for (const Dim& d : k_.space) n = d.is_static() && n > 0 ? n * d.value : -1;
       const bool exact = n > 0 && n % vec_ == 0 && (n / vec_) % kPointwiseDecodeWideThreads == 0;
@@ -809,8 +808,8 @@ class Emitter {
     vpt_now_ = vpt;
     const std::set<int> cached = CachedInputs();
     // Per-column inputs before the rows, except in the half-pack decode function: there the weight
-    // loaded in the epilogue (the compiler issues it during the reduction) measured 0.1-0.2 us faster
-    // (H200, add_rms_norm 1 / 32 / 512 x 4096: docs/BENCHMARKS.md, issue 4 session 10).
+    // loaded in the epilogue (the compiler issues it during the reduction) measured faster
+    // (add_rms_norm 1 / 32 / 512 x 4096: docs/BENCHMARKS.md).
     reg_channels_ = decode && decode_half_ ? std::set<int>{} : ChannelInputs(vpt);
     s += fmt::format("  constexpr int TPR = {}, VPT = {};  // threads per row, vectors per thread\n", tpr, vpt);
     if (rpb == 1) s += "  constexpr int rpb = 1;  // one row group per block (blockDim.x == TPR)\n  const int t = threadIdx.x;\n";
@@ -823,9 +822,9 @@ class Emitter {
     const bool evict_first = decode && o_.decode_evict_first && !cached.empty();
     if (evict_first) s += "  const unsigned long long pol = fz_evict_first();  // the rows are read once\n";
     // The decode function's grid covers the rows (the launcher's rule), so it has no row loop: with
-    // it, the compiler kept the early stores and the epilogue's loads apart (H200, add_rms_norm
-    // 512 x 4096: 8.51 -> 8.35 us, docs/BENCHMARKS.md issue 4 session 10). The prefill function walks
-    // the rows grid-stride, so any grid is correct.
+    // it, the compiler kept the early stores and the epilogue's loads apart (add_rms_norm 512 x 4096
+    // read slower, docs/BENCHMARKS.md). The prefill function walks the rows grid-stride, so any grid
+    // is correct.
     if (decode)
       s += fmt::format("  {{\n    const {0} r0 = ({0})blockIdx.x * rpb;  // the grid covers the rows\n    if (r0 >= R) return;\n", ix_);
     else
@@ -842,9 +841,9 @@ class Emitter {
       s += "    constexpr bool valid = true;  // one row group per block, and r0 < R\n    (void)valid;\n";
       s += fmt::format("    const {} r = r0;\n", ix_);
     } else {
-      // Kept where the rows are a static multiple of rpb too: dropping it there (session 12) moved
-      // rms_norm bf16 t64x4 x 2 rows 16384 x 2048 0.45 us faster but 2048 x 2048 0.3 us slower (H200,
-      // dev/kernel_ab; docs/BENCHMARKS.md issue 4 session 12).
+      // Kept where the rows are a static multiple of rpb too: dropping it there made rms_norm bf16
+      // t64x4 x 2 rows faster at 16384 x 2048 but slower at 2048 x 2048 (dev/kernel_ab;
+      // docs/BENCHMARKS.md).
       s += "    const bool valid = r0 + g < R;\n";
       s += fmt::format("    const {} r = valid ? r0 + g : R - 1;  // an idle group re-reads the last row and stores nothing\n", ix_);
     }
@@ -858,9 +857,9 @@ class Emitter {
     // The epilogue's vector outputs, and the early outputs whose stored packs it reads (add_rms_norm's
     // sum: kept as the packed words that were stored, sv<o>[VPT]) rather than rebuilding them from
     // the row's input packs — those then die after the reductions: fewer registers and instructions.
-    // H200, add_rms_norm 512 x 4096: the stored packs kept 8.26-8.54 us against 8.35-8.61 re-read
-    // from memory, and 8.51-8.77 rebuilt (docs/BENCHMARKS.md, issue 4 sessions 9-10). Only outputs
-    // that hold the value exactly (a rounding to their own 16-bit dtype, or f32) are kept.
+    // add_rms_norm 512 x 4096 read faster with the stored packs kept than re-read from memory or
+    // rebuilt (docs/BENCHMARKS.md). Only outputs that hold the value exactly (a rounding to their own
+    // 16-bit dtype, or f32) are kept.
     std::vector<int> vec_targets;
     auto late = [&](size_t o) { return k_.outputs[o].tensor.access != Access::kRowScalar && !is_early(o); };
     for (size_t o = 0; o < k_.outputs.size(); ++o)

@@ -45,7 +45,7 @@ inline constexpr int kEmitterVersion = 10;
 inline constexpr int kPrefillRowBlock = 128;   // prefill row kernels: rows per block fill ~this many threads
 inline constexpr int kDecodeRowsPerSm = 4;     // rows < this x SMs: the decode function (as the library)
 // Decode row groups up to 256 threads: on an H200 (CUDA-graph replay, rows 1/8/32, h2048/h4096 bf16)
-// 256 beat 32 (warp per row) by 1.2-2.1x for softmax, rms_norm and add_rms_norm (docs/BENCHMARKS.md).
+// 256 beat 32 (warp per row) clearly for softmax, rms_norm and add_rms_norm (docs/BENCHMARKS.md).
 inline constexpr int kDefaultDecodeRowThreads = 256;
 // The decode function indexes with 32-bit ints: the launcher takes it only below this many elements.
 inline constexpr long long kDecodeMaxElements = (1LL << 31) - 1;
@@ -120,7 +120,7 @@ struct EmittedKernel {
   // EmitOptions::pdl. Then the functions the launcher takes at decode sizes begin with fz_pdl_enter()
   // and are safe to launch with PDL: the decode function, and the prefill function where it is the
   // only one (no separate decode function); a prefill function beside a decode one has no prologue
-  // (at prefill sizes it cost 1-4 % per event-timed call, H200). PdlIn(name) says which — the
+  // (at prefill sizes it made each event-timed call slower). PdlIn(name) says which — the
   // emitter writes the prologue by it and the executor sets the launch attribute by it.
   bool pdl = false;
   bool PdlIn(const std::string& name) const {

@@ -1,7 +1,7 @@
 // Facts read from a CUBIN without a driver or GPU: the registers per thread of each kernel, from
 // the EIATTR_REGCOUNT attributes of the ELF file's ".nv.info" section (what ptxas -v reports).
 // Used to check the occupancy of generated kernels in CI (a prefill row kernel whose registers
-// cut its resident threads per SM streams slower: docs/BENCHMARKS.md issue 4 session 15).
+// cut its resident threads per SM streams slower: docs/BENCHMARKS.md, bench ops).
 #pragma once
 #include <map>
 #include <string>

@@ -12,11 +12,11 @@
 
 namespace opfuse::jit {
 
-// The pointwise decode function runs tensors of at most this many of its blocks per SM. H200, bench
-// ops jit µs at 1 / 8 / 32 rows (docs/BENCHMARKS.md, issue 4 session 10): at 1 block per SM only
-// rows = 1 ran it (swiglu 1.29 -> 1.22, geglu 1.99 -> 1.25); 4 and 16 per SM also took geglu 8 x 5632
-// 2.15 -> 1.42, 32 x 4096 2.32 -> 1.63, swiglu 32 x 4096 1.63 -> 1.58, and 16 swiglu / geglu 32 x 5632
-// (5.3 blocks per SM) 1.83 -> 1.78 / 2.64 -> 1.79, none slower; 8 covers every measured case.
+// The pointwise decode function runs tensors of at most this many of its blocks per SM. In bench ops
+// (the jit variant at 1 / 8 / 32 rows, docs/BENCHMARKS.md) every tensor that took the decode function
+// ran faster with it, none slower: at 1 block per SM only rows = 1 ran it (swiglu, geglu); 4 and 16
+// per SM also took geglu 8 x 5632 and 32 x 4096 and swiglu 32 x 4096, and 16 swiglu / geglu 32 x 5632
+// (5.3 blocks per SM); 8 covers every measured case.
 inline constexpr int kPointwiseDecodeBlocksPerSm = 8;
 
 // Number of CUDA devices usable by this process (0 when built without CUDA, with no driver, or

@@ -54,7 +54,7 @@
 //    sets when nothing in the run writes pos or the caches): pos is read and the block's cache rows
 //    below pos are prefetched into L2 before the PDL wait, overlapping the q/k/v projection.
 //  * AttnDecodeKernel (opt-in, OPFUSE_ATTENTION_DECODE=1): see its note below; measured in
-//    docs/BENCHMARKS.md "Session 6" — faster at short context, slower at ~1k keys.
+//    docs/BENCHMARKS.md (Llama engine) — faster at short context, slower at ~1k keys.
 // Index arithmetic into tensors is 64-bit; per-dimension sizes are checked to fit in int.
 #include "kernels/pdl.cuh"
 #include <cuda_bf16.h>
@@ -519,7 +519,7 @@ constexpr int kDecKC = 32;
 constexpr int kDecMaxSplits = 64;
 
 // One-token decode over a KV cache, shaped for latency (opt-in, OPFUSE_ATTENTION_DECODE=1). Measured
-// on the H200 (docs/BENCHMARKS.md "Session 6"): ~11.5 µs alone under ncu, like the general kernel,
+// (docs/BENCHMARKS.md, Llama engine): alone under ncu it takes as long as the general kernel,
 // although each warp runs ~4x fewer instructions — both are dominated by the prologue (instruction
 // fetch, parameter constant-cache misses, pos) and dependent memory round trips; in the model it is
 // faster at ~130 keys and slower at ~1100 (more splits, each with that fixed latency). Kept, tested,
@@ -1218,8 +1218,8 @@ int MinSplitChunk(int keys_per_iter) {
 
 // The decode kernel (AttnDecodeKernel) for these shapes: its rows per block RB, or 0 when it does not
 // apply (kv_attention only; f16/bf16, head_dim 64/128, T * group <= 8). Opt-in for now,
-// OPFUSE_ATTENTION_DECODE=1 (H200, TinyLlama decode: -25 µs/token at 130 keys, +32 µs at 1100 keys
-// against the general kernel; docs/BENCHMARKS.md "Session 6"); off under OPFUSE_ATTENTION_SEPARATE=1.
+// OPFUSE_ATTENTION_DECODE=1 (TinyLlama decode: faster per token at 130 keys, slower at 1100 keys
+// than the general kernel; docs/BENCHMARKS.md, Llama engine); off under OPFUSE_ATTENTION_SEPARATE=1.
 int DecodeRows(const Dims& d) {
   if (d.dtype != DType::kF16 && d.dtype != DType::kBF16) return 0;
   if (d.D != 64 && d.D != 128) return 0;

@@ -128,8 +128,8 @@ struct BinaryE {
 constexpr int kUnroll = 4;  // vectors in flight per thread
 // Vectors per thread per step for element functor E: kUnroll, but 1 for floored mod and pow, whose
 // f32 math is a long inlined library routine (fmodf's loop, powf), so kUnroll x VEC copies of it per
-// thread bloat the kernel; at kUnroll the mod kernel took 95 us for 16384 x 2048 bf16 on an H200,
-// where the JIT's one-vector-per-thread kernel took 55 us (docs/BENCHMARKS.md has the result of this change).
+// thread bloat the kernel; at kUnroll the mod kernel for 16384 x 2048 bf16 was far slower than the
+// JIT's one-vector-per-thread kernel (docs/BENCHMARKS.md has the result of this change).
 template <class E> struct UnrollOf { static constexpr int value = kUnroll; };
 template <class T> struct UnrollOf<BinaryE<BMod, T>> { static constexpr int value = 1; };
 template <class T> struct UnrollOf<BinaryE<BPow, T>> { static constexpr int value = 1; };
@@ -177,7 +177,7 @@ struct Scalars {
 // Operand loads are unconditional: a scalar operand (preloaded) reads a 16-byte dummy in device
 // memory instead of its buffer, and in the inner-broadcast variant every operand does both a vector
 // load and an element load, one of them from the dummy. Branching around loads on the (uniform)
-// operand kinds measured 40% slower on H200: loads in separate basic blocks are not batched.
+// operand kinds measured much slower: loads in separate basic blocks are not batched.
 namespace {
 __device__ __align__(16) unsigned char g_dummy[16];  // one per TU
 }  // namespace

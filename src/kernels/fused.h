@@ -17,17 +17,17 @@
 //     the row is in flight at once;
 //   prefill (rows >= 4 x SMs): a per-family number of vectors per thread (several 16-byte loads
 //     in flight per thread; RowLimits::prefill_vpt) and as many threads per row as that needs,
-//     blocks of ~kPrefillBlockThreads. Measured on an H200 (LibraryFusedBandwidthTest.
-//     DISABLED_ShapeSweep, 16384 and 2048 rows x 2048 / 4096 bf16): rms_norm / layer_norm 4
-//     (t64x4, t128x4: 100% / 96% of copy), add_rms_norm 2 (two inputs in registers: t128x2,
-//     t256x2: 99-101% / 98%), softmax 4 (t64x4, t128x4; session 14, bench ops after softmax.cu's
-//     exact-cover fast path: 2048 x 2048 9.06 us against 9.66-10.1 with 8 and 8.99-9.18 with 2,
-//     16384 x 2048 36.1 against 36.5 / 37.4; 8 had been best with a runtime row group); 1 vector per
-//     thread was 30-60% slower for all of them.
-//   Decode (1 and 32 rows, CUDA-graph replay): 1 vector per thread was fastest (2.0-2.7 us).
+//     blocks of ~kPrefillBlockThreads. The best per family on an H200 (LibraryFusedBandwidthTest.
+//     DISABLED_ShapeSweep, 16384 and 2048 rows x 2048 / 4096 bf16; numbers in docs/BENCHMARKS.md):
+//     rms_norm / layer_norm 4 (t64x4, t128x4: at or near copy bandwidth), add_rms_norm 2 (two inputs
+//     in registers: t128x2, t256x2: at or near copy bandwidth), softmax 4 (t64x4, t128x4; bench ops
+//     after softmax.cu's exact-cover fast path: faster than 8, level with 2 at 2048 x 2048 and faster
+//     at 16384 x 2048; 8 had been best with a runtime row group); 1 vector per thread was much slower
+//     for all of them.
+//   Decode (1 and 32 rows, CUDA-graph replay): 1 vector per thread was fastest.
 //   Between (kDecodeRows < rows < 4 x SMs, e.g. 512): at most kMidThreadsPerRow threads per row —
-//     512 x 4096 bf16 (H200, same sweep, L2 flushed): t256x2 9.28 / 7.62 / 8.51 us against t512x1
-//     10.62 / 7.78 / 9.06 us for add_rms_norm / rms_norm / softmax; at h2048 t256x1 stays.
+//     at 512 x 4096 bf16 (same sweep, L2 flushed) t256x2 beat t512x1 for add_rms_norm, rms_norm and
+//     softmax; at h2048 t256x1 stays.
 // FusedPlanOptions lets tests and sweeps force a shape or the scalar path; the executor uses the
 // plain planners of library.h, which call these with default options.
 // Built with OPFUSE_CUDA only.

@@ -186,8 +186,8 @@ struct RowMap {
   uint32_t size[kMaxMapDims] = {};
   int64_t stride[kMaxMapDims] = {};
   // size[d] as a multiply-high divider, used when `fast` (fewer than 2^31 rows, FastDivmod's exact
-  // range): with a runtime division per row the library rope took 39.1 us at 16384 x 32 x 64 bf16 on
-  // the H200, 36.7-36.9 with it (docs/BENCHMARKS.md, issue 4 session 16).
+  // range): with a runtime division per row instead the library rope was slower at 16384 x 32 x 64
+  // bf16 (docs/BENCHMARKS.md, bench ops).
   FastDivmod div[kMaxMapDims];
   bool fast = false;
 };
@@ -280,7 +280,7 @@ auto DispatchVpt(int v, F&& f) {
 // template constant for a list of shapes: where the row is an exact cover of the shape (every vector
 // of every thread inside the row), the group split is shifts, the reductions unroll and no column
 // guard is needed. With a runtime row group a 2-vector softmax ran twice the JIT's instructions
-// (ncu, session 14). OPFUSE_ROW_EXACT=0 turns the fast path off (A/B).
+// (ncu). OPFUSE_ROW_EXACT=0 turns the fast path off (A/B).
 inline bool ExactCover(const RowShape& s, int64_t cols, int full_vec) {
   return !s.looped && s.vec == full_vec && int64_t{s.threads_per_row} * s.vectors_per_thread * full_vec == cols &&
          !EnvFlagOff("OPFUSE_ROW_EXACT");

@@ -23,8 +23,8 @@
 //    logical blocks b, b + grid, ... A warp issues the next column's first loads while it uses the
 //    current column's last chunk, so its weight stream has no gap between columns; the norm prologue
 //    runs once per block, not once per 4 columns. Against one block per logical block (2048-column
-//    down projection: 3 waves of 660 blocks) this took the H200 decode step from 1.05 to 1.01 ms at 128
-//    keys (docs/BENCHMARKS.md, session 7). OPFUSE_GEMV_BLOCKS_PER_SM=0 restores one block per logical
+//    down projection: 3 waves of 660 blocks) this made the decode step faster at 128 keys
+//    (docs/BENCHMARKS.md, Llama engine). OPFUSE_GEMV_BLOCKS_PER_SM=0 restores one block per logical
 //    block; N caps the blocks per SM (2 and 3 measured slower).
 //  * Launched with PDL (pdl.cuh): the first chunk of weight loads is issued before the wait for the
 //    previous kernel (weights are never written by the graph), so the stream starts during the
@@ -36,7 +36,7 @@
 //    pair machinery) and writes the rotated pair from row r of the cos/sin tables.
 //  * Long k (KS = 4 for k > 2048): 4 warps share a column, each a quarter of k, merged in shared
 //    memory — the MLP down projection's 11 KiB rows otherwise take 3 dependent load rounds per warp.
-// Measured numbers: docs/BENCHMARKS.md (Llama engine, sessions 4 and 5).
+// Measured numbers: docs/BENCHMARKS.md (Llama engine).
 #include <algorithm>
 #include <cstdlib>
 

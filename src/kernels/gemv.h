@@ -4,7 +4,7 @@
 //
 // Why: at decode the matmul is C[M,N] = A[M,K] · Wᵀ with M = batch (1…kGemvMaxRows) and W a Hugging Face
 // Linear weight [N,K] in bf16/f16 — pure weight streaming (N·K·2 bytes, about 2 FLOP per byte).
-// cuBLASLt reaches ~66% of the copy bandwidth there on an H200 (docs/BENCHMARKS.md) and costs one
+// cuBLASLt stays well below the copy bandwidth there (docs/BENCHMARKS.md) and costs one
 // launch per matmul; the Llama layer has seven of them. The kernel design is in gemv.cu.
 //
 // Use: the executor plans a matmul step with PlanGemv when GemvSupported says yes (the reason

@@ -20,7 +20,7 @@
 // trip waits for the reduction. Where the row is an exact cover of the planner's shape (cols ==
 // threads per row x vectors x vec) and the shape is one of fused_common.cuh's ExactShapes, the row group is a
 // template constant (KTPR): no column guards, unrolled reductions (softmax.cu's fast path; with a
-// runtime row group a 2-vector softmax ran twice the JIT's instructions, session 14).
+// runtime row group a 2-vector softmax ran twice the JIT's instructions under ncu).
 #include "kernels/pdl.cuh"
 #include "kernels/fused_common.cuh"
 
@@ -353,8 +353,8 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
     using One = std::integral_constant<int, 1>;
     using VecN = std::integral_constant<int, kVec>;
     // The exact-cover fast path (fused_common.cuh); not rms_norm at 4 vectors per thread (its prefill
-    // shapes): there the runtime row group read 1-2 % faster at 2048-16384 rows (bench ops, H200,
-    // session 14), every other case 1-23 % slower.
+    // shapes): there the runtime row group read slightly faster at 2048-16384 rows (bench ops), every
+    // other case slower.
     if (ExactCover(s, cols, kVec) && !(kind == kRms && s.vectors_per_thread == 4)) {
       auto r = DispatchExactShape<ExactShapes>(s, [&](auto shape) -> std::vector<cuda::KernelLaunch> {
         constexpr int V = decltype(shape)::kVpt, KT = decltype(shape)::kTpr;

@@ -13,8 +13,8 @@
 // Index arithmetic (FAST, up to 2^31 items, the usual case): the item's row is a FastDivmod
 // multiply-high, as is the table row (RowMap), and the sin row reuses the cos row's offset when the
 // two maps are equal (they are for same-shape tables). With runtime divisions (and the sin map
-// computed again) this kernel took 39.1 us at 16384 x 32 x 64 bf16 on the H200 against the JIT's
-// 36.3, whose indices are shifts of static sizes (docs/BENCHMARKS.md, issue 4 session 16).
+// computed again) this kernel was slower at 16384 x 32 x 64 bf16 than the JIT's, whose indices are
+// shifts of static sizes (docs/BENCHMARKS.md, bench ops).
 #include "kernels/pdl.cuh"
 #include "kernels/fused_common.cuh"
 

@@ -11,14 +11,14 @@
 // when set).
 //  * Register path: e = 2^(z - max) is computed once, in the sum's step, and kept as f32; the write
 //    is y = e * (1 / sum). The SFU does 16 MUFU ops a clock per SM, so at 512 rows x 2048 the second
-//    exponential of the earlier form y = 2^(z - (max + log2(sum))) cost ~0.5 us once the data had
-//    arrived: one exponential is 1-7 % faster at 1-2048 rows and the same at 16384 (H200, bench ops,
-//    docs/BENCHMARKS.md issue 4 session 17).
+//    exponential of the earlier form y = 2^(z - (max + log2(sum))) was on the critical path once the
+//    data had arrived: one exponential is faster at 1-2048 rows and the same at 16384 (H200, bench ops,
+//    docs/BENCHMARKS.md).
 //  * Register path without a mask: the row's raw 16-byte packs stay in registers (laundered
 //    after the max so the compiler does not hold f32 copies); z is recomputed for the sum.
 //  * Exact-cover fast path (no mask, not causal, cols == threads_per_row x vectors x vec, and the
 //    planner's shape one of fused_common.cuh's ExactShapes): the row group is a template constant (KTPR), so no
-//    column guard and unrolled reductions; 2-9 % faster at 512-16384 rows x 2048 / 4096 (H200). With
+//    column guard and unrolled reductions; faster at 512-16384 rows x 2048 / 4096 (bench ops). With
 //    a runtime row group, t128x2 executed twice the JIT's instructions at the same shape (ncu).
 //  * Register path with a mask: z is computed once as f32 (x and mask packs are loaded together,
 //    all in flight) and cached, so the kernel is "heavy" (<= 512 threads, <= 4 vectors/thread).
@@ -88,8 +88,8 @@ __device__ __forceinline__ float Z(const P& p, float x, float m, int c, int lv) 
 // e = 2^(z - max) is kept as f32 from the sum to the write (one exponential per element).
 // KTPR > 0: the exact-cover fast path (no mask, not causal, cols == KTPR * VPT * N): the row group
 // is a compile-time constant, so the group / lane split is shifts, the reductions unroll, and no
-// column is out of the row (no per-vector guard). Without it the kernel read ~20 % slower than the
-// JIT's (compile-time shaped) softmax at 512-2048 rows (session 14).
+// column is out of the row (no per-vector guard). Without it the kernel read clearly slower than the
+// JIT's (compile-time shaped) softmax at 512-2048 rows (bench ops).
 template <class T, class M, bool HAS_MASK, bool CAUSAL, int N, int VPT, int KTPR = 0>
 __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel(SoftmaxParams<T, M> p) {
   static_assert(KTPR == 0 || (!HAS_MASK && !CAUSAL), "the exact-cover path has no mask and no causal mask");
@@ -327,7 +327,7 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanSoftmaxEx(const Node& n, const std
   if (mask && mask_cols) ok = ok && Aligned(mask->data, vec * DTypeSize(mask->dtype));
   if (!ok) vec = 1;
   // Prefill: 4 vectors per thread (fused.h: with the exact-cover fast path t64x4 / t128x4 were best in
-  // bench ops, session 14); the mask path caches f32 values and stays at 4 too.
+  // bench ops); the mask path caches f32 values and stays at 4 too.
   // OPFUSE_SOFTMAX_PREFILL_VPT=N (A/B): N vectors per thread at prefill sizes without a mask.
   const RowLimits lim{has_mask ? 4 : kMaxVectorsPerThread, has_mask, has_mask ? 4 : EnvInt("OPFUSE_SOFTMAX_PREFILL_VPT", 4)};
   RowShape s;

@@ -120,8 +120,8 @@ inline const char* CudaScalarExpr(OpKind op) {
     case OpKind::kSilu: return "__fdividef($0, 1.0f + __expf(-$0))";
     // torch's formula (and Triton's): 1 + erf. erfcf(-x/√2) keeps the far negative tail's relative
     // accuracy (the CPU reference, GeluErf above, does) but costs about twice as much, and in a fused
-    // geglu the activation is the critical path (H200, session 11: JIT geglu 512 x 5632 10.4 µs with
-    // erfcf against torch.compile's 9.1). It differs from GeluErf by at most |x| * 3e-8 absolute (the
+    // geglu the activation is the critical path (with erfcf the JIT's geglu 512 x 5632 read slower than
+    // torch.compile's; docs/BENCHMARKS.md). It differs from GeluErf by at most |x| * 3e-8 absolute (the
     // rounding of 1 + erf), which matters only where |gelu| < 1e-4 (x < -4).
     case OpKind::kGelu: return "(0.5f * $0 * (1.0f + erff($0 * 0.70710678118654752f)))";
     case OpKind::kGeluTanh: return "(0.5f * $0 * (1.0f + tanhf(0.7978845608028654f * ($0 + 0.044715f * $0 * $0 * $0))))";

@@ -4,12 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <tuple>
-#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -175,31 +172,7 @@ std::string ProfileDb::ToJson() const {
   return j.dump(2) + "\n";
 }
 
-Status ProfileDb::Save(const std::string& path) const {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  const std::string tmp = (dir / fmt::format(".{}.tmp.{}", target.filename().string(), static_cast<long>(getpid()))).string();
-  const std::string text = ToJson();
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return InvalidArgument(fmt::format("{}: cannot write (temp file {})", path, tmp));
-    f << text;
-    f.flush();
-    if (!f) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      return Internal(fmt::format("{}: write failed", path));
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return Internal(fmt::format("{}: rename from temp file failed", path));
-  }
-  return Status::Ok();
-}
+Status ProfileDb::Save(const std::string& path) const { return WriteFileAtomic(path, ToJson()); }
 
 Status ProfileDb::Merge(const ProfileDb& other) {
   if (Status s = CheckDevice(device, other.device); !s.ok())

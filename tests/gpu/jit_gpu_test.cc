@@ -144,19 +144,21 @@ INSTANTIATE_TEST_SUITE_P(Cases, JitGpuTest, ::testing::ValuesIn(testing_cases::k
 // Pointwise kernels at a decode size big enough for 256-thread blocks of the pointwise decode function
 // (every SM still gets a block) and at T = 1 (blocks of 128): the launcher's choice, and the wide
 // blocks' results against the CPU.
-TEST_P(JitGpuTest, PointwiseDecodeWideBlocksMatchCpu) {
+// Applies to the pointwise cases with a token dim whose kernel has a decode function (`applied`).
 #ifdef OPFUSE_WITH_CUDA
-  JitCase c = GetParam();
-  if (!c.bind.count("T")) GTEST_SKIP() << "no token dim";
+void PointwiseDecodeWide(JitCase c, bool* applied) {
+  *applied = false;
+  if (!c.bind.count("T")) return;
   auto g = ParseGraph(c.text);
   ASSERT_TRUE(g.ok());
   auto k = testing_cases::WholeGraphKernel(*g);
   ASSERT_TRUE(k.ok());
-  if (k->is_row()) GTEST_SKIP() << "row kernel";
+  if (k->is_row()) return;
   auto lk = CompileAndLoad(*k, true);
   ASSERT_TRUE(lk.ok()) << lk.status().message();
   const codegen::EmittedKernel& em = (*lk)->jit().emitted;
-  if (em.decode_vec == 0) GTEST_SKIP() << "no pointwise decode function";
+  if (em.decode_vec == 0) return;
+  *applied = true;
   EXPECT_EQ(em.decode_threads, codegen::kPointwiseDecodeWideThreads);
   const int sms = SmCount();
   c.bind["T"] = 1;
@@ -188,21 +190,23 @@ TEST_P(JitGpuTest, PointwiseDecodeWideBlocksMatchCpu) {
   EXPECT_GE(gw.blocks * gw.threads * dv, t * per_t);
   c.bind["T"] = t;
   RunCase(c, true);
-#endif
 }
+#endif
 
 // Row kernels at prefill row counts: rows >= kDecodeRowsPerSm x SMs launch the prefill function
 // (a different row shape from the small-T cases above), with a row count that leaves idle row
 // groups in the last block. Also checks which function each row count launches.
-TEST_P(JitGpuTest, PrefillRowsMatchCpu) {
+// Applies to the row cases with a token dim (`applied`).
 #ifdef OPFUSE_WITH_CUDA
-  JitCase c = GetParam();
-  if (!c.bind.count("T")) GTEST_SKIP() << "no token dim";
+void PrefillRows(JitCase c, bool* applied) {
+  *applied = false;
+  if (!c.bind.count("T")) return;
   auto g = ParseGraph(c.text);
   ASSERT_TRUE(g.ok());
   auto k = testing_cases::WholeGraphKernel(*g);
   ASSERT_TRUE(k.ok());
-  if (!k->is_row()) GTEST_SKIP() << "pointwise kernel";
+  if (!k->is_row()) return;
+  *applied = true;
   const int sms = SmCount();
   const int64_t rows_per_t = [&] {
     int64_t n = 1;
@@ -231,6 +235,42 @@ TEST_P(JitGpuTest, PrefillRowsMatchCpu) {
     EXPECT_EQ(gs->threads, em.decode_threads);
   }
   RunCase(c, true);
+}
+#endif
+
+// Each runs every shared case it applies to (a loop, not one test per case: a case it does not
+// apply to is not a skipped test), and fails if it applied to none.
+class JitGpuCases : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (jit::CudaDeviceCount(&why) == 0) GTEST_SKIP() << why;
+  }
+#ifdef OPFUSE_WITH_CUDA
+  void ForEachCase(void (*check)(JitCase, bool*)) {
+    int applied = 0;
+    for (const JitCase& c : testing_cases::kJitCases) {
+      SCOPED_TRACE(c.name);
+      bool a = false;
+      check(c, &a);
+      applied += a;
+      if (HasFatalFailure()) return;
+    }
+    EXPECT_GT(applied, 0);
+    std::printf("[ cases    ] %d of %zu cases apply\n", applied, std::size(testing_cases::kJitCases));
+  }
+#endif
+};
+
+TEST_F(JitGpuCases, PointwiseDecodeWideBlocksMatchCpu) {
+#ifdef OPFUSE_WITH_CUDA
+  ForEachCase(PointwiseDecodeWide);
+#endif
+}
+
+TEST_F(JitGpuCases, PrefillRowsMatchCpu) {
+#ifdef OPFUSE_WITH_CUDA
+  ForEachCase(PrefillRows);
 #endif
 }
 

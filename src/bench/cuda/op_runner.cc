@@ -716,7 +716,7 @@ Status RunVariant(const OpCase& c, const Graph& graph, const CaseBuffers& b, con
 // A copy of `c.bytes` bytes (half read, half written: the bytes the case moves) with the ceiling's
 // 16-byte copy kernel, timed by the variants' rules (PlanSets with all of it rotated, TimeCalls).
 // At 16384 x 2048 the 1 GiB copy ceiling is out of reach for any kernel timed per call (the events'
-// fixed cost, docs/BENCHMARKS.md issue 4 session 8); this is the reference at the size.
+// fixed cost, docs/BENCHMARKS.md, bench ops); this is the reference at the size.
 StatusOr<std::pair<double, std::string>> TimeSameSizeCopy(const OpCase& c, Harness& h, const TimingOptions& t) {
   cudaStream_t s = h.stream();
   const int64_t half = std::max<int64_t>(16, (c.bytes / 2 + 15) / 16 * 16);

@@ -95,9 +95,9 @@ Status Harness::FlushL2() {
 Status Harness::Spin(double us) { return LaunchSpin(us, stream_); }
 
 StatusOr<double> Harness::HostUsPerCall(const RunFn& run, int calls) {
-  // The median of kHostBatches batch means: one preempted call (~100 µs) moved a single 50-call mean
-  // by 2 µs, which is how a cuBLASLt Run read 6.9 µs in one bench ops run and 2.5 in the next (H200,
-  // issue 4 session 16). Each batch starts synchronised, so the host never waits on a full queue.
+  // The median of kHostBatches batch means: one preempted call moves a single 50-call mean far, which
+  // is how a cuBLASLt Run's host time read very differently in two consecutive bench ops runs. Each
+  // batch starts synchronised, so the host never waits on a full queue.
   calls = std::max(calls, 1);
   std::vector<double> means;
   for (int b = 0; b < kHostBatches; ++b) {

@@ -8,16 +8,16 @@
 //    gate, start event, the call and the end event, waits until the GPU is at the gate, waits
 //    kGateLeadUs more and opens it. The start event therefore never waits on the host (events time
 //    device work only), and every call — whatever its host cost — has been queued for the same
-//    short time when the gate opens. That matters: with a fixed-length spin instead (sessions 1-10),
-//    a call enqueued long before the spin ended measured 0.3-0.5 µs slower on an H200 than one
-//    enqueued just before (dev/kernel_ab/peer_ab.py --delay-us, session 11: swiglu 2048 x 4096
-//    15.98 µs with no delay, 15.71 with 30 µs, 15.49 with 60 µs of host delay before the launch), so
-//    a fast host path (opfuse's executor, ~15 µs) read slower than a slow one (torch.compile's, ~45).
+//    short time when the gate opens. That matters: with a fixed-length spin instead (the earlier
+//    method), a call enqueued long before the spin ended measured slower than one enqueued just
+//    before (dev/kernel_ab/peer_ab.py --delay-us: swiglu 2048 x 4096 read faster the longer the host
+//    delayed the launch), so a fast host path (opfuse's executor) read slower than a slow one
+//    (torch.compile's).
 //  * Before that (flush, gate), a kernel puts every 128-byte line of the case's tensors (all sets)
 //    back to normal L2 priority (LaunchL2Demote; set_demote_spans names them). Lines a kernel loaded
 //    with an L2::evict_last policy — torch.compile's Triton reduction kernels load their inputs so —
 //    survive both the flush and a case bigger than L2 streaming through, so the next call would find
-//    part of its input in L2 (~1.6 µs of a 134 MB rms norm on an H200; session 14,
+//    part of its input in L2 (enough to shift a 134 MB rms norm's reading;
 //    dev/kernel_ab/state_probe.sh, tags_ab.sh). opfuse's kernels never tag (JitKernelTest.
 //    EmittedSourceNeverTagsEvictLast); tools/bench_peer.py does the same before each of its samples,
 //    so both harnesses run the same steps.

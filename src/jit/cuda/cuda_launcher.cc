@@ -27,7 +27,7 @@ int PointwiseDecodeBlocksPerSm() {
   return v;
 }
 // OPFUSE_JIT_POINTWISE_DECODE_WIDE=0: the pointwise decode function always in blocks of
-// codegen::kPointwiseDecodeThreads (the rule before session 11), for A/B.
+// codegen::kPointwiseDecodeThreads (the earlier rule), for A/B.
 bool PointwiseDecodeWide() {
   static const bool on = EnvSwitch("OPFUSE_JIT_POINTWISE_DECODE_WIDE", "pointwise decode functions in blocks of 128 only");
   return on;

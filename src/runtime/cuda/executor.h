@@ -75,9 +75,9 @@ struct ExecutorOptions {
   // assumed: the plan's first kAutoGraphEagerRuns Runs on a stream launch as usual, the host time of
   // every one but the first (which carries one-time costs) is timed, and if the fastest reading is at
   // least auto_graph_min_host_us the next Run captures the launches on that stream and replays them there.
-  // On the H200's host a cuBLASLt call costs 7-10.6 µs (its Hopper kernels) against 1.4-2.1 µs for a
-  // graph launch, while a 1-row cuBLASLt call (3 µs) replayed as a graph read 4.0-4.75 µs in bench ops
-  // (docs/BENCHMARKS.md, issue 4 session 16). Not on the legacy default stream (it cannot be captured)
+  // Why a threshold: on the host a cuBLASLt call (its Hopper kernels) costs several times a graph
+  // launch, but a cheap plan (a 1-row cuBLASLt call) read slower replayed as a graph than launched in
+  // bench ops (docs/BENCHMARKS.md). Not on the legacy default stream (it cannot be captured)
   // nor inside the caller's own capture (Run then launches, and the caller's graph records them). Off
   // with this false or OPFUSE_DISABLE=auto_graph. A capture that fails is logged and leaves that plan
   // on launches.
