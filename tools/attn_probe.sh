@@ -2,7 +2,7 @@
 # Decode-attention probe on the device machine: opfuse bench e2e (always_fuse, batch 1, short and long
 # context) under attention settings given as env assignments, plus the attention kernel alone under
 # ncu (--clock-control none) with its warp-state sections. Carry build/carry.tar.xz.
-#   device: bash tools/attn_probe.sh "" "OPFUSE_ATTENTION_MIN_CHUNK=256" ...
+#   device: bash tools/attn_probe.sh "" "OPFUSE_ATTENTION_DECODE=1" ...
 set -uo pipefail
 mkdir -p "$OUT"
 . "$(dirname "$0")/device_common.sh"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Decode-step check on the device machine (issue 6's decode target): GPU tests of the GEMV and the
 # executor, opfuse bench e2e of the default build beside ablations in the same call (prev = the
-# session-4 step: no norm prologue / RoPE epilogue, separate KV write + combine; no_norm, no_rope,
-# attn_separate; base = cuBLASLt per matmul, no PDL), and the per-kernel device time of one decode
+# step without the norm prologue / RoPE epilogue; no_norm, no_rope, attn_decode (the opt-in decode
+# attention kernel); base = cuBLASLt per matmul, no PDL), and the per-kernel device time of one decode
 # step under ncu (--clock-control none: clocks left alone), default vs prev.
 #   here:   bash tools/build_carry.sh
 #   device: bash tools/decode_check.sh          (carry: build/carry.tar.xz)
@@ -70,13 +70,11 @@ if [ -n "${AB:-}" ]; then
     done
   done
 else
-e2e prev always OPFUSE_DISABLE=matmul_norm,matmul_rope OPFUSE_ATTENTION_SEPARATE=1
+e2e prev always OPFUSE_DISABLE=matmul_norm,matmul_rope
 e2e no_norm always OPFUSE_DISABLE=matmul_norm
 e2e no_rope always OPFUSE_DISABLE=matmul_rope
-e2e attn_separate always OPFUSE_ATTENTION_SEPARATE=1
-e2e no_early always OPFUSE_ATTENTION_EARLY=0
 e2e attn_decode always OPFUSE_ATTENTION_DECODE=1
-e2e base always OPFUSE_DISABLE=gemv,fuse_matmul,pdl,matmul_norm,matmul_rope OPFUSE_ATTENTION_SEPARATE=1
+e2e base always OPFUSE_DISABLE=gemv,fuse_matmul,pdl,matmul_norm,matmul_rope
 fi
 if [ "${HF:-0}" = 1 ] || [ "${HF:-0}" = compare ]; then
   t=$SECONDS
@@ -100,7 +98,7 @@ if [ "${NCU:-1}" = 1 ]; then
   NCU_BIN=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   for tag in new prev; do
     envs=""
-    [ "$tag" = prev ] && envs="OPFUSE_DISABLE=matmul_norm,matmul_rope OPFUSE_ATTENTION_SEPARATE=1"
+    [ "$tag" = prev ] && envs="OPFUSE_DISABLE=matmul_norm,matmul_rope"
     K=$(kernels_per_step "$tag")
     [ -n "$K" ] || { SUMMARY+=("ncu $tag: no kernel count from e2e_$tag.json"); continue; }
     t=$SECONDS

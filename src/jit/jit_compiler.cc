@@ -7,7 +7,6 @@
 
 #include <fmt/format.h>
 
-#include "jit/jit_env.h"
 #include "jit/nvrtc_compiler.h"
 
 namespace opfuse::jit {
@@ -22,73 +21,12 @@ JitCompiler::JitCompiler(KernelCache& cache, JitOptions opts) : cache_(cache), o
 }
 
 namespace {
-// The emitter's knobs (jit_env.h: read once, reported when set, rejected with the reason):
-//   OPFUSE_JIT_DECODE_ROW_THREADS  the decode row shape's widest row group, a power of two in [1, 1024]
-//   OPFUSE_JIT_PREFILL_ROW_WORDS   the prefill row shape's registers of row data per thread, 1..64
-//   OPFUSE_JIT_EARLY_STORE=0       row kernels store every output in the epilogue
-//   OPFUSE_JIT_EVICT_FIRST=0       decode row functions load rows without evict-first hints
-//   OPFUSE_JIT_HALF_PACKS=0        decode row functions keep one 16-byte pack per thread
-//   OPFUSE_JIT_POINTWISE_DECODE=0  pointwise kernels have no decode function
-//   OPFUSE_JIT_PDL=0               kernels have no PDL prologue (and launch without PDL)
-//   OPFUSE_JIT_CHANNEL_LAUNDER=0   prefill row functions let the compiler hoist the per-column values
-//   OPFUSE_JIT_CACHE_PASS_VALUES=0 row functions recompute a pass's exponentials in the epilogue
-// (codegen::EmitOptions; all for tuning sweeps and A/B timing).
-int DecodeRowThreads() {
-  static const int v = EnvKnob("OPFUSE_JIT_DECODE_ROW_THREADS", codegen::kDefaultDecodeRowThreads, "a power of two in [1, 1024]",
-                               [](long n) { return n >= 1 && n <= 1024 && !(n & (n - 1)); },
-                               [](long n) { return fmt::format("decode row kernels use row groups of up to {} threads", n); });
-  return v;
-}
-int PrefillRowWords() {
-  static const int v = EnvKnob("OPFUSE_JIT_PREFILL_ROW_WORDS", 0, "an integer in [1, 64]", [](long n) { return n >= 1 && n <= 64; },
-                               [](long n) { return fmt::format("prefill row kernels hold ~{} registers of row data per thread", n); });
-  return v;
-}
-bool EarlyStore() {
-  static const bool v = EnvSwitch("OPFUSE_JIT_EARLY_STORE", "outputs that need no reduction are stored in the epilogue");
-  return v;
-}
-bool DecodeEvictFirst() {
-  static const bool v = EnvSwitch("OPFUSE_JIT_EVICT_FIRST", "decode row kernels load rows without evict-first hints");
-  return v;
-}
-bool DecodeHalfPacks() {
-  static const bool v = EnvSwitch("OPFUSE_JIT_HALF_PACKS", "decode row kernels keep 16-byte packs");
-  return v;
-}
-bool PointwiseDecode() {
-  static const bool v = EnvSwitch("OPFUSE_JIT_POINTWISE_DECODE", "pointwise kernels have no decode function");
-  return v;
-}
-
-bool ChannelLaunder() {
-  static const bool v = EnvSwitch("OPFUSE_JIT_CHANNEL_LAUNDER", "prefill row kernels let the compiler hoist per-column values");
-  return v;
-}
-
-bool CachePassValues() {
-  static const bool v = EnvSwitch("OPFUSE_JIT_CACHE_PASS_VALUES", "row kernels recompute a pass's exponentials in later passes");
-  return v;
-}
-
-bool JitPdl() {
-  static const bool v = EnvSwitch("OPFUSE_JIT_PDL", "JIT kernels have no PDL prologue and launch without PDL");
-  return v;
-}
-
+// The emitter's options are EmitOptions' defaults here (the tuned rules); tests and dev/ sweeps set
+// other values through EmitOptions directly, never through the environment (docs/knobs.md).
 codegen::EmitOptions EmitOptionsFor(bool aligned) {
   codegen::EmitOptions o;
   o.aligned = aligned;
   o.max_threads = 256;
-  o.decode_row_threads = DecodeRowThreads();
-  o.prefill_row_words = PrefillRowWords();
-  o.early_store = EarlyStore();
-  o.decode_evict_first = DecodeEvictFirst();
-  o.decode_half_packs = DecodeHalfPacks();
-  o.pointwise_decode = PointwiseDecode();
-  o.pdl = JitPdl();
-  o.channel_launder = ChannelLaunder();
-  o.cache_pass_values = CachePassValues();
   return o;
 }
 

@@ -49,7 +49,7 @@
 //    so KvCacheWriteKernel does not run. With arrival counters (GeneralParams::sem, from the executor)
 //    the split count follows the device-side length and the last block of a row tile to arrive
 //    merges the partials (threadfence + atomicAdd, counter reset by that block): no combine kernel.
-//    OPFUSE_ATTENTION_SEPARATE=1 restores write + attention + combine.
+//    Without arrival counters from the executor, the splits are merged by a combine kernel.
 //  * Early reads (GeneralParams::early, from AttentionPlanOptions::early_reads, which the executor
 //    sets when nothing in the run writes pos or the caches): pos is read and the block's cache rows
 //    below pos are prefetched into L2 before the PDL wait, overlapping the q/k/v projection.
@@ -1204,36 +1204,27 @@ Status CheckDims(const std::vector<TensorRef>& in, const std::vector<TensorRef>*
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 bool EnvGeneral() { return EnvFlag("OPFUSE_ATTENTION_GENERAL"); }
-// OPFUSE_ATTENTION_SEPARATE=1: kv_attention decode as before the fused path (a cache-write kernel,
-// the general kernel, a combine kernel), for A/B timing on a device.
-bool EnvSeparate() { return EnvFlag("OPFUSE_ATTENTION_SEPARATE"); }
 
-// Keys per split at least, with arrival counters (a multiple of keys_per_iter): OPFUSE_ATTENTION_MIN_CHUNK
-// overrides the default for A/B timing.
-int MinSplitChunk(int keys_per_iter) {
-  int keys = keys_per_iter;
-  if (const char* e = std::getenv("OPFUSE_ATTENTION_MIN_CHUNK"); e && *e) keys = std::max(1, std::atoi(e));
-  return (keys + keys_per_iter - 1) / keys_per_iter * keys_per_iter;
-}
+// Keys per split at least, with arrival counters: one iteration's keys.
+int MinSplitChunk(int keys_per_iter) { return keys_per_iter; }
 
 // The decode kernel (AttnDecodeKernel) for these shapes: its rows per block RB, or 0 when it does not
 // apply (kv_attention only; f16/bf16, head_dim 64/128, T * group <= 8). Opt-in for now,
 // OPFUSE_ATTENTION_DECODE=1 (TinyLlama decode: faster per token at 130 keys, slower at 1100 keys
-// than the general kernel; docs/BENCHMARKS.md, Llama engine); off under OPFUSE_ATTENTION_SEPARATE=1.
+// than the general kernel; docs/BENCHMARKS.md, Llama engine).
 int DecodeRows(const Dims& d) {
   if (d.dtype != DType::kF16 && d.dtype != DType::kBF16) return 0;
   if (d.D != 64 && d.D != 128) return 0;
   const int64_t r = d.T * d.group;
-  if (r < 1 || r > 8 || d.T > kAttentionDecodeMaxT || EnvSeparate()) return 0;
+  if (r < 1 || r > 8 || d.T > kAttentionDecodeMaxT) return 0;
   if (d.window != 0) return 0;  // no sliding window in this kernel: the general one has it
   if (!EnvFlag("OPFUSE_ATTENTION_DECODE")) return 0;
   return r <= 1 ? 1 : r <= 2 ? 2 : r <= 4 ? 4 : 8;
 }
 // Its key splits for the capacity S (the kernel uses as many as the device-side length needs).
-// OPFUSE_ATTENTION_DECODE_SPLITS caps them (A/B timing), as does max_splits > 0 (AttentionPlanOptions).
+// max_splits > 0 (AttentionPlanOptions) caps them.
 int DecodeSplits(const Dims& d, int max_splits = 0) {
   int cap = kDecMaxSplits;
-  if (const char* e = std::getenv("OPFUSE_ATTENTION_DECODE_SPLITS"); e && *e) cap = std::clamp(std::atoi(e), 1, kDecMaxSplits);
   if (max_splits > 0) cap = std::min(cap, max_splits);
   return static_cast<int>(std::clamp<int64_t>((d.S + kDecKC - 1) / kDecKC, 1, cap));
 }
@@ -1505,7 +1496,7 @@ GeneralParams BaseParams(const Dims& d, const Ptrs& ptr, bool causal, float scal
   p.knew = ptr.knew;
   p.vnew = ptr.vnew;
   p.window = static_cast<int>(d.window);
-  p.early = opts.early_reads && ptr.pos != nullptr && ptr.knew != nullptr && !EnvFlagOff("OPFUSE_ATTENTION_EARLY") ? 1 : 0;
+  p.early = opts.early_reads && ptr.pos != nullptr && ptr.knew != nullptr ? 1 : 0;
   if (splits > 1) {
     p.ws_acc = static_cast<float*>(opts.workspace);
     p.ws_ml = reinterpret_cast<float*>(static_cast<char*>(opts.workspace) +
@@ -1579,7 +1570,7 @@ Status PlanAttentionCore(const Dims& d, const Ptrs& ptr, bool causal, double sca
   p.vec = g.vec ? 1 : 0;
   p.union_bytes = static_cast<int>(g.union_bytes);
   const int64_t tiles = g.row_tiles * d.Hkv * d.B;
-  if (g.splits > 1 && opts.counters != nullptr && opts.counter_count >= static_cast<size_t>(tiles) && !EnvSeparate())
+  if (g.splits > 1 && opts.counters != nullptr && opts.counter_count >= static_cast<size_t>(tiles))
     p.sem = opts.counters;
   p.min_chunk = MinSplitChunk(static_cast<int>(kWarps) * g.kt);
   const dim3 grid(static_cast<unsigned>(g.row_tiles), static_cast<unsigned>(d.Hkv * d.B), static_cast<unsigned>(g.splits));
@@ -1648,7 +1639,7 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanKvAttentionWith(const Node& n, con
   Ptrs ptr = KvPtrsOf(in, &out);
   // Decode (the general kernel): the attention kernel writes the new rows itself — one launch.
   const bool mma = opts.path == AttentionPath::kTensorCore || (opts.path == AttentionPath::kAuto && AutoUsesMma(d, ptr));
-  if (!mma && !EnvSeparate()) {
+  if (!mma) {
     ptr.knew = in[1].data;
     ptr.vnew = in[2].data;
     OPFUSE_RETURN_IF_ERROR(PlanAttentionCore(d, ptr, true, scale, dev, opts, "kv_attention", launches));

@@ -280,10 +280,9 @@ auto DispatchVpt(int v, F&& f) {
 // template constant for a list of shapes: where the row is an exact cover of the shape (every vector
 // of every thread inside the row), the group split is shifts, the reductions unroll and no column
 // guard is needed. With a runtime row group a 2-vector softmax ran twice the JIT's instructions
-// (ncu). OPFUSE_ROW_EXACT=0 turns the fast path off (A/B).
+// (ncu).
 inline bool ExactCover(const RowShape& s, int64_t cols, int full_vec) {
-  return !s.looped && s.vec == full_vec && int64_t{s.threads_per_row} * s.vectors_per_thread * full_vec == cols &&
-         !EnvFlagOff("OPFUSE_ROW_EXACT");
+  return !s.looped && s.vec == full_vec && int64_t{s.threads_per_row} * s.vectors_per_thread * full_vec == cols;
 }
 
 template <int VPT, int TPR>

@@ -308,10 +308,8 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
   } else {
     RowLimits lim;
     if (kind == kAddRms) lim.prefill_vpt = 2;  // x and residual both in registers (fused.h)
-    // OPFUSE_LAYER_NORM_PREFILL_VPT=N (A/B): layer_norm's vectors per thread at prefill sizes. 4 stays:
-    // with the exact-cover path, 2 / 4 / 8 read 37.5 / 37.8 / 39.7 us at 16384 x 2048, 72.8 / 69.6 /
-    // 71.6 at 16384 x 4096, 9.9 / 9.28 / 11.6 at 2048 x 2048, 14.4 / 14.9 / 14.8 at 2048 x 4096 (H200).
-    if (kind == kLayer) lim.prefill_vpt = EnvInt("OPFUSE_LAYER_NORM_PREFILL_VPT", lim.prefill_vpt);
+    // layer_norm keeps the default 4 vectors per thread at prefill sizes: with the exact-cover path,
+    // 2 and 8 were no better at 2048-16384 rows x 2048 / 4096 (docs/BENCHMARKS.md, bench ops).
     s = ChooseRowShape(rows, cols, vec, dev, lim);
   }
   const double eps = AttrFloat(n.attrs, "eps", kind == kLayer ? 1e-5 : 1e-6);

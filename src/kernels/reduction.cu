@@ -343,8 +343,8 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanReduction(const Node& n, const std
                                                                     dim3(grid), dim3(kWarpRowsThreads), 0, p).Pdl()};
   }
   // Split row over a cluster: a few rows (one cluster-block per SM at most) of at least 4096 columns,
-  // on sm_90+. OPFUSE_REDUCTION_CLUSTER=0 keeps the block per row (A/B runs).
-  if (dev.major >= 9 && p.cols >= 4096 && p.rows * kClusterBlocks <= sms && !EnvFlagOff("OPFUSE_REDUCTION_CLUSTER")) {
+  // on sm_90+.
+  if (dev.major >= 9 && p.cols >= 4096 && p.rows * kClusterBlocks <= sms) {
     return std::vector<cuda::KernelLaunch>{
         cuda::KernelLaunch::Make(fmt::format("red_{}_{}_clusterrow_v{}", OpName(n.op), DTypeName(x.dtype), v),
                                  vec ? k.cluster_vec : k.cluster_scalar, dim3(static_cast<unsigned>(p.rows * kClusterBlocks)),

@@ -328,8 +328,7 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanSoftmaxEx(const Node& n, const std
   if (!ok) vec = 1;
   // Prefill: 4 vectors per thread (fused.h: with the exact-cover fast path t64x4 / t128x4 were best in
   // bench ops); the mask path caches f32 values and stays at 4 too.
-  // OPFUSE_SOFTMAX_PREFILL_VPT=N (A/B): N vectors per thread at prefill sizes without a mask.
-  const RowLimits lim{has_mask ? 4 : kMaxVectorsPerThread, has_mask, has_mask ? 4 : EnvInt("OPFUSE_SOFTMAX_PREFILL_VPT", 4)};
+  const RowLimits lim{has_mask ? 4 : kMaxVectorsPerThread, has_mask, 4};
   RowShape s;
   if (opt.shape) {
     s = *opt.shape;

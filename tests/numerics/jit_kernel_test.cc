@@ -423,7 +423,7 @@ TEST(JitKernel, PassValuesWithAnExponentialAreKeptForTheEpilogue) {
   }
 }
 
-// EmitOptions::prefill_row_words (OPFUSE_JIT_PREFILL_ROW_WORDS) sets the prefill row group: rms_norm
+// EmitOptions::prefill_row_words sets the prefill row group: rms_norm
 // bf16 h2048 (256 vectors of 4 registers) is t64x4 by the rule (16), t128x2 at 8 and t32x8 at 32; the
 // decode function does not change.
 TEST(JitKernel, PrefillRowWordsSetsThePrefillRowGroup) {
@@ -513,7 +513,7 @@ TEST(JitKernel, PrefillRowFunctionsKeepEnoughThreadsResident) {
     }
   // ...and without the launder, layer_norm bf16 h2048 is the kernel that falls below (NVRTC 13 hoists
   // the weight and bias conversions). If this starts to fail, the compiler stopped hoisting them and
-  // EmitOptions::channel_launder may no longer be needed: re-measure it (OPFUSE_JIT_CHANNEL_LAUNDER=0).
+  // EmitOptions::channel_launder may no longer be needed: re-measure it (EmitOptions, dev/kernel_ab).
   codegen::EmitOptions off;
   off.channel_launder = false;
   auto threads = PrefillResidentThreads(LayerNormGraph("bf16", 2048), off, &what);

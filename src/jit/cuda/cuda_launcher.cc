@@ -14,25 +14,8 @@
 #include <fmt/format.h>
 
 #include "jit/cuda_launcher.h"
-#include "jit/jit_env.h"
 
 namespace opfuse::jit {
-namespace {
-// OPFUSE_JIT_POINTWISE_DECODE_BLOCKS_PER_SM (1-64): how many blocks of the pointwise decode function
-// per SM a tensor may need and still run it (default kPointwiseDecodeBlocksPerSm), for sweeps.
-int PointwiseDecodeBlocksPerSm() {
-  static const int v = EnvKnob("OPFUSE_JIT_POINTWISE_DECODE_BLOCKS_PER_SM", kPointwiseDecodeBlocksPerSm, "in [1, 64]",
-                               [](long n) { return n >= 1 && n <= 64; },
-                               [](long n) { return fmt::format("pointwise decode functions for up to {} blocks per SM", n); });
-  return v;
-}
-// OPFUSE_JIT_POINTWISE_DECODE_WIDE=0: the pointwise decode function always in blocks of
-// codegen::kPointwiseDecodeThreads (the earlier rule), for A/B.
-bool PointwiseDecodeWide() {
-  static const bool on = EnvSwitch("OPFUSE_JIT_POINTWISE_DECODE_WIDE", "pointwise decode functions in blocks of 128 only");
-  return on;
-}
-}  // namespace
 
 #define OPFUSE_CUDA_RETURN(call)                                                                 \
   do {                                                                                           \
@@ -124,9 +107,9 @@ StatusOr<LoadedKernel::Geometry> LoadedKernel::LaunchGeometry(const std::vector<
     if (em.decode_vec > 0 && decode_kernel_ != kernel_ && rows * cols <= codegen::kDecodeMaxElements) {
       const int64_t vecs = rows * cols / em.decode_vec;
       const int small = std::min(em.decode_threads, codegen::kPointwiseDecodeThreads);
-      if ((vecs + small - 1) / small <= int64_t{PointwiseDecodeBlocksPerSm()} * sm_count_) {
+      if ((vecs + small - 1) / small <= int64_t{kPointwiseDecodeBlocksPerSm} * sm_count_) {
         // blocks as wide as the function allows while every SM still gets one, else of `small`
-        const int wide = PointwiseDecodeWide() ? em.decode_threads : small;
+        const int wide = em.decode_threads;
         geo.threads = (vecs + wide - 1) / wide >= sm_count_ ? wide : small;
         geo.blocks = (vecs + geo.threads - 1) / geo.threads;
         geo.kernel = decode_kernel_;
