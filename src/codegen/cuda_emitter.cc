@@ -314,7 +314,7 @@ class Emitter {
     s += kPreamble;
     if (reg_rows_) {
       // early stores (EarlyOutputs) in the decode function only: at prefill sizes they measured
-      // 1-4% slower (H200, add_rms_norm 2048 and 16384 rows); when both shapes are one function, none
+      // slower (add_rms_norm 2048 and 16384 rows); when both shapes are one function, none
       const bool separate = out.decode_function != out.function;
       // PDL prologue (EmitOptions::pdl) in the functions the launcher takes at decode sizes only: at
       // prefill sizes a prefill function launched with it measured slower per event-timed call
@@ -684,8 +684,8 @@ class Emitter {
 
   // One vector per thread, the grid covering the tensor in one step (the launcher sizes it; the
   // loop only runs again for grids capped by the hardware limit). The library's glu kernel measured
-  // 1, 2 and 4 vectors per thread within 2.5% at this layout and a capped grid-stride grid 3-9%
-  // slower (src/kernels/glu.cu), so the emitter follows it.
+  // 1, 2 and 4 vectors per thread level at this layout and a capped grid-stride grid slower
+  // (src/kernels/glu.cu), so the emitter follows it.
   // `decode`: the decode function (Run() sets its pack width and 32-bit index type): no loop, the
   // launcher's grid covers the vectors.
   void EmitPointwise(std::string& s, bool decode) {
@@ -802,7 +802,7 @@ class Emitter {
   // index type and pack width).
   // `rpb`: row groups per block; the launcher's block is exactly tpr x rpb threads, so with one group
   // per block every row the loop reaches is valid, and no guard (a branch around the stores that
-  // kept the compiler from moving loads across it: H200, add_rms_norm 512 x 4096 ~0.1 us) is emitted.
+  // kept the compiler from moving loads across it, measurably slower for add_rms_norm) is emitted.
   void EmitRowRegisters(std::string& s, int tpr, int vpt, int rpb, bool decode) {
     tpr_now_ = tpr;
     vpt_now_ = vpt;

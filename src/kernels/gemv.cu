@@ -497,9 +497,9 @@ StatusOr<cuda::KernelLaunch> PlanTyped(const GemvArgs& args, const char* dt, con
   p.start[p.nseg] = cols;
   p.cols = cols;
   // Opt-in L2 prefetch of the weights, OPFUSE_GEMV_L2_PREFETCH_MB=N: at most N MiB in all, from each
-  // weight's start. Measured slower on the H200 decode step (same call, 2 rounds: 0.951 ms/token
-  // without, 0.978 at 12 MiB, 0.998 at 30 MiB, 1.02 at 48 MiB): the prefetches compete with the
-  // streams of the kernels running beside them and push their lines out of L2. Kept for A/B runs.
+  // weight's start. Measured slower on the decode step at every size tried (docs/BENCHMARKS.md's
+  // history): the prefetches compete with the streams of the kernels running beside them and push
+  // their lines out of L2. Off by default; a test switch (docs/knobs.md).
   if (const int mb = EnvInt("OPFUSE_GEMV_L2_PREFETCH_MB", 0); mb > 0 && dev.sm_count > 0) {
     int64_t budget = int64_t{mb} << 20;
     const size_t nw = swiglu ? 2 : args.segments.size();

@@ -19,8 +19,8 @@
 //    column against bank conflicts; 64x64 tiles with 64x8 threads for 1- and 2-byte elements,
 //    32x32 with 32x8 threads otherwise), both the read of the input's last dim and the write of
 //    the output's last dim coalesced; all other dims are a batch index; tiles are a flattened
-//    grid-stride loop, so no grid dimension limit applies. (Measured on H200: 41% of copy
-//    bandwidth for bf16 16384x2048; moving 2 elements per thread would be the next step.)
+//    grid-stride loop, so no grid dimension limit applies. (Well below the copy bandwidth at
+//    bf16 16384x2048, docs/BENCHMARKS.md; moving 2 elements per thread would be the next step.)
 // Before choosing, the transpose is coalesced: size-1 dims are dropped and input dims that stay
 // adjacent and in order in the output are merged, so e.g. [A, B, C] perm [2, 0, 1] becomes the
 // 2-d transpose [A*B, C] -> [C, A*B] it really is, and an identity permutation becomes one
