@@ -1203,7 +1203,6 @@ Status CheckDims(const std::vector<TensorRef>& in, const std::vector<TensorRef>*
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-bool EnvGeneral() { return EnvFlag("OPFUSE_ATTENTION_GENERAL"); }
 
 // Keys per split at least, with arrival counters: one iteration's keys.
 int MinSplitChunk(int keys_per_iter) { return keys_per_iter; }
@@ -1304,7 +1303,7 @@ bool GeneralVec(const Dims& d, const Ptrs& ptr) {
 
 // Whether the default choice (kAuto) takes the tensor-core kernel.
 bool AutoUsesMma(const Dims& d, const Ptrs& ptr) {
-  return !EnvGeneral() && d.T > kAttentionDecodeMaxT && MmaRefusal(d, ptr).empty();
+  return d.T > kAttentionDecodeMaxT && MmaRefusal(d, ptr).empty();
 }
 
 Ptrs PtrsOf(const std::vector<TensorRef>& in, const std::vector<TensorRef>* out) {

@@ -14,9 +14,8 @@
 //     to f32 scratch and a second small kernel combines them. The planner cannot allocate, so the
 //     scratch comes from the caller: AttentionWorkspaceBytes (library.h) says how much, and the
 //     executor passes it as a 4th TensorRef. Without it the general kernel runs in one pass.
-// OPFUSE_ATTENTION_GENERAL=1 in the environment makes the default path choice take the general
-// kernel everywhere (to compare the tensor-core path against it on a device); tests choose the
-// path explicitly through AttentionPlanOptions. Built with OPFUSE_CUDA only.
+// Tests and comparisons choose the path explicitly through AttentionPlanOptions::path. Built with
+// OPFUSE_CUDA only.
 #pragma once
 #include <cstddef>
 #include <vector>
@@ -31,7 +30,7 @@ inline constexpr int64_t kAttentionDecodeMaxT = 16;
 inline constexpr int kAttentionMaxSplits = 256;
 
 enum class AttentionPath {
-  kAuto,        // tensor cores where they apply (unless OPFUSE_ATTENTION_GENERAL=1), else general
+  kAuto,        // tensor cores where they apply, else general
   kGeneral,     // the CUDA-core kernel for every shape
   kTensorCore,  // the mma kernel; Unimplemented where it does not apply
 };

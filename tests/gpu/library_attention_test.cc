@@ -93,11 +93,6 @@ bool TensorCoreApplies(const AttnCase& c) {
   return (c.dtype == DType::kBF16 || c.dtype == DType::kF16) && (c.D == 64 || c.D == 128);
 }
 
-bool EnvForcesGeneral() {
-  const char* e = std::getenv("OPFUSE_ATTENTION_GENERAL");
-  return e && *e && std::string(e) != "0";
-}
-
 // cudaMalloc'd block, freed on scope exit.
 struct DevBuf {
   void* p = nullptr;
@@ -137,7 +132,6 @@ std::vector<TensorRef> Refs(DType t, int64_t T, int64_t S, int64_t Hq, int64_t H
 }
 
 TEST(LibraryAttentionPlan, PicksKernelsAndSplits) {  // no GPU needed: planning launches nothing
-  if (EnvForcesGeneral()) GTEST_SKIP() << "OPFUSE_ATTENTION_GENERAL is set";
   const cuda::DeviceInfo dev = FakeH200();
   const Node n = AttentionNode(true, 0);
   // Prefill bf16 D=64: the tensor-core kernel, 64-row tiles x query heads, no scratch.
@@ -320,7 +314,7 @@ TEST_P(LibraryAttentionTest, MatchesCpuReference) {
     std::string names;
     for (const auto& l : *launches) names += l.name() + " ";
     const bool auto_mma = var.path == AttentionPath::kAuto && !var.unaligned && TensorCoreApplies(c) &&
-                          c.T > kernels::kAttentionDecodeMaxT && !EnvForcesGeneral();
+                          c.T > kernels::kAttentionDecodeMaxT;
     if (auto_mma || var.path == AttentionPath::kTensorCore) {
       EXPECT_EQ(names.rfind("attention_mma_", 0), 0u) << names;
     } else {
