@@ -24,7 +24,7 @@
 //    current column's last chunk, so its weight stream has no gap between columns; the norm prologue
 //    runs once per block, not once per 4 columns. Against one block per logical block (2048-column
 //    down projection: 3 waves of 660 blocks) this made the decode step faster at 128 keys
-//    (docs/BENCHMARKS.md, Llama engine). OPFUSE_GEMV_BLOCKS_PER_SM=0 restores one block per logical
+//    (docs/BENCHMARKS.md, Llama engine). GemvTuning::blocks_per_sm = 0 restores one block per logical
 //    block; N caps the blocks per SM (2 and 3 measured slower).
 //  * Launched with PDL (pdl.cuh): the first chunk of weight loads is issued before the wait for the
 //    previous kernel (weights are never written by the graph), so the stream starts during the
@@ -44,7 +44,6 @@
 
 #include "kernels/fused_common.cuh"
 #include "kernels/gemv.h"
-#include "kernels/kernel_env.h"
 #include "kernels/pdl.cuh"
 #include "runtime/cuda/cuda_check.h"
 
@@ -416,13 +415,10 @@ __global__ void __launch_bounds__(128) GemvKernel(GemvParams<T> p) {
 }
 
 // Warps per column of a plain GEMV: long k (> 2048, e.g. the MLP down projection) is split over
-// kGemvLongKSplit warps; OPFUSE_GEMV_KSPLIT=1|2|4 overrides it for long k (the GPU tests' way to reach
-// each split on small shapes).
-int KSplitFor(int64_t k) {
-  const int v = EnvInt("OPFUSE_GEMV_KSPLIT", 0);
-  const int env = v == 1 || v == 2 || v == 4 ? v : 0;
+// kGemvLongKSplit warps; GemvTuning::ksplit (1, 2, 4) overrides it for long k (tests reach each split).
+int KSplitFor(int64_t k, int ksplit) {
   if (k <= 2048) return 1;
-  return env ? env : kGemvLongKSplit;
+  return ksplit == 1 || ksplit == 2 || ksplit == 4 ? ksplit : kGemvLongKSplit;
 }
 
 const char* NormTag(GemvNormKind k) {
@@ -441,10 +437,10 @@ StatusOr<cuda::KernelLaunch> Launch(const GemvArgs& args, const GemvParams<T>& p
                                        args.m, p.cols, args.k);
   const size_t smem = norm ? NormSmemBytes(args.m, args.k) : 0;
   const bool swiglu = args.epilogue == GemvEpilogue::kSwiglu;
-  // Blocks per SM of the persistent grid: OPFUSE_GEMV_BLOCKS_PER_SM=N caps it at N (0: one block per
-  // logical block, the grid before persistence); unset, the kernel's occupancy. OPFUSE_GEMV_GRID=N
-  // caps the whole grid at N blocks (tests: many logical blocks per block on small shapes).
-  const int setting = EnvInt("OPFUSE_GEMV_BLOCKS_PER_SM", -1), grid_cap = EnvInt("OPFUSE_GEMV_GRID", 0);
+  // Blocks per SM of the persistent grid: GemvTuning::blocks_per_sm = N caps it at N (0: one block per
+  // logical block, the grid before persistence); by default the kernel's occupancy. GemvTuning::grid
+  // = N caps the whole grid at N blocks (tests: many logical blocks per block on small shapes).
+  const int setting = args.tuning.blocks_per_sm, grid_cap = args.tuning.grid;
   auto make = [&](auto kernel, int ks = 1) -> StatusOr<cuda::KernelLaunch> {
     // Logical blocks (4 / ks columns each); a persistent grid of at most SMs x blocks-per-SM walks them.
     const int logical = (p.cols + warps_per_block / ks - 1) / (warps_per_block / ks);
@@ -466,7 +462,7 @@ StatusOr<cuda::KernelLaunch> Launch(const GemvArgs& args, const GemvParams<T>& p
   if (swiglu) return norm ? make(&GemvKernel<T, MR, true, 4, true, false, 1>) : make(&GemvKernel<T, MR, true, 4, false, false, 1>);
   if (rope) return norm ? make(&GemvKernel<T, MR, false, 4, true, true, 1>) : make(&GemvKernel<T, MR, false, 4, false, true, 1>);
   if (norm) return make(&GemvKernel<T, MR, false, 8, true, false, 1>);
-  switch (KSplitFor(args.k)) {
+  switch (KSplitFor(args.k, args.tuning.ksplit)) {
     case 4: return make(&GemvKernel<T, MR, false, 8, false, false, 4>, 4);
     case 2: return make(&GemvKernel<T, MR, false, 8, false, false, 2>, 2);
     default: return make(&GemvKernel<T, MR, false, 8, false, false, 1>);
@@ -496,11 +492,11 @@ StatusOr<cuda::KernelLaunch> PlanTyped(const GemvArgs& args, const char* dt, con
   }
   p.start[p.nseg] = cols;
   p.cols = cols;
-  // Opt-in L2 prefetch of the weights, OPFUSE_GEMV_L2_PREFETCH_MB=N: at most N MiB in all, from each
+  // Opt-in L2 prefetch of the weights, GemvTuning::l2_prefetch_mb = N: at most N MiB in all, from each
   // weight's start. Measured slower on the decode step at every size tried (docs/BENCHMARKS.md's
   // history): the prefetches compete with the streams of the kernels running beside them and push
   // their lines out of L2. Off by default; a test switch (docs/knobs.md).
-  if (const int mb = EnvInt("OPFUSE_GEMV_L2_PREFETCH_MB", 0); mb > 0 && dev.sm_count > 0) {
+  if (const int mb = args.tuning.l2_prefetch_mb; mb > 0 && dev.sm_count > 0) {
     int64_t budget = int64_t{mb} << 20;
     const size_t nw = swiglu ? 2 : args.segments.size();
     for (size_t s = 0; s < nw && budget >= 16; ++s) {

@@ -60,6 +60,15 @@ struct GemvNorm {
 inline constexpr size_t kGemvNormMaxSmem = 48 * 1024;
 inline size_t NormSmemBytes(int64_t m, int64_t k) { return static_cast<size_t>(m * k) * sizeof(float); }
 
+// Overrides of the planner's launch rules, for tests that must reach each form on small shapes
+// (the defaults are the tuned rules; docs/knobs.md).
+struct GemvTuning {
+  int ksplit = 0;          // 1, 2 or 4 warps per column at long k (> 2048); 0: kGemvLongKSplit
+  int blocks_per_sm = -1;  // the persistent grid's blocks per SM cap; 0: one block per logical block; -1: occupancy
+  int grid = 0;            // > 0: the whole grid capped at this many blocks
+  int l2_prefetch_mb = 0;  // > 0: prefetch up to this many MiB of the weights into L2 (measured slower; off)
+};
+
 struct GemvArgs {
   DType dtype = DType::kBF16;  // of A, W, bias and the outputs (bf16 or f16)
   int64_t m = 0, k = 0;
@@ -67,6 +76,7 @@ struct GemvArgs {
   std::vector<GemvSegment> segments;
   GemvEpilogue epilogue = GemvEpilogue::kNone;
   GemvNorm norm;               // kind != kNone: `a` is ignored, the activations are the norm's output
+  GemvTuning tuning;
 };
 
 // Ok when PlanGemv covers `args`; otherwise Unimplemented with the reason (dtype, m > 8, k not a

@@ -50,13 +50,15 @@ using testing_gpu::FreshSeed;
 
 
 // Runs `text` on the GPU (gemv on) and on the CPU with the same groups; returns kernels per run.
-int RunAndCompare(const std::string& what, const std::string& text, const Bindings& b, bool gemv = true) {
+int RunAndCompare(const std::string& what, const std::string& text, const Bindings& b, bool gemv = true,
+                  const kernels::GemvTuning& tuning = {}) {
   auto g = ParseGraph(text);
   EXPECT_TRUE(g.ok()) << g.status().ToString();
   if (!g.ok()) return -1;
   auto inputs = RandomInputs(*g, b, FreshSeed());
   cuda::ExecutorOptions o;
   o.gemv = gemv;
+  o.gemv_tuning = tuning;
   auto ex = cuda::CudaExecutable::Create(*g, o);
   EXPECT_TRUE(ex.ok()) << what << ": " << ex.status().ToString();
   if (!ex.ok()) return -1;
@@ -96,18 +98,18 @@ TEST_F(GemvTest, SingleMatmulMatchesReference) {
   }
 }
 
-// Long k split over 2 or 4 warps per column (OPFUSE_GEMV_KSPLIT): column counts that leave idle
+// Long k split over 1, 2 or 4 warps per column (GemvTuning::ksplit): column counts that leave idle
 // warps in the last block, k not a multiple of the split's slices, bias.
 TEST_F(GemvTest, LongKSplitOverWarps) {
-  for (const char* ks : {"1", "2", "4"}) {
-    ASSERT_EQ(setenv("OPFUSE_GEMV_KSPLIT", ks, 1), 0);
+  for (int ks : {1, 2, 4}) {
+    kernels::GemvTuning t;
+    t.ksplit = ks;
     for (int64_t m = 1; m <= kernels::kGemvMaxRows; ++m) {
-      EXPECT_EQ(RunAndCompare(fmt::format("ks={} m={} n=2048 k=5632", ks, m), MatmulGraph("bf16", 2048, 5632, false), {{"M", m}}), 1);
-      EXPECT_EQ(RunAndCompare(fmt::format("ks={} m={} n=37 k=2056 +bias", ks, m), MatmulGraph("bf16", 37, 2056, true), {{"M", m}}), 1);
-      EXPECT_EQ(RunAndCompare(fmt::format("ks={} m={} f16 n=3 k=4104", ks, m), MatmulGraph("f16", 3, 4104, false), {{"M", m}}), 1);
+      EXPECT_EQ(RunAndCompare(fmt::format("ks={} m={} n=2048 k=5632", ks, m), MatmulGraph("bf16", 2048, 5632, false), {{"M", m}}, true, t), 1);
+      EXPECT_EQ(RunAndCompare(fmt::format("ks={} m={} n=37 k=2056 +bias", ks, m), MatmulGraph("bf16", 37, 2056, true), {{"M", m}}, true, t), 1);
+      EXPECT_EQ(RunAndCompare(fmt::format("ks={} m={} f16 n=3 k=4104", ks, m), MatmulGraph("f16", 3, 4104, false), {{"M", m}}, true, t), 1);
     }
   }
-  unsetenv("OPFUSE_GEMV_KSPLIT");
 }
 
 TEST_F(GemvTest, CublasLtAboveRowLimitAndWhenDisabled) {
@@ -231,25 +233,29 @@ TEST_F(GemvTest, RopeEpilogueGroup) {
 // opt-in L2 prefetch (1 MiB: a share per block, truncated ranges), over the plain, long-k, sibling,
 // SwiGLU, norm-prologue and RoPE kernels at every row count.
 TEST_F(GemvTest, PersistentGridWalksLogicalBlocks) {
-  using testing_env::ScopedEnv;
-  const std::pair<const char*, const char*> settings[] = {{"OPFUSE_GEMV_BLOCKS_PER_SM", "0"},
-                                                          {"OPFUSE_GEMV_BLOCKS_PER_SM", "1"},
-                                                          {"OPFUSE_GEMV_GRID", "1"},
-                                                          {"OPFUSE_GEMV_GRID", "3"},
-                                                          {"OPFUSE_GEMV_GRID", "7"},
-                                                          {"OPFUSE_GEMV_L2_PREFETCH_MB", "1"}};
-  for (const auto& [name, value] : settings) {
-    ScopedEnv env(name, value);
-    const std::string tag = fmt::format("{}={}", name, value);
+  auto tuning = [](int blocks_per_sm, int grid, int l2_mb) {
+    kernels::GemvTuning t;
+    t.blocks_per_sm = blocks_per_sm;
+    t.grid = grid;
+    t.l2_prefetch_mb = l2_mb;
+    return t;
+  };
+  const std::pair<const char*, kernels::GemvTuning> settings[] = {{"blocks_per_sm=0", tuning(0, 0, 0)},
+                                                                  {"blocks_per_sm=1", tuning(1, 0, 0)},
+                                                                  {"grid=1", tuning(-1, 1, 0)},
+                                                                  {"grid=3", tuning(-1, 3, 0)},
+                                                                  {"grid=7", tuning(-1, 7, 0)},
+                                                                  {"l2_prefetch_mb=1", tuning(-1, 0, 1)}};
+  for (const auto& [tag, t] : settings) {
     for (int64_t m = 1; m <= kernels::kGemvMaxRows; ++m) {
       const Bindings b{{"M", m}};
-      EXPECT_EQ(RunAndCompare(fmt::format("{} m={} n=2048 k=5632", tag, m), MatmulGraph("bf16", 2048, 5632, false), b), 1);
-      EXPECT_EQ(RunAndCompare(fmt::format("{} m={} n=37 k=2056 +bias", tag, m), MatmulGraph("bf16", 37, 2056, true), b), 1);
-      EXPECT_EQ(RunAndCompare(fmt::format("{} m={} n=1000 k=264 +bias", tag, m), MatmulGraph("f16", 1000, 264, true), b), 1);
-      EXPECT_EQ(RunAndCompare(fmt::format("{} m={} n=29 k=8", tag, m), MatmulGraph("bf16", 29, 8, false), b), 1);
-      EXPECT_EQ(RunAndCompare(fmt::format("{} siblings+swiglu m={}", tag, m), kSiblingsAndSwiglu, b), 2);
-      EXPECT_EQ(RunAndCompare(fmt::format("{} normed m={}", tag, m), kNormed, b), 3);
-      EXPECT_EQ(RunAndCompare(fmt::format("{} qkv rope m={}", tag, m), kQkvRope, b), 1);
+      EXPECT_EQ(RunAndCompare(fmt::format("{} m={} n=2048 k=5632", tag, m), MatmulGraph("bf16", 2048, 5632, false), b, true, t), 1);
+      EXPECT_EQ(RunAndCompare(fmt::format("{} m={} n=37 k=2056 +bias", tag, m), MatmulGraph("bf16", 37, 2056, true), b, true, t), 1);
+      EXPECT_EQ(RunAndCompare(fmt::format("{} m={} n=1000 k=264 +bias", tag, m), MatmulGraph("f16", 1000, 264, true), b, true, t), 1);
+      EXPECT_EQ(RunAndCompare(fmt::format("{} m={} n=29 k=8", tag, m), MatmulGraph("bf16", 29, 8, false), b, true, t), 1);
+      EXPECT_EQ(RunAndCompare(fmt::format("{} siblings+swiglu m={}", tag, m), kSiblingsAndSwiglu, b, true, t), 2);
+      EXPECT_EQ(RunAndCompare(fmt::format("{} normed m={}", tag, m), kNormed, b, true, t), 3);
+      EXPECT_EQ(RunAndCompare(fmt::format("{} qkv rope m={}", tag, m), kQkvRope, b, true, t), 1);
     }
   }
 }

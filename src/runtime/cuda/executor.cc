@@ -768,6 +768,7 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
     if (a.m == 0 || a.n == 0) return Status::Ok();
     if (use_gemv && a.transpose_b && a.m <= kernels::kGemvMaxRows) {
       kernels::GemvArgs ga;
+      ga.tuning = opts.gemv_tuning;
       ga.dtype = values[n.inputs[0]].type.dtype;
       ga.m = a.m;
       ga.k = a.k;
@@ -827,6 +828,7 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
         const Node& first = st.members[norm ? 1 : 0];
         const auto& as = arena->shapes[first.inputs[0]];
         kernels::GemvArgs ga;
+        ga.tuning = opts.gemv_tuning;
         ga.dtype = values[first.inputs[0]].type.dtype;
         ga.k = as.back();
         ga.m = ga.k ? Numel(as) / ga.k : 0;

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "jit/kernel_cache.h"
+#include "kernels/gemv.h"
 #include "scheduler/profile_db.h"
 #include "opfuse/config.h"
 #include "opfuse/graph.h"
@@ -65,6 +66,7 @@ struct ExecutorOptions {
   // Matmuls of at most kernels::kGemvMaxRows rows (decode) run on the GEMV library kernel
   // (src/kernels/gemv.h) instead of cuBLASLt; off with this false or OPFUSE_DISABLE=gemv.
   bool gemv = true;
+  kernels::GemvTuning gemv_tuning;  // the GEMV planner's overrides (tests; the defaults are the tuned rules)
   // Background compile (docs/runtime.md): a JIT kernel not in the kernel cache is not compiled in
   // Create; its group runs its fallback (library for a pattern group with a library kernel, else
   // op by op) while a worker thread compiles it, and plans built once it is ready use it. Off:
