@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "bench/cuda/bench_kernels.h"
+#include "bench/fill_values.h"
 #include "runtime/cpu/cpu_executor.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/executor.h"
@@ -77,13 +78,6 @@ std::string DriverString(const cuda::DeviceInfo& d) {
     }
   }
   return api;
-}
-
-uint64_t Mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
 }
 
 // The timing of one kind of call (a variant, the same-size copy) under the measuring rules of
@@ -170,8 +164,10 @@ StatusOr<SetPlan> PlanSets(const std::string& what, int64_t rotated, int64_t sha
 }
 
 // The seed of input i of set `set` (every value of a case is a function of the run's seed).
-uint64_t InputSeed(uint64_t case_seed, int set, size_t i) { return Mix(case_seed + static_cast<uint64_t>(set) * 1000 + i); }
-uint64_t CaseSeed(uint64_t seed, const OpCase& c) { return Mix(seed ^ std::hash<std::string>{}(c.id)); }
+uint64_t InputSeed(uint64_t case_seed, int set, size_t i) {
+  return SplitMix64(case_seed + static_cast<uint64_t>(set) * 1000 + i);
+}
+uint64_t CaseSeed(uint64_t seed, const OpCase& c) { return SplitMix64(seed ^ std::hash<std::string>{}(c.id)); }
 
 // Fills the inputs of set `set` in place (a shared input only with set 0) from `case_seed`.
 Status FillSet(const OpCase& c, const CaseBuffers& b, int set, uint64_t case_seed, Dist dist, Harness& h) {
@@ -245,15 +241,6 @@ StatusOr<HostTensor> Download(const void* dev, const TensorSpec& full, const Ten
   return t;
 }
 
-// NaN (the 0xFF poison shows as exactly that where a kernel did not write) and zero elements of a
-// whole device output (ScanOutput).
-StatusOr<OutputScan> ScanDevice(const void* dev, const TensorSpec& t, cudaStream_t s) {
-  std::vector<uint8_t> h(static_cast<size_t>(t.nbytes()));
-  OPFUSE_CUDA_CHECK(cudaMemcpyAsync(h.data(), dev, h.size(), cudaMemcpyDeviceToHost, s));
-  OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
-  return ScanOutput(h.data(), t.dtype, t.numel());
-}
-
 // The CPU reference of a case on the rows of `plan`, from the device inputs `ins` (case order).
 struct Reference {
   CheckPlan plan;
@@ -299,6 +286,18 @@ StatusOr<std::vector<uint8_t>> DownloadAll(const void* dev, size_t bytes, cudaSt
   OPFUSE_CUDA_CHECK(cudaMemcpyAsync(h.data(), dev, bytes, cudaMemcpyDeviceToHost, s));
   OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
   return h;
+}
+
+// Every output of a case (device pointers in case order), whole, as host tensors.
+StatusOr<std::vector<HostTensor>> DownloadOutputs(const OpCase& c, const std::vector<void*>& outs, cudaStream_t s) {
+  std::vector<HostTensor> r;
+  for (size_t i = 0; i < c.outputs.size(); ++i) {
+    HostTensor t(c.outputs[i].dtype, c.outputs[i].shape);
+    OPFUSE_CUDA_CHECK(cudaMemcpyAsync(t.data.data(), outs[i], t.data.size(), cudaMemcpyDeviceToHost, s));
+    r.push_back(std::move(t));
+  }
+  OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
+  return r;
 }
 
 // A 64-bit checksum of a whole device buffer (8-byte words through SplitMix64, position-dependent).
@@ -366,14 +365,9 @@ struct OpByOp {
     for (int i : out_order) xo.push_back(outs[i].get());
     const Bindings none;
     OPFUSE_RETURN_IF_ERROR(exe->Run(xi, xo, none, s));
-    std::vector<HostTensor> r;
-    for (size_t i = 0; i < c.outputs.size(); ++i) {
-      HostTensor t(c.outputs[i].dtype, c.outputs[i].shape);
-      OPFUSE_CUDA_CHECK(cudaMemcpyAsync(t.data.data(), outs[i].get(), t.data.size(), cudaMemcpyDeviceToHost, s));
-      r.push_back(std::move(t));
-    }
-    OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
-    return r;
+    std::vector<void*> case_outs;
+    for (const auto& o : outs) case_outs.push_back(o.get());
+    return DownloadOutputs(c, case_outs, s);
   }
 };
 
@@ -466,14 +460,7 @@ Status CheckOutputs(const OpCase& c, const std::vector<void*>& ins, const std::v
                     const char* rule, const std::string& tag, bool reject_all_zero, cudaStream_t s, double& worst,
                     std::vector<Finding>& f) {
   auto add = [&](const char* kind, std::string text) { f.push_back({*rule ? rule : kind, tag + std::move(text)}); };
-  std::vector<HostTensor> whole;
-  for (size_t i = 0; i < c.outputs.size(); ++i) {
-    const TensorSpec& o = c.outputs[i];
-    HostTensor t(o.dtype, o.shape);
-    OPFUSE_CUDA_CHECK(cudaMemcpyAsync(t.data.data(), outs[i], t.data.size(), cudaMemcpyDeviceToHost, s));
-    whole.push_back(std::move(t));
-  }
-  OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
+  OPFUSE_ASSIGN_OR_RETURN(std::vector<HostTensor> whole, DownloadOutputs(c, outs, s));
   for (size_t i = 0; i < c.outputs.size(); ++i) {
     const TensorSpec& o = c.outputs[i];
     const double bound = ErrorBound(o.dtype, c.op);
@@ -563,7 +550,7 @@ Status CheckAfterTiming(const OpCase& c, const CaseBuffers& b, const InputSums& 
     Reference ref;
     Against against{nullptr, opbyop && opbyop->exe ? opbyop : nullptr};
     if (!against.opbyop) {
-      ref = ComputeReference(c, b.in[k], PlanCheck(c, check_rows, Mix(case_seed ^ (0x7e57ull + k))), s, fatal);
+      ref = ComputeReference(c, b.in[k], PlanCheck(c, check_rows, SplitMix64(case_seed ^ (0x7e57ull + k))), s, fatal);
       if (!ref.error.empty()) return Internal("reference: " + ref.error);
       against.ref = &ref;
     }
@@ -573,7 +560,7 @@ Status CheckAfterTiming(const OpCase& c, const CaseBuffers& b, const InputSums& 
     OPFUSE_RETURN_IF_ERROR(check_set(k, kRuleTimedOutputs, fmt::format("set {}: ", k)));
   if (!f.empty()) return Status::Ok();
 
-  const uint64_t fresh = Mix(case_seed ^ 0xaf7e47a11e5ull);
+  const uint64_t fresh = SplitMix64(case_seed ^ 0xaf7e47a11e5ull);
   for (int k = 0; k < b.sets; ++k)
     OPFUSE_RETURN_IF_ERROR(FillSet(c, b, k, fresh, kEvalDists[(k + 1) % std::size(kEvalDists)], h));
   OPFUSE_RETURN_IF_ERROR(SyncChecked(s));
@@ -836,7 +823,7 @@ StatusOr<BenchReport> RunOpBench(const OpSuite& suite, const OpBenchOptions& o) 
     } else {
       // eval_rules: random check rows per trial (from the run's seed), a distribution per trial.
       auto plan_for = [&](int t) {
-        return o.eval_rules ? PlanCheck(c, o.check_rows, Mix(o.seed ^ (0x5eedull + static_cast<uint64_t>(t))))
+        return o.eval_rules ? PlanCheck(c, o.check_rows, SplitMix64(o.seed ^ (0x5eedull + static_cast<uint64_t>(t))))
                             : PlanCheck(c, o.check_rows);
       };
       auto tag_for = [&](int t) {
@@ -854,7 +841,7 @@ StatusOr<BenchReport> RunOpBench(const OpSuite& suite, const OpBenchOptions& o) 
       extra.reserve(std::max(o.check_trials - 1, 0));
       for (int t = 1; t < o.check_trials && fatal.ok() && ref.error.empty(); ++t) {
         const Dist dist = o.eval_rules ? kEvalDists[t % std::size(kEvalDists)] : Dist::kUniform;
-        auto tb = AllocateCase(c, *harness, one, Mix(o.seed + 7919u * static_cast<uint64_t>(t)), dist);
+        auto tb = AllocateCase(c, *harness, one, SplitMix64(o.seed + 7919u * static_cast<uint64_t>(t)), dist);
         if (!tb.ok()) {
           fatal = IsStickyStatus(tb.status()) ? tb.status() : Status::Ok();
           ref.error = fmt::format("check trial {}: {}", t + 1, tb.status().message());
