@@ -27,6 +27,7 @@
 
 #include "opfuse/graph.h"
 #include "kernels/fast_divmod.cuh"
+#include "target/launch_shape.h"
 
 namespace opfuse::kernels {
 
@@ -135,13 +136,9 @@ struct alignas(sizeof(T) * VEC) VecOf {
 // ------------------------------------------------------------------ launch shapes
 inline constexpr int kMaxRank = 8;  // n-d indexing limit (after coalescing)
 
-// Grid for a grid-stride loop over `work` items of `per_block` items each: enough blocks for one
-// full wave (blocks_per_sm resident blocks on every SM), never more than the work needs.
+// Grid for a grid-stride loop over `work` items of `per_block` items each: target::WaveGrid.
 inline unsigned GridFor(int64_t work, int64_t per_block, int sm_count, int blocks_per_sm = 8) {
-  if (work <= 0) return 0;
-  const int64_t need = (work + per_block - 1) / per_block;
-  const int64_t cap = static_cast<int64_t>(sm_count > 0 ? sm_count : 1) * blocks_per_sm;
-  return static_cast<unsigned>(need < cap ? need : cap);
+  return static_cast<unsigned>(target::WaveGrid(work, per_block, sm_count, blocks_per_sm));
 }
 
 inline bool Aligned(const void* p, int64_t bytes) { return bytes <= 1 || reinterpret_cast<uintptr_t>(p) % bytes == 0; }

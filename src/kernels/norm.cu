@@ -295,21 +295,17 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
   if (cols > (int64_t{1} << 30)) return Unimplemented(fmt::format("{}: row of {} columns", op, cols));
   if (numel == 0) return std::vector<cuda::KernelLaunch>{};
 
-  int vec = 16 / DTypeSize(dt);
-  bool ok = !opt.force_scalar && cols % vec == 0;
+  bool aligned = !opt.force_scalar;
   for (const auto* set : {&in, &out})
-    for (const TensorRef& t : *set) ok = ok && Aligned(t.data, 16);
-  if (!ok) vec = 1;
+    for (const TensorRef& t : *set) aligned = aligned && Aligned(t.data, 16);
+  const int vec = target::RowVectorElems(cols, DTypeSize(dt), aligned);
+  const RowLimits lim = target::RowFamilyLimits(n.op, false);
   RowShape s;
   if (opt.shape) {
     s = *opt.shape;
     s.vec = vec;
-    OPFUSE_RETURN_IF_ERROR(CheckRowShape(s, cols));
+    OPFUSE_RETURN_IF_ERROR(CheckRowShape(s, cols, lim));
   } else {
-    RowLimits lim;
-    if (kind == kAddRms) lim.prefill_vpt = 2;  // x and residual both in registers (fused.h)
-    // layer_norm keeps the default 4 vectors per thread at prefill sizes: with the exact-cover path,
-    // 2 and 8 were no better at 2048-16384 rows x 2048 / 4096 (docs/BENCHMARKS.md, bench ops).
     s = ChooseRowShape(rows, cols, vec, dev, lim);
   }
   const double eps = AttrFloat(n.attrs, "eps", kind == kLayer ? 1e-5 : 1e-6);

@@ -21,7 +21,8 @@
 //      cluster-row    a few rows (8 blocks per row fit on the SMs) of >= 4096 columns (decode's
 //                     argmax over the vocabulary): a cluster of 8 blocks per row, each folding a
 //                     slice; block 0 merges the slices' states through distributed shared memory
-//                     (sm_90; OPFUSE_REDUCTION_CLUSTER=0 keeps block-per-row).
+//                     (sm_90).
+//    The choice is host-only: target/launch_shape.h, ChooseReduction.
 //    All read 16-byte vectors when the row starts are aligned (base pointer aligned and
 //    cols * size a multiple of 16), with 8 vectors in flight per thread, else scalar loads.
 //  * Launched with PDL (pdl.cuh; PdlEnter at the top): the decode step's argmax over the logits
@@ -37,6 +38,7 @@
 #include "kernels/kernel_env.h"
 #include "kernels/pdl.cuh"
 #include "kernels/library.h"
+#include "target/launch_shape.h"
 
 namespace opfuse::kernels {
 namespace {
@@ -127,9 +129,10 @@ struct RedParams {
   int64_t rows = 0, cols = 0;
 };
 
-constexpr int kWarpRowsThreads = 256;
-constexpr int kRowsPerBlock = kWarpRowsThreads / 32;
-constexpr int kUnroll = 8;  // vectors in flight per thread (8 measured clearly faster than 4)
+// Shapes and their choice: target/launch_shape.h (ChooseReduction).
+constexpr int kWarpRowsThreads = 32 * target::kWarpRowsPerBlock;
+constexpr int kRowsPerBlock = target::kWarpRowsPerBlock;
+constexpr int kUnroll = target::kReductionUnroll;  // vectors in flight per thread (8 measured clearly faster than 4)
 
 // Folds the columns [first, cols) of one row, VEC elements at a time, `step` elements between a
 // thread's consecutive vectors, kUnroll vectors in flight. A chunk wholly inside the row loads its
@@ -232,8 +235,8 @@ __global__ void __launch_bounds__(1024) RedBlockPerRow(RedParams p) {
 // indices offset to the row's), reduces it to one state in shared memory; block 0 of the cluster
 // merges the others' states through distributed shared memory. No global scratch or counters, so
 // the launch stays one kernel in a captured graph.
-constexpr int kClusterBlocks = 8;
-constexpr int kClusterThreads = 256;
+constexpr int kClusterBlocks = target::kReductionClusterBlocks;
+constexpr int kClusterThreads = target::kReductionClusterThreads;
 
 template <class R, class T, int VEC>
 __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kClusterThreads) RedClusterRow(RedParams p) {
@@ -331,34 +334,19 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanReduction(const Node& n, const std
   if (p.rows == 0)
     return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(fmt::format("red_{}_empty", OpName(n.op)), k.warp_scalar,
                                                                     dim3(0), dim3(kWarpRowsThreads), 0, p)};
-  const int esize = DTypeSize(x.dtype);
-  const bool vec = Aligned(x.data, 16) && (p.cols * esize) % 16 == 0 && p.cols > 0;
-  const int v = vec ? k.vec : 1;
-  const int sms = std::max(dev.sm_count, 1);
-  const bool warp_rows = p.cols <= 1024 || p.rows >= int64_t{sms} * 32;
-  std::string name = fmt::format("red_{}_{}_{}_v{}", OpName(n.op), DTypeName(x.dtype), warp_rows ? "warprow" : "blockrow", v);
-  if (warp_rows) {
-    const unsigned grid = GridFor(p.rows, kRowsPerBlock, sms, 8);
-    return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(std::move(name), vec ? k.warp_vec : k.warp_scalar,
-                                                                    dim3(grid), dim3(kWarpRowsThreads), 0, p).Pdl()};
+  const int v = target::RowVectorElems(p.cols, DTypeSize(x.dtype), Aligned(x.data, 16)) > 1 ? k.vec : 1;
+  const bool vec = v > 1;
+  const target::ReductionShape s = target::ChooseReduction(p.rows, p.cols, v, dev);
+  RedKernel fn = nullptr;
+  switch (s.form) {
+    case target::ReductionForm::kWarpRow: fn = vec ? k.warp_vec : k.warp_scalar; break;
+    case target::ReductionForm::kBlockRow: fn = vec ? k.block_vec : k.block_scalar; break;
+    case target::ReductionForm::kClusterRow: fn = vec ? k.cluster_vec : k.cluster_scalar; break;
   }
-  // Split row over a cluster: a few rows (one cluster-block per SM at most) of at least 4096 columns,
-  // on sm_90+.
-  if (dev.major >= 9 && p.cols >= 4096 && p.rows * kClusterBlocks <= sms) {
-    return std::vector<cuda::KernelLaunch>{
-        cuda::KernelLaunch::Make(fmt::format("red_{}_{}_clusterrow_v{}", OpName(n.op), DTypeName(x.dtype), v),
-                                 vec ? k.cluster_vec : k.cluster_scalar, dim3(static_cast<unsigned>(p.rows * kClusterBlocks)),
-                                 dim3(kClusterThreads), 0, p)
-            .Pdl()};
-  }
-  // Block per row: about kUnroll vectors per thread (one whole chunk, so FoldRow takes its unguarded
-  // path: all loads in flight at once; 4 per thread left every chunk partial), 64..1024 threads.
-  const int64_t nvec = (p.cols + v - 1) / v;
-  int64_t threads = (nvec / kUnroll + 31) / 32 * 32;
-  threads = std::clamp<int64_t>(threads, 64, 1024);
-  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(p.rows, int64_t{sms} * 16));
-  return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(std::move(name), vec ? k.block_vec : k.block_scalar,
-                                                                  dim3(grid), dim3(static_cast<unsigned>(threads)), 0, p).Pdl()};
+  return std::vector<cuda::KernelLaunch>{
+      cuda::KernelLaunch::Make(fmt::format("red_{}_{}_{}_v{}", OpName(n.op), DTypeName(x.dtype), target::ReductionFormName(s.form), v),
+                               fn, dim3(static_cast<unsigned>(s.grid)), dim3(static_cast<unsigned>(s.block)), 0, p)
+          .Pdl()};
 }
 
 }  // namespace opfuse::kernels

@@ -322,13 +322,10 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanSoftmaxEx(const Node& n, const std
   }
   if (numel == 0) return std::vector<cuda::KernelLaunch>{};
 
-  int vec = 16 / DTypeSize(dt);
-  bool ok = !opt.force_scalar && cols % vec == 0 && Aligned(x.data, 16) && Aligned(out[0].data, 16);
-  if (mask && mask_cols) ok = ok && Aligned(mask->data, vec * DTypeSize(mask->dtype));
-  if (!ok) vec = 1;
-  // Prefill: 4 vectors per thread (fused.h: with the exact-cover fast path t64x4 / t128x4 were best in
-  // bench ops); the mask path caches f32 values and stays at 4 too.
-  const RowLimits lim{has_mask ? 4 : kMaxVectorsPerThread, has_mask, 4};
+  bool aligned = !opt.force_scalar && Aligned(x.data, 16) && Aligned(out[0].data, 16);
+  if (mask && mask_cols) aligned = aligned && Aligned(mask->data, int64_t{16} / DTypeSize(dt) * DTypeSize(mask->dtype));
+  const int vec = target::RowVectorElems(cols, DTypeSize(dt), aligned);
+  const RowLimits lim = target::RowFamilyLimits(OpKind::kSoftmax, has_mask);
   RowShape s;
   if (opt.shape) {
     s = *opt.shape;

@@ -109,67 +109,8 @@ Node MakeNode(OpKind op, Attrs attrs = {}) {
   return n;
 }
 
-TEST(LibraryFusedPlan, RowShapesDecodeVsPrefill) {
-  const auto dev = FakeH200();
-  // Decode: one row per block, one 16-byte vector per thread, the whole row in flight.
-  RowShape s = kernels::ChooseRowShape(1, 2048, 8, dev);
-  EXPECT_EQ(s.threads_per_row, 256);
-  EXPECT_EQ(s.vectors_per_thread, 1);
-  EXPECT_EQ(s.rows_per_block, 1);
-  EXPECT_FALSE(s.looped);
-  s = kernels::ChooseRowShape(32, 4096, 8, dev);
-  EXPECT_EQ(s.threads_per_row, 512);
-  EXPECT_EQ(s.vectors_per_thread, 1);
-  s = kernels::ChooseRowShape(8, 16384, 8, dev);
-  EXPECT_EQ(s.threads_per_row, 1024);
-  EXPECT_EQ(s.vectors_per_thread, 2);
-  // Prefill: 4 vectors per thread, 64 threads per 2048-wide bf16 row, ~128-thread blocks.
-  s = kernels::ChooseRowShape(16384, 2048, 8, dev);
-  EXPECT_EQ(s.threads_per_row, 64);
-  EXPECT_EQ(s.vectors_per_thread, 4);
-  EXPECT_EQ(s.rows_per_block, 2);
-  s = kernels::ChooseRowShape(16384, 4096, 8, dev);
-  EXPECT_EQ(s.threads_per_row, 128);
-  EXPECT_EQ(s.vectors_per_thread, 4);
-  EXPECT_EQ(s.block(), 128);
-  s = kernels::ChooseRowShape(16384, 16384, 8, dev);
-  EXPECT_EQ(s.threads_per_row, 512);
-  EXPECT_EQ(s.vectors_per_thread, 4);
-  EXPECT_FALSE(s.looped);
-  // Narrow prefill rows: >= 8 threads per row (coalesced), several rows per warp.
-  s = kernels::ChooseRowShape(16384, 64, 8, dev);
-  EXPECT_EQ(s.threads_per_row, 8);
-  EXPECT_EQ(s.vectors_per_thread, 1);
-  EXPECT_EQ(s.rows_per_block, 16);
-  // Between decode and prefill (65 .. 4 rows per SM - 1): at most 256 threads per row.
-  EXPECT_EQ(kernels::ChooseRowShape(512, 4096, 8, dev).threads_per_row, 256);
-  EXPECT_EQ(kernels::ChooseRowShape(512, 4096, 8, dev).vectors_per_thread, 2);
-  EXPECT_EQ(kernels::ChooseRowShape(64, 4096, 8, dev).threads_per_row, 512);
-  // The boundary between decode and prefill is 4 rows per SM.
-  EXPECT_EQ(kernels::ChooseRowShape(4 * 132 - 1, 2048, 8, dev).threads_per_row, 256);
-  EXPECT_EQ(kernels::ChooseRowShape(4 * 132, 2048, 8, dev).threads_per_row, 64);
-  // Beyond the register path: looped.
-  EXPECT_TRUE(kernels::ChooseRowShape(1, 20000, 8, dev).looped);
-  EXPECT_TRUE(kernels::ChooseRowShape(16384, 20000, 8, dev).looped);
-  // Scalar path on a wide row: more vectors than fit -> looped.
-  EXPECT_TRUE(kernels::ChooseRowShape(16384, 16384, 1, dev).looped);
-  // Heavy kernels (softmax with a mask) stay within 512 threads and 4 vectors.
-  s = kernels::ChooseRowShape(16384, 4096, 8, dev, {4, true});
-  EXPECT_LE(s.vectors_per_thread, 4);
-  EXPECT_LE(s.block(), 512);
-  // Every chosen register shape passes its own check.
-  for (int64_t rows : {1, 3, 32, 513, 4096, 16384})
-    for (int64_t cols : {1, 2, 64, 77, 1000, 2048, 4096, 5632, 16384, 20000})
-      for (int vec : {1, 4, 8})
-        for (kernels::RowLimits lim : {kernels::RowLimits{}, kernels::RowLimits{4, true}}) {
-          s = kernels::ChooseRowShape(rows, cols, vec, dev, lim);
-          EXPECT_TRUE(kernels::CheckRowShape(s, cols, lim).ok()) << rows << "x" << cols << " " << s.ToString();
-          if (!s.looped) {
-            EXPECT_GE(int64_t{s.threads_per_row} * s.vectors_per_thread * s.vec, cols);
-          }
-        }
-}
-
+// The row-shape rule itself (ChooseRowShape, CheckRowShape) is host-only and tested in CI:
+// tests/unit/launch_shape_test.cc. These tests check that the planners bind it.
 TEST(LibraryFusedPlan, NormLaunchesAndPaths) {
   const auto dev = FakeH200();
   const Node n = MakeNode(OpKind::kRmsNorm);

@@ -8,11 +8,6 @@
 
 namespace opfuse::cuda {
 
-std::string DeviceInfo::ToString() const {
-  return fmt::format("{} ({}, {} SMs, {} MiB L2, {} GiB, driver {}.{})", name, arch, sm_count, l2_bytes >> 20,
-                     total_memory_bytes >> 30, driver_version / 1000, (driver_version % 1000) / 10);
-}
-
 StatusOr<int> DeviceCount() {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);

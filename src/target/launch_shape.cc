@@ -1,11 +1,11 @@
-// ChooseRowShape / CheckRowShape: launch shapes of the fused row kernels (design in fused.h).
+// See launch_shape.h.
+#include "target/launch_shape.h"
+
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include "kernels/fused.h"
-
-namespace opfuse::kernels {
+namespace opfuse::target {
 namespace {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -36,7 +36,7 @@ std::string RowShape::ToString() const {
   return fmt::format("v{}_t{}x{}_p{}{}", vec, threads_per_row, vectors_per_thread, rows_per_block, looped ? "_looped" : "");
 }
 
-RowShape ChooseRowShape(int64_t rows, int64_t cols, int vec, const cuda::DeviceInfo& dev, RowLimits lim) {
+RowShape ChooseRowShape(int64_t rows, int64_t cols, int vec, const DeviceInfo& dev, RowLimits lim) {
   RowShape s;
   s.vec = std::max(vec, 1);
   const int64_t v = CeilDiv(std::max<int64_t>(cols, 1), s.vec);  // vectors per row
@@ -52,7 +52,7 @@ RowShape ChooseRowShape(int64_t rows, int64_t cols, int vec, const cuda::DeviceI
       tpr = RoundThreads(std::max(CeilDiv(v, target), std::min<int64_t>(v, 8)));
       vpt = SmallestVpt(CeilDiv(v, tpr), max_vpt);
       // A capped group (1024 threads) may need more vectors than allowed, or a larger block than
-      // the kernel is built for: try fewer vectors per thread on wider groups.
+      // the kernel is built for: then the looped path.
       if (vpt == 0 || tpr > RowBlockLimit(vpt, lim.heavy)) vpt = 0;
     } else {
       // Few rows: as many threads per row as vectors (1 vector each where it fits), so every load
@@ -108,4 +108,63 @@ Status CheckRowShape(const RowShape& s, int64_t cols, RowLimits lim) {
   return Status::Ok();
 }
 
-}  // namespace opfuse::kernels
+RowLimits RowFamilyLimits(OpKind op, bool has_mask) {
+  RowLimits lim;
+  if (op == OpKind::kAddRmsNorm) lim.prefill_vpt = 2;
+  if (op == OpKind::kSoftmax && has_mask) {
+    lim.max_vpt = 4;
+    lim.heavy = true;
+  }
+  return lim;
+}
+
+int RowVectorElems(int64_t cols, int elem_bytes, bool all_aligned) {
+  if (elem_bytes <= 0 || elem_bytes > 16 || 16 % elem_bytes != 0 || cols <= 0) return 1;
+  return all_aligned && (cols * elem_bytes) % 16 == 0 ? 16 / elem_bytes : 1;
+}
+
+const char* ReductionFormName(ReductionForm f) {
+  switch (f) {
+    case ReductionForm::kWarpRow: return "warprow";
+    case ReductionForm::kBlockRow: return "blockrow";
+    case ReductionForm::kClusterRow: return "clusterrow";
+  }
+  return "?";
+}
+
+int64_t WaveGrid(int64_t work, int64_t per_block, int sm_count, int blocks_per_sm) {
+  if (work <= 0) return 0;
+  const int64_t need = CeilDiv(work, std::max<int64_t>(per_block, 1));
+  const int64_t cap = int64_t{std::max(sm_count, 1)} * std::max(blocks_per_sm, 1);
+  return std::min(need, cap);
+}
+
+ReductionShape ChooseReduction(int64_t rows, int64_t cols, int vec, const DeviceInfo& dev) {
+  ReductionShape s;
+  const int sms = std::max(dev.sm_count, 1);
+  const int v = std::max(vec, 1);
+  if (rows <= 0) return s;
+  // A warp per row for narrow rows, and whenever there are enough rows to fill the GPU with warps.
+  if (cols <= 1024 || rows >= int64_t{sms} * 32) {
+    s.form = ReductionForm::kWarpRow;
+    s.block = 32 * kWarpRowsPerBlock;
+    s.grid = WaveGrid(rows, kWarpRowsPerBlock, sms, 8);
+    return s;
+  }
+  // A cluster per row: a few rows (one cluster block per SM at most) of at least 4096 columns, sm_90+.
+  if (dev.major >= 9 && cols >= 4096 && rows * kReductionClusterBlocks <= sms) {
+    s.form = ReductionForm::kClusterRow;
+    s.block = kReductionClusterThreads;
+    s.grid = rows * kReductionClusterBlocks;
+    return s;
+  }
+  // A block per row: about kReductionUnroll vectors per thread (one whole chunk, all loads in flight),
+  // 64..1024 threads.
+  s.form = ReductionForm::kBlockRow;
+  const int64_t nvec = CeilDiv(cols, v);
+  s.block = static_cast<int>(std::clamp<int64_t>((nvec / kReductionUnroll + 31) / 32 * 32, 64, 1024));
+  s.grid = std::min<int64_t>(rows, int64_t{sms} * 16);
+  return s;
+}
+
+}  // namespace opfuse::target

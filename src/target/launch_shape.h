@@ -1,0 +1,108 @@
+// Launch shapes of the row kernels, derived from the case (rows, columns, vector width) and the
+// device (SM count) — host-only, so every rule is tested in CPU-only builds (tests/unit/
+// launch_shape_test.cc) and the CUDA planners (kernels/*.cu) only bind the chosen shape to a kernel.
+//
+// Row kernels (rms_norm, add_rms_norm, layer_norm, softmax; kernels/norm.cu, softmax.cu) share one
+// layout. A row is owned by a *row group* of `threads_per_row` threads (a power of two below 32 —
+// several rows per warp —, or a multiple of 32 up to 1024); a block holds `rows_per_block` such
+// groups. Each thread owns `vectors_per_thread` vectors of `vec` elements (16 bytes when the row and
+// every pointer allow it, else 1 element) at columns (it * threads_per_row + t) * vec, so the whole
+// row sits in registers, every load is issued before the first use, and reductions are warp shuffles
+// plus (groups wider than a warp) one shared-memory exchange. Rows wider than the register path (more
+// than kMaxRegisterCols columns, or more vectors than fit) take the *looped* path: the same group
+// layout streaming over the row, re-reading it from L2.
+//
+// ChooseRowShape picks, from the row count and the device's SM count:
+//   decode / small batches (rows < kPrefillRowsPerSm x SMs): one row per block and as many threads per
+//     row as the row has vectors (up to 1024), so the few rows still spread over many SMs and every
+//     load of the row is in flight at once; above kDecodeRows rows at most kMidThreadsPerRow threads
+//     per row (two vectors each rather than one: fewer, fuller groups once the SMs are busy);
+//   prefill (rows >= kPrefillRowsPerSm x SMs): a per-family number of vectors per thread (several
+//     16-byte loads in flight per thread; RowLimits::prefill_vpt) and as many threads per row as that
+//     needs, blocks of ~kPrefillBlockThreads.
+// The per-family constants were measured (docs/BENCHMARKS.md, "Fused row kernels"); the invariant is
+// that a register-path shape covers the row exactly once (CheckRowShape).
+//
+// Reductions over the last axis (kernels/reduction.cu) pick one of three shapes (ChooseReduction).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "opfuse/graph.h"
+#include "opfuse/status.h"
+#include "target/device_info.h"
+
+namespace opfuse::target {
+
+inline constexpr int64_t kMaxRegisterCols = 16384;   // widest row held in registers
+inline constexpr int kMaxVectorsPerThread = 8;        // register path: vectors per thread
+inline constexpr int kPrefillVectorsPerThread = 4;    // prefill default (RowLimits::prefill_vpt)
+inline constexpr int kPrefillBlockThreads = 128;      // prefill: rows per block fill ~this many threads
+inline constexpr int kPrefillRowsPerSm = 4;           // rows >= this x SMs: prefill shapes
+inline constexpr int64_t kDecodeRows = 64;            // rows above this (and below prefill): "mid" shapes
+inline constexpr int kMidThreadsPerRow = 256;         // mid shapes: at most this many threads per row
+
+struct RowShape {
+  int threads_per_row = 32;     // 1,2,4,8,16 or a multiple of 32, <= 1024
+  int vectors_per_thread = 1;   // 1,2,4,8 (register path); 4 = loads in flight per step (looped)
+  int rows_per_block = 1;
+  int vec = 1;                  // elements per vector (16 bytes / dtype size, or 1)
+  bool looped = false;          // row streamed from memory instead of held in registers
+  int block() const { return threads_per_row * rows_per_block; }
+  std::string ToString() const;  // e.g. "v8_t32x8_p8" / "v8_t1024x4_p1_looped"
+};
+
+// Register-path limits of one kernel family: `max_vpt` caps vectors per thread; `heavy` kernels
+// (softmax with a mask: f32 values cached per element) are compiled for blocks of at most 512.
+struct RowLimits {
+  int max_vpt = kMaxVectorsPerThread;
+  bool heavy = false;
+  int prefill_vpt = kPrefillVectorsPerThread;  // the family's measured best at prefill sizes
+};
+// The limits of each row-kernel family (rms_norm, add_rms_norm, layer_norm, softmax with or without
+// a mask). Measured per family (docs/BENCHMARKS.md, "Fused row kernels"): add_rms_norm holds x and
+// the residual in registers, so 2 vectors per thread at prefill sizes; a masked softmax caches f32
+// values per element, so at most 4 vectors and 512-thread blocks; the rest 4 at prefill sizes.
+RowLimits RowFamilyLimits(OpKind op, bool has_mask);
+
+// Largest block a register-path kernel with `vpt` vectors per thread is compiled for
+// (__launch_bounds__): 8 vectors (32+ registers of data) get up to 128 registers per thread.
+inline constexpr int RowBlockLimit(int vpt, bool heavy) { return heavy || vpt >= 8 ? 512 : 1024; }
+
+// Shape for `rows` rows of `cols` columns with `vec`-element vectors.
+RowShape ChooseRowShape(int64_t rows, int64_t cols, int vec, const DeviceInfo& dev, RowLimits lim = {});
+// Whether `s` is a launchable shape for a row of `cols` columns (the register path must cover it).
+Status CheckRowShape(const RowShape& s, int64_t cols, RowLimits lim = {});
+
+// Elements per 16-byte vector of a row kernel's accesses: 16 / elem_bytes when every row start is
+// 16-byte aligned (each base pointer aligned, `cols * elem_bytes` a multiple of 16), else 1.
+// `all_aligned` is the caller's check of its base pointers.
+int RowVectorElems(int64_t cols, int elem_bytes, bool all_aligned);
+
+// ------------------------------------------------------------------ reductions over the last axis
+enum class ReductionForm {
+  kWarpRow,     // a warp per row, kWarpRowsPerBlock rows per block, grid-stride: narrow rows or many rows
+  kBlockRow,    // a block per row (64..1024 threads sized to the row): few wide rows
+  kClusterRow,  // a cluster of kReductionClusterBlocks blocks per row (sm_90+): very few very wide rows
+};
+const char* ReductionFormName(ReductionForm f);  // "warprow", "blockrow", "clusterrow"
+
+inline constexpr int kWarpRowsPerBlock = 8;        // warp-per-row: 256-thread blocks
+inline constexpr int kReductionClusterBlocks = 8;  // blocks per row of the cluster form
+inline constexpr int kReductionClusterThreads = 256;
+inline constexpr int kReductionUnroll = 8;         // vectors in flight per thread (block and cluster forms)
+
+struct ReductionShape {
+  ReductionForm form = ReductionForm::kWarpRow;
+  int64_t grid = 0;  // blocks (0 for no rows)
+  int block = 0;     // threads per block
+};
+
+// Shape for `rows` rows of `cols` columns read in `vec`-element vectors.
+ReductionShape ChooseReduction(int64_t rows, int64_t cols, int vec, const DeviceInfo& dev);
+
+// Blocks for a grid-stride loop over `work` items of `per_block` items each: enough for one full wave
+// (`blocks_per_sm` resident blocks on every SM), never more than the work needs; 0 for no work.
+int64_t WaveGrid(int64_t work, int64_t per_block, int sm_count, int blocks_per_sm = 8);
+
+}  // namespace opfuse::target

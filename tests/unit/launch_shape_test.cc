@@ -1,0 +1,214 @@
+// Launch-shape rules (target/launch_shape.h) on fake devices: no GPU needed, so they run in CI.
+// The GPU tests (tests/gpu/library_fused_test.cc, library_ops_test.cc) check that the planners bind
+// these shapes to kernels and that the kernels compute the right answer with them.
+#include "target/launch_shape.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+namespace opfuse {
+namespace {
+
+using target::ChooseReduction;
+using target::ChooseRowShape;
+using target::CheckRowShape;
+using target::DeviceInfo;
+using target::ReductionForm;
+using target::RowLimits;
+using target::RowShape;
+
+DeviceInfo FakeDevice(int sms, int major = 9) {
+  DeviceInfo d;
+  d.name = "fake";
+  d.major = major;
+  d.arch = "sm_" + std::to_string(major) + "0";
+  d.sm_count = sms;
+  d.l2_bytes = int64_t{50} << 20;
+  d.max_shared_mem_per_block = 48 << 10;
+  d.max_shared_mem_per_block_optin = 227 << 10;
+  d.max_threads_per_sm = 2048;
+  return d;
+}
+DeviceInfo FakeH200() { return FakeDevice(132); }
+
+
+TEST(LaunchShape, RowShapesDecodeVsPrefill) {
+  const auto dev = FakeH200();
+  // Decode: one row per block, one 16-byte vector per thread, the whole row in flight.
+  RowShape s = target::ChooseRowShape(1, 2048, 8, dev);
+  EXPECT_EQ(s.threads_per_row, 256);
+  EXPECT_EQ(s.vectors_per_thread, 1);
+  EXPECT_EQ(s.rows_per_block, 1);
+  EXPECT_FALSE(s.looped);
+  s = target::ChooseRowShape(32, 4096, 8, dev);
+  EXPECT_EQ(s.threads_per_row, 512);
+  EXPECT_EQ(s.vectors_per_thread, 1);
+  s = target::ChooseRowShape(8, 16384, 8, dev);
+  EXPECT_EQ(s.threads_per_row, 1024);
+  EXPECT_EQ(s.vectors_per_thread, 2);
+  // Prefill: 4 vectors per thread, 64 threads per 2048-wide bf16 row, ~128-thread blocks.
+  s = target::ChooseRowShape(16384, 2048, 8, dev);
+  EXPECT_EQ(s.threads_per_row, 64);
+  EXPECT_EQ(s.vectors_per_thread, 4);
+  EXPECT_EQ(s.rows_per_block, 2);
+  s = target::ChooseRowShape(16384, 4096, 8, dev);
+  EXPECT_EQ(s.threads_per_row, 128);
+  EXPECT_EQ(s.vectors_per_thread, 4);
+  EXPECT_EQ(s.block(), 128);
+  s = target::ChooseRowShape(16384, 16384, 8, dev);
+  EXPECT_EQ(s.threads_per_row, 512);
+  EXPECT_EQ(s.vectors_per_thread, 4);
+  EXPECT_FALSE(s.looped);
+  // Narrow prefill rows: >= 8 threads per row (coalesced), several rows per warp.
+  s = target::ChooseRowShape(16384, 64, 8, dev);
+  EXPECT_EQ(s.threads_per_row, 8);
+  EXPECT_EQ(s.vectors_per_thread, 1);
+  EXPECT_EQ(s.rows_per_block, 16);
+  // Between decode and prefill (65 .. 4 rows per SM - 1): at most 256 threads per row.
+  EXPECT_EQ(target::ChooseRowShape(512, 4096, 8, dev).threads_per_row, 256);
+  EXPECT_EQ(target::ChooseRowShape(512, 4096, 8, dev).vectors_per_thread, 2);
+  EXPECT_EQ(target::ChooseRowShape(64, 4096, 8, dev).threads_per_row, 512);
+  // The boundary between decode and prefill is 4 rows per SM.
+  EXPECT_EQ(target::ChooseRowShape(4 * 132 - 1, 2048, 8, dev).threads_per_row, 256);
+  EXPECT_EQ(target::ChooseRowShape(4 * 132, 2048, 8, dev).threads_per_row, 64);
+  // Beyond the register path: looped.
+  EXPECT_TRUE(target::ChooseRowShape(1, 20000, 8, dev).looped);
+  EXPECT_TRUE(target::ChooseRowShape(16384, 20000, 8, dev).looped);
+  // Scalar path on a wide row: more vectors than fit -> looped.
+  EXPECT_TRUE(target::ChooseRowShape(16384, 16384, 1, dev).looped);
+  // Heavy kernels (softmax with a mask) stay within 512 threads and 4 vectors.
+  s = target::ChooseRowShape(16384, 4096, 8, dev, {4, true});
+  EXPECT_LE(s.vectors_per_thread, 4);
+  EXPECT_LE(s.block(), 512);
+  // Every chosen register shape passes its own check.
+  for (int64_t rows : {1, 3, 32, 513, 4096, 16384})
+    for (int64_t cols : {1, 2, 64, 77, 1000, 2048, 4096, 5632, 16384, 20000})
+      for (int vec : {1, 4, 8})
+        for (target::RowLimits lim : {target::RowLimits{}, target::RowLimits{4, true}}) {
+          s = target::ChooseRowShape(rows, cols, vec, dev, lim);
+          EXPECT_TRUE(target::CheckRowShape(s, cols, lim).ok()) << rows << "x" << cols << " " << s.ToString();
+          if (!s.looped) {
+            EXPECT_GE(int64_t{s.threads_per_row} * s.vectors_per_thread * s.vec, cols);
+          }
+        }
+}
+
+TEST(LaunchShape, RowFamilyLimits) {
+  EXPECT_EQ(target::RowFamilyLimits(OpKind::kRmsNorm, false).prefill_vpt, 4);
+  EXPECT_EQ(target::RowFamilyLimits(OpKind::kLayerNorm, false).prefill_vpt, 4);
+  EXPECT_EQ(target::RowFamilyLimits(OpKind::kAddRmsNorm, false).prefill_vpt, 2);
+  const RowLimits masked = target::RowFamilyLimits(OpKind::kSoftmax, true);
+  EXPECT_EQ(masked.max_vpt, 4);
+  EXPECT_TRUE(masked.heavy);
+  EXPECT_FALSE(target::RowFamilyLimits(OpKind::kSoftmax, false).heavy);
+  // The families' prefill shapes at 16384 x 2048 bf16 (the planners' launch names in the GPU tests).
+  const auto dev = FakeH200();
+  EXPECT_EQ(ChooseRowShape(16384, 2048, 8, dev, target::RowFamilyLimits(OpKind::kAddRmsNorm, false)).ToString(), "v8_t128x2_p1");
+  EXPECT_EQ(ChooseRowShape(16384, 2048, 8, dev, target::RowFamilyLimits(OpKind::kSoftmax, false)).ToString(), "v8_t64x4_p2");
+  EXPECT_EQ(ChooseRowShape(16384, 2048, 8, dev, masked).ToString(), "v8_t64x4_p2");
+}
+
+TEST(LaunchShape, RowVectorElems) {
+  EXPECT_EQ(target::RowVectorElems(2048, 2, true), 8);
+  EXPECT_EQ(target::RowVectorElems(2048, 4, true), 4);
+  EXPECT_EQ(target::RowVectorElems(2048, 2, false), 1);  // a base pointer off 16 bytes
+  EXPECT_EQ(target::RowVectorElems(4999, 2, true), 1);   // row starts off 16 bytes
+  EXPECT_EQ(target::RowVectorElems(12, 4, true), 4);
+  EXPECT_EQ(target::RowVectorElems(6, 4, true), 1);
+  EXPECT_EQ(target::RowVectorElems(0, 2, true), 1);
+  EXPECT_EQ(target::RowVectorElems(64, 8, true), 2);
+  EXPECT_EQ(target::RowVectorElems(64, 1, true), 16);
+}
+
+TEST(LaunchShape, ReductionForms) {
+  const auto dev = FakeH200();
+  auto form = [&](int64_t rows, int64_t cols, int vec) { return ChooseReduction(rows, cols, vec, dev).form; };
+  EXPECT_EQ(form(16384, 2048, 8), ReductionForm::kWarpRow);   // many rows: a warp each
+  EXPECT_EQ(form(513, 77, 1), ReductionForm::kWarpRow);       // narrow rows
+  EXPECT_EQ(form(1, 32000, 4), ReductionForm::kClusterRow);   // one vocabulary row: 8 blocks
+  EXPECT_EQ(form(16, 32000, 8), ReductionForm::kClusterRow);  // 16 x 8 = 128 <= 132 SMs
+  EXPECT_EQ(form(17, 32000, 8), ReductionForm::kBlockRow);    // 17 x 8 > 132
+  EXPECT_EQ(form(1, 4095, 1), ReductionForm::kBlockRow);      // below 4096 columns
+  EXPECT_EQ(ChooseReduction(1, 32000, 4, FakeDevice(132, 8)).form, ReductionForm::kBlockRow);  // no clusters before sm_90
+  // Sizes: warp rows 8 per 256-thread block up to a wave of 8 blocks per SM; a block row ~8 vectors a thread.
+  auto s = ChooseReduction(16384, 2048, 8, dev);
+  EXPECT_EQ(s.block, 256);
+  EXPECT_EQ(s.grid, 132 * 8);
+  s = ChooseReduction(40, 2048, 8, dev);
+  EXPECT_EQ(s.form, ReductionForm::kBlockRow);
+  EXPECT_EQ(s.grid, 40);
+  EXPECT_EQ(s.block, 64);  // 256 vectors / 8 = 32 threads, at least 64
+  s = ChooseReduction(40, 131072, 8, dev);
+  EXPECT_EQ(s.block, 1024);
+  s = ChooseReduction(3, 65536, 8, dev);
+  EXPECT_EQ(s.form, ReductionForm::kClusterRow);
+  EXPECT_EQ(s.grid, 3 * target::kReductionClusterBlocks);
+  EXPECT_EQ(s.block, target::kReductionClusterThreads);
+  EXPECT_EQ(ChooseReduction(0, 2048, 8, dev).grid, 0);
+}
+
+TEST(LaunchShape, WaveGrid) {
+  EXPECT_EQ(target::WaveGrid(0, 8, 132), 0);
+  EXPECT_EQ(target::WaveGrid(1, 8, 132), 1);
+  EXPECT_EQ(target::WaveGrid(17, 8, 132), 3);
+  EXPECT_EQ(target::WaveGrid(int64_t{1} << 40, 8, 132), 132 * 8);
+  EXPECT_EQ(target::WaveGrid(int64_t{1} << 40, 8, 132, 2), 264);
+  EXPECT_EQ(target::WaveGrid(100, 8, 0), 8);  // an unknown SM count counts as one SM
+}
+
+// Random shapes with a fixed seed, aligned and not, on three machine sizes: every chosen shape is
+// launchable and covers its row; reduction shapes are launchable and never ask for more blocks
+// than the rows need (block row) or the SMs hold (cluster row).
+TEST(LaunchShape, RandomShapesAreLaunchableAndCoverTheRow) {
+  std::mt19937_64 rng(20261126);
+  std::uniform_int_distribution<int> log_rows(0, 16), log_cols(0, 18);
+  const int esizes[] = {1, 2, 4, 8};
+  for (int sms : {16, 78, 132}) {
+    const DeviceInfo dev = FakeDevice(sms);
+    for (int i = 0; i < 3000; ++i) {
+      const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(rng() % (int64_t{1} << log_rows(rng))) + 1);
+      int64_t cols = static_cast<int64_t>(rng() % (int64_t{1} << log_cols(rng))) + 1;
+      if (i % 7 == 0) cols = 262144 - static_cast<int64_t>(rng() % 17);
+      const int esize = esizes[rng() % 4];
+      const bool aligned = rng() % 3 != 0;
+      const int vec = target::RowVectorElems(cols, esize, aligned);
+      ASSERT_EQ(vec * esize <= 16, true);
+      ASSERT_EQ(cols % vec, 0) << cols << " " << vec;
+      for (OpKind op : {OpKind::kRmsNorm, OpKind::kAddRmsNorm, OpKind::kLayerNorm, OpKind::kSoftmax})
+        for (bool mask : {false, true}) {
+          if (mask && op != OpKind::kSoftmax) continue;
+          const RowLimits lim = target::RowFamilyLimits(op, mask);
+          const RowShape s = ChooseRowShape(rows, cols, vec, dev, lim);
+          ASSERT_TRUE(CheckRowShape(s, cols, lim).ok()) << rows << "x" << cols << " " << s.ToString() << ": "
+                                                        << CheckRowShape(s, cols, lim).message();
+          ASSERT_EQ(s.vec, vec);
+          ASSERT_LE(s.block(), 1024);
+          ASSERT_GE(s.block(), 1);
+          if (!s.looped) {
+            ASSERT_LE(cols, target::kMaxRegisterCols);
+            ASSERT_GE(int64_t{s.threads_per_row} * s.vectors_per_thread * s.vec, cols) << s.ToString();
+          } else {
+            ASSERT_EQ(s.rows_per_block, 1);
+          }
+        }
+      const auto r = ChooseReduction(rows, cols, vec, dev);
+      ASSERT_GT(r.grid, 0);
+      ASSERT_GE(r.block, 32);
+      ASSERT_LE(r.block, 1024);
+      ASSERT_EQ(r.block % 32, 0);
+      switch (r.form) {
+        case ReductionForm::kWarpRow: ASSERT_LE(r.grid, (rows + 7) / 8); break;
+        case ReductionForm::kBlockRow: ASSERT_LE(r.grid, rows); break;
+        case ReductionForm::kClusterRow:
+          ASSERT_LE(r.grid, sms);
+          ASSERT_EQ(r.grid, rows * target::kReductionClusterBlocks);
+          break;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace opfuse
