@@ -7,7 +7,7 @@
 
 #include "codegen/kernel_ir.h"
 #include "opfuse/graph.h"
-#include "runtime/host_tensor.h"
+#include "ir/host_tensor.h"
 
 namespace opfuse::testing_cases {
 

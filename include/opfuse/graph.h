@@ -23,12 +23,12 @@ namespace opfuse {
 // ------------------------------------------------------------------ ops (generated from ops.def)
 enum class OpKind : int {
 #define OPFUSE_OP(Enum, text, min_in, max_in, nout, kind, flags) k##Enum,
-#include "ir/ops.def"
+#include "opfuse/ops.def"
 #undef OPFUSE_OP
 };
 inline constexpr int kNumOps = 0
 #define OPFUSE_OP(Enum, text, min_in, max_in, nout, kind, flags) +1
-#include "ir/ops.def"
+#include "opfuse/ops.def"
 #undef OPFUSE_OP
     ;
 
@@ -191,7 +191,7 @@ class GraphBuilder {
   StatusOr<Graph> Build();
 #define OPFUSE_OP(Enum, text, min_in, max_in, nout, kind, flags) \
   int Enum(std::vector<int> in, Attrs attrs = {}) { return Op(OpKind::k##Enum, std::move(in), std::move(attrs)); }
-#include "ir/ops.def"
+#include "opfuse/ops.def"
 #undef OPFUSE_OP
 
  private:

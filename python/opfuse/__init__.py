@@ -20,7 +20,7 @@ __all__ = ["Engine", "FusionConfig", "FusionScheduler", "FusionDecision", "SubGr
 
 
 def op_names():
-    """Every op type an OpNode may name (src/ir/ops.def)."""
+    """Every op type an OpNode may name (include/opfuse/ops.def)."""
     return list(_opfuse.op_names())
 
 

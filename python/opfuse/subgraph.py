@@ -5,7 +5,7 @@ A SubGraph is a small dataflow graph over named values: each OpNode reads values
 those come from the tensors handed to FusionScheduler.dispatch, and cache_key(dtypes, shapes)
 names one concrete instance. Structure is checked by the C++ verifier when the SubGraph is built
 (unknown op, wrong arity, a value used before it is defined or defined twice -> ValueError), and
-types when it is compiled. Op names are opfuse's (src/ir/ops.def; `opfuse.op_names()`).
+types when it is compiled. Op names are opfuse's (include/opfuse/ops.def; `opfuse.op_names()`).
 Both classes are frozen and hashable, so graphs can be dict keys and module-level constants.
 """
 from __future__ import annotations

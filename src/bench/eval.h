@@ -38,7 +38,7 @@
 
 #include "bench/op_suite.h"
 #include "bench/report.h"
-#include "runtime/host_tensor.h"
+#include "ir/host_tensor.h"
 
 namespace opfuse::bench {
 

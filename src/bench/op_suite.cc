@@ -42,6 +42,12 @@ const std::vector<int64_t>& DefaultRows() {
   return k;
 }
 
+const std::vector<std::string>& SweepOps() {
+  static const std::vector<std::string> k = {"rmsnorm", "add_rmsnorm", "layernorm", "softmax_plain", "softmax",
+                                             "softmax_causal", "swiglu", "geglu", "logsumexp"};
+  return k;
+}
+
 std::vector<int64_t> DefaultWidths(const std::string& op) {
   if (op == "swiglu" || op == "geglu") return {5632, 4096};  // TinyLlama's intermediate, and 4096
   if (op == "attention") return {kAttnQHeads * kAttnHeadDim};  // 2048: TinyLlama's 32 heads x 64
@@ -60,7 +66,8 @@ bool IsMicro(const std::string& op) {
   return std::find(MicroOps().begin(), MicroOps().end(), op) != MicroOps().end();
 }
 bool IsPattern(const std::string& op) {
-  return std::find(PatternOps().begin(), PatternOps().end(), op) != PatternOps().end();
+  return std::find(PatternOps().begin(), PatternOps().end(), op) != PatternOps().end() ||
+         std::find(SweepOps().begin(), SweepOps().end(), op) != SweepOps().end();
 }
 
 // A float attribute in .ofg text: always with '.' or an exponent, so it reads back as a float.
@@ -179,6 +186,30 @@ StatusOr<OpCase> MakeOpCase(const std::string& op, DType dt, int64_t rows, int64
     c.attrs["scale"] = kSoftmaxScale;
     line = fmt::format("y = softmax(x) {{scale={}}}", FloatText(kSoftmaxScale));
     c.flops = 6 * e + rows;
+  } else if (op == "softmax_plain") {
+    c.inputs = {Spec("x", dt, rw, true)};
+    c.outputs = {Spec("y", dt, rw, true)};
+    line = "y = softmax(x)";
+    c.flops = 5 * e + rows;
+  } else if (op == "softmax_causal") {
+    // Attention scores of `rows` queries over `width` keys, aligned to the end: query i sees keys
+    // 0 .. i + width - rows. Every row keeps a key only while rows <= width.
+    if (rows > width)
+      return InvalidArgument(fmt::format("softmax_causal: {} query rows over {} keys leave rows fully masked (needs rows <= width)",
+                                         rows, width));
+    c.rows_independent = false;  // the mask of a row depends on the row count (checked on the last rows)
+    c.inputs = {Spec("x", dt, rw, true)};
+    c.outputs = {Spec("y", dt, rw, true)};
+    c.attrs["scale"] = kSoftmaxScale;
+    c.attrs["causal"] = 1;
+    line = fmt::format("y = softmax(x) {{scale={}, causal=1}}", FloatText(kSoftmaxScale));
+    c.flops = 6 * e + rows;
+  } else if (op == "logsumexp") {
+    // A row reduction the pattern library has no kernel for: the generic fusion's case.
+    c.inputs = {Spec("x", dt, rw, true)};
+    c.outputs = {Spec("y", dt, {rows, 1}, true)};
+    line = "m = max(x)\nd = sub(x, m)\nex = exp(d)\nsm = sum(ex)\nl = log(sm)\ny = add(l, m)";
+    c.flops = 4 * e + 2 * rows;
   } else if (op == "gelu") {
     c.inputs = {Spec("x", dt, rw, true)};
     c.outputs = {Spec("y", dt, rw, true)};
@@ -250,6 +281,64 @@ StatusOr<OpCase> MakeOpCase(const std::string& op, DType dt, int64_t rows, int64
   return c;
 }
 
+StatusOr<RandomShapesSpec> ParseRandomShapes(const std::string& text) {
+  const std::string usage = fmt::format("--shapes '{}': expected random:N or random:N:SEED (N from 1 to {})", text, kMaxRandomShapes);
+  if (text.rfind("random:", 0) != 0) return InvalidArgument(usage);
+  const std::string rest = text.substr(7);
+  const size_t colon = rest.find(':');
+  auto parse_u64 = [](const std::string& t, uint64_t* v) {
+    if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos || t.size() > 19) return false;
+    *v = std::stoull(t);
+    return true;
+  };
+  uint64_t n = 0;
+  if (!parse_u64(rest.substr(0, colon), &n) || n < 1 || n > static_cast<uint64_t>(kMaxRandomShapes)) return InvalidArgument(usage);
+  RandomShapesSpec spec;
+  spec.count = static_cast<int>(n);
+  if (colon != std::string::npos) {
+    uint64_t seed = 0;
+    if (!parse_u64(rest.substr(colon + 1), &seed)) return InvalidArgument(usage);
+    spec.seed = seed;
+  }
+  return spec;
+}
+
+std::vector<ShapeSample> RandomShapes(int count, uint64_t seed) {
+  // Widths: a third model sizes (hidden, intermediate, vocabulary), a third primes, a third
+  // log-uniform in [1, kMaxRandomWidth]; rows log-uniform in [1, kMaxRandomRows]. A pair whose
+  // [rows, width] tensor would pass kMaxRandomElements gets fewer rows (the sweep stays within GPU
+  // memory with the runner's rotated input sets).
+  static const int64_t kModelWidths[] = {1536, 2048, 2560, 3072, 3584, 4096, 5120, 5632, 6144, 8192, 4864, 8960, 11008,
+                                         13824, 14336, 18944, 32000, 32064, 49152, 128256, 151936, 152064};
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  auto log_uniform = [&](int64_t hi) {
+    return std::clamp<int64_t>(static_cast<int64_t>(std::exp(unit(rng) * std::log(static_cast<double>(hi) + 1))), 1, hi);
+  };
+  auto is_prime = [](int64_t v) {
+    if (v < 2) return false;
+    for (int64_t d = 2; d * d <= v; ++d)
+      if (v % d == 0) return false;
+    return true;
+  };
+  std::vector<ShapeSample> out;
+  for (int i = 0; i < count; ++i) {
+    ShapeSample s;
+    const int kind = static_cast<int>(rng() % 3);
+    if (kind == 0) {
+      s.width = kModelWidths[rng() % std::size(kModelWidths)];
+    } else {
+      s.width = log_uniform(kMaxRandomWidth);
+      if (kind == 1)
+        while (!is_prime(s.width) && s.width < kMaxRandomWidth) ++s.width;
+    }
+    s.rows = log_uniform(kMaxRandomRows);
+    if (s.rows * s.width > kMaxRandomElements) s.rows = std::max<int64_t>(1, kMaxRandomElements / s.width);
+    out.push_back(s);
+  }
+  return out;
+}
+
 StatusOr<OpSuite> BuildOpSuite(const SuiteFilter& f) {
   if (f.suite != "all" && f.suite != "micro" && f.suite != "patterns")
     return InvalidArgument(fmt::format("--suite '{}': expected micro, patterns or all", f.suite));
@@ -261,6 +350,29 @@ StatusOr<OpSuite> BuildOpSuite(const SuiteFilter& f) {
     } catch (const std::regex_error& e) {
       return InvalidArgument(fmt::format("--ops '{}': not a valid regular expression ({})", f.ops_regex, e.what()));
     }
+  }
+  if (!f.shapes.empty()) {
+    if (!f.rows.empty() || !f.widths.empty())
+      return InvalidArgument("--shapes replaces the grid of --rows and --widths: give one or the other");
+    OpSuite suite;
+    suite.shapes = f.shapes_spec;
+    std::set<std::string> ids;
+    for (const auto& op : SweepOps()) {
+      if (!f.ops_regex.empty() && !std::regex_match(op, re)) continue;
+      for (const ShapeSample& sh : f.shapes) {
+        auto c = MakeOpCase(op, f.dtype, sh.rows, sh.width);
+        if (!c.ok()) {
+          suite.skipped.push_back({CaseId("patterns", op, f.dtype, sh.rows, sh.width), c.status().message()});
+          continue;
+        }
+        if (!ids.insert(c->id).second) continue;  // the same pair drawn twice
+        suite.cases.push_back(std::move(*c));
+      }
+    }
+    if (suite.cases.empty())
+      return InvalidArgument(fmt::format("no case matches (--shapes with sweep ops {}{})", fmt::join(SweepOps(), " "),
+                                         f.ops_regex.empty() ? "" : ", --ops " + f.ops_regex));
+    return suite;
   }
   const std::vector<int64_t>& rows = f.rows.empty() ? DefaultRows() : f.rows;
   for (int64_t r : rows)
@@ -322,7 +434,9 @@ nlohmann::json SuiteToJson(const OpSuite& s) {
   nlohmann::json cases = nlohmann::json::array(), skipped = nlohmann::json::array();
   for (const auto& c : s.cases) cases.push_back(CaseToJson(c));
   for (const auto& k : s.skipped) skipped.push_back({{"id", k.id}, {"reason", k.reason}});
-  return {{"schema", 1}, {"cases", cases}, {"skipped", skipped}};
+  nlohmann::json j = {{"schema", 1}, {"cases", cases}, {"skipped", skipped}};
+  if (!s.shapes.empty()) j["shapes"] = s.shapes;
+  return j;
 }
 
 const char* DistName(Dist d) {

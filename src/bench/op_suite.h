@@ -23,7 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "opfuse/graph.h"
-#include "runtime/host_tensor.h"
+#include "ir/host_tensor.h"
 
 namespace opfuse::bench {
 
@@ -89,9 +89,29 @@ struct SkippedCase {
 };
 
 struct OpSuite {
+  std::string shapes;  // "random:N:SEED" when drawn by --shapes, else empty
   std::vector<OpCase> cases;
   std::vector<SkippedCase> skipped;  // grid points left out on purpose, with the reason
 };
+
+// `opfuse bench ops --shapes random:N[:SEED]`: N (rows, width) pairs drawn for the sweep ops, widths
+// from 1 to kMaxRandomWidth (model sizes, primes and log-uniform), rows from 1 to kMaxRandomRows.
+struct ShapeSample {
+  int64_t rows = 0, width = 0;
+};
+inline constexpr int kMaxRandomShapes = 10000;
+inline constexpr int64_t kMaxRandomWidth = 262144;
+inline constexpr int64_t kMaxRandomRows = 65536;
+inline constexpr int64_t kMaxRandomElements = int64_t{1} << 27;  // per [rows, width] tensor
+struct RandomShapesSpec {
+  int count = 0;
+  std::optional<uint64_t> seed;  // unset: the caller draws one and prints it
+};
+StatusOr<RandomShapesSpec> ParseRandomShapes(const std::string& text);
+std::vector<ShapeSample> RandomShapes(int count, uint64_t seed);
+// The ops of the random sweep: the row kernels (norms, softmax plain / scaled / causal), the gated
+// activations and a generic row reduction (logsumexp).
+const std::vector<std::string>& SweepOps();
 
 struct SuiteFilter {
   std::string suite = "all";   // "micro" | "patterns" | "all"
@@ -99,6 +119,8 @@ struct SuiteFilter {
   std::vector<int64_t> rows;   // row counts; empty = DefaultRows()
   std::vector<int64_t> widths; // keep only cases of these widths; empty = all
   DType dtype = DType::kBF16;
+  std::vector<ShapeSample> shapes;  // non-empty: the sweep ops at these shapes instead of the grid
+  std::string shapes_spec;          // "random:N:SEED" that drew `shapes` (recorded in cases.json)
 };
 
 inline constexpr int64_t kMaxDecodeRows = 64;      // rows <= this are "decode" (timed by graph replay)
@@ -144,7 +166,7 @@ struct CheckPlan {
 };
 StatusOr<CheckPlan> PlanCheck(const OpCase& c, int sample, std::optional<uint64_t> random_seed = std::nullopt);
 
-// rel_err of an output: RelativeError (runtime/host_tensor.h).
+// rel_err of an output: RelativeError (ir/host_tensor.h).
 // The bound rel_err must stay under, per output dtype: bf16 3e-2, f16 5e-3, f32 2e-5 (1e-3 for
 // matmul/attention, which cuBLASLt/tensor cores may run in TF32), bool 0 (exact).
 double ErrorBound(DType out_dtype, const std::string& op);

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -36,7 +37,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct OpsArgs {
-  std::string suite = "all", ops, rows, widths, dtype = "bf16", variants = "unfused,library,jit", out = "bench_out";
+  std::string suite = "all", ops, rows, widths, shapes, dtype = "bf16", variants = "unfused,library,jit", out = "bench_out";
   bool list_cases = false, json = false, quick = false, no_copy_reference = false;
   int min_samples = 0;
   uint64_t seed = 0x0f5e;
@@ -56,6 +57,15 @@ StatusOr<bench::SuiteFilter> MakeFilter(const OpsArgs& a) {
   }
   if (!a.widths.empty()) {
     OPFUSE_ASSIGN_OR_RETURN(f.widths, bench::ParseIntList(a.widths, "--widths"));
+  }
+  if (!a.shapes.empty()) {
+    OPFUSE_ASSIGN_OR_RETURN(bench::RandomShapesSpec spec, bench::ParseRandomShapes(a.shapes));
+    // A fresh seed per run unless one is given: a sweep nobody tuned on. Printed so that the run
+    // can be repeated (--shapes random:N:SEED), and part of the recorded command.
+    const uint64_t seed = spec.seed ? *spec.seed : (uint64_t{std::random_device{}()} << 32 | std::random_device{}()) % 1000000007ull;
+    std::cerr << fmt::format("opfuse bench ops: --shapes random:{}:{}\n", spec.count, seed);
+    f.shapes = bench::RandomShapes(spec.count, seed);
+    f.shapes_spec = fmt::format("random:{}:{}", spec.count, seed);
   }
   auto dt = DTypeFromName(a.dtype);
   if (!dt || !IsFloat(*dt)) return InvalidArgument(fmt::format("--dtype '{}': expected bf16, f16 or f32", a.dtype));
@@ -115,6 +125,7 @@ int RunOps(const OpsArgs& a) {
   o.seed = a.seed;
   o.measure_copy_same = !a.no_copy_reference;
   o.command = CommandLine("opfuse bench ops");
+  if (!filter->shapes_spec.empty()) o.command += fmt::format(" (drew --shapes {})", filter->shapes_spec);
   Progress progress;
   const auto t0 = std::chrono::steady_clock::now();
   o.on_case_start = [&](int i, int n, const std::string& id) { progress.Start(i, n, id); };
@@ -175,6 +186,10 @@ void RegisterBenchOps(CLI::App& bench) {
   cmd->add_option("--ops", a->ops, "only ops whose name fully matches this regex, e.g. 'rmsnorm|swiglu'");
   cmd->add_option("--rows", a->rows, "row counts, comma-separated (default 1,8,32,512,2048,16384; <= 64 is decode)");
   cmd->add_option("--widths", a->widths, "keep only these widths, comma-separated (default grid: 2048, 4096, 5632)");
+  cmd->add_option("--shapes", a->shapes,
+                  "random:N[:SEED] — instead of the grid, N random (rows, width) pairs (widths 1..262144: model sizes, "
+                  "primes, log-uniform; rows 1..65536) for the sweep ops (norms, softmax plain/scaled/causal, swiglu, "
+                  "geglu, logsumexp); without SEED a fresh one, printed");
   cmd->add_option("--dtype", a->dtype, "bf16 (default), f16 or f32")->check(CLI::IsMember({"bf16", "f16", "f32"}));
   cmd->add_option("--variants", a->variants, "comma-separated subset of unfused,library,jit (default all three)");
   cmd->add_option("--out", a->out, "output directory (default bench_out)");

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "codegen/kernel_ir.h"
-#include "runtime/host_tensor.h"
+#include "ir/host_tensor.h"
 
 namespace opfuse::codegen {
 

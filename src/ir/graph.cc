@@ -22,7 +22,7 @@ namespace {
 const OpInfo kOpTable[] = {
 #define OPFUSE_OP(Enum, text, min_in, max_in, nout, kind, flags) \
   {OpKind::k##Enum, text, min_in, max_in, nout, FusionKind::kind, flags},
-#include "ir/ops.def"
+#include "opfuse/ops.def"
 #undef OPFUSE_OP
 };
 }  // namespace

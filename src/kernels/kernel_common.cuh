@@ -10,7 +10,7 @@
 // for dividends and divisors below 2^31, which every tensor under 2^31 elements satisfies; the
 // kernels switch to plain 64-bit division (a `kWide` template flag) above that.
 //
-// Conversions (must equal src/runtime/host_tensor.h so GPU results are bit-comparable):
+// Conversions (must equal src/ir/host_tensor.h so GPU results are bit-comparable):
 //   * f16/bf16 -> f32 exact; f32 -> f16/bf16 round-to-nearest-even (NaN stays NaN);
 //   * float -> int: NaN -> 0, saturating at the integer range, else truncation toward zero;
 //   * int -> float: through double (i64 double-rounds exactly like the reference);

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "runtime/host_tensor.h"
+#include "ir/host_tensor.h"
 
 namespace opfuse {
 

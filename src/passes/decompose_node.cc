@@ -7,7 +7,7 @@
 
 #include "ops/op_def.h"
 #include "passes/pass.h"
-#include "passes/pass_util.h"
+#include "ir/graph_edit.h"
 
 namespace opfuse {
 

@@ -11,7 +11,7 @@
 #include "fusion/generic.h"
 #include "fusion/group_info.h"
 #include "passes/pass.h"
-#include "passes/pass_util.h"
+#include "ir/graph_edit.h"
 
 namespace opfuse {
 

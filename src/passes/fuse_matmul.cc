@@ -29,7 +29,7 @@
 #include <fmt/format.h>
 
 #include "passes/pass.h"
-#include "passes/pass_util.h"
+#include "ir/graph_edit.h"
 
 namespace opfuse {
 

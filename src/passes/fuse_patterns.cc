@@ -22,7 +22,7 @@
 #include "fusion/patterns.h"
 #include "ops/op_def.h"
 #include "passes/pass.h"
-#include "passes/pass_util.h"
+#include "ir/graph_edit.h"
 
 namespace opfuse {
 

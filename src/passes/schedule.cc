@@ -15,7 +15,7 @@
 
 #include "fusion/group_info.h"
 #include "passes/pass.h"
-#include "passes/pass_util.h"
+#include "ir/graph_edit.h"
 
 namespace opfuse {
 

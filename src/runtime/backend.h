@@ -14,7 +14,7 @@
 
 #include "opfuse/config.h"
 #include "opfuse/graph.h"
-#include "runtime/host_tensor.h"
+#include "ir/host_tensor.h"
 
 namespace opfuse {
 

@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "runtime/host_tensor.h"
+#include "ir/host_tensor.h"
 
 #ifdef OPFUSE_WITH_CUDA
 #include <cuda_runtime_api.h>

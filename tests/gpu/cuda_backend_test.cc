@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/host_tensor.h"
+#include "ir/host_tensor.h"
 
 #ifdef OPFUSE_WITH_CUDA
 #include <cuda_runtime_api.h>

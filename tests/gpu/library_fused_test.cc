@@ -32,7 +32,7 @@
 
 #include "jit_cases.h"
 #include "runtime/cpu/cpu_executor.h"
-#include "runtime/host_tensor.h"
+#include "ir/host_tensor.h"
 
 #ifdef OPFUSE_WITH_CUDA
 #include <cuda_runtime_api.h>

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "opfuse/graph.h"
-#include "runtime/host_tensor.h"
+#include "ir/host_tensor.h"
 
 namespace opfuse::test {
 

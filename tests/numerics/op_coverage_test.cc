@@ -34,7 +34,7 @@ TEST(OpCoverage, EveryOpInOpsDefHasANumericsCase) {
     ASSERT_EQ(static_cast<int>(info.op), i) << "ops table out of order at " << info.name;
     if (!by_op.count(info.op)) missing.push_back(info.name);
   }
-  EXPECT_TRUE(missing.empty()) << "ops in src/ir/ops.def with no numerics case (add a NUMERICS_TEST in "
+  EXPECT_TRUE(missing.empty()) << "ops in include/opfuse/ops.def with no numerics case (add a NUMERICS_TEST in "
                                << "tests/numerics/ covering them): " << fmt::format("{}", fmt::join(missing, ", "));
   EXPECT_GE(CoverageRegistry().size(), 10u) << "suspiciously few numerics cases registered";
 }

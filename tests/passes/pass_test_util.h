@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "fusion/group_info.h"
-#include "passes/pass_util.h"
+#include "ir/graph_edit.h"
 #include "passes/pipeline.h"
 
 namespace opfuse::testing {

@@ -11,7 +11,7 @@
 #include "jit/jit_compiler.h"
 #include "jit/nvrtc_compiler.h"
 #include "pass_test_util.h"
-#include "scheduler/background_compiler.h"
+#include "jit/background_compiler.h"
 #include "scheduler/should_fuse.h"
 
 namespace opfuse::testing {

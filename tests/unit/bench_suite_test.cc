@@ -482,6 +482,110 @@ TEST(BenchSuite, SmallCasesRunOnCpuReference) {
   }
 }
 
+TEST(BenchSuite, RandomShapesSpec) {
+  auto a = ParseRandomShapes("random:40");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(a->count, 40);
+  EXPECT_FALSE(a->seed.has_value());
+  auto b = ParseRandomShapes("random:3:12345");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->count, 3);
+  EXPECT_EQ(b->seed.value_or(0), 12345u);
+  for (const char* bad : {"", "random", "random:", "random:0", "random:-4", "random:x", "random:4:", "random:4:-1",
+                          "random:4:1:2", "grid:4", "random:10001", "random:4:99999999999999999999"}) {
+    auto r = ParseRandomShapes(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("random:N"), std::string::npos) << r.status().message();
+  }
+}
+
+bool IsPrime(int64_t v) {
+  if (v < 2) return false;
+  for (int64_t d = 2; d * d <= v; ++d)
+    if (v % d == 0) return false;
+  return true;
+}
+
+TEST(BenchSuite, RandomShapesCoverTheRangesAndRepeatPerSeed) {
+  const auto a = RandomShapes(600, 7), b = RandomShapes(600, 7), c = RandomShapes(600, 8);
+  ASSERT_EQ(a.size(), 600u);
+  int same = 0, primes = 0, odd = 0, model = 0, wide = 0, narrow = 0, one_row = 0, many_rows = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].rows, b[i].rows);
+    EXPECT_EQ(a[i].width, b[i].width);
+    same += a[i].rows == c[i].rows && a[i].width == c[i].width;
+    EXPECT_GE(a[i].width, 1);
+    EXPECT_LE(a[i].width, kMaxRandomWidth);
+    EXPECT_GE(a[i].rows, 1);
+    EXPECT_LE(a[i].rows, kMaxRandomRows);
+    EXPECT_TRUE(a[i].rows * a[i].width <= kMaxRandomElements || a[i].rows == 1) << a[i].rows << "x" << a[i].width;
+    primes += a[i].width > 2 && IsPrime(a[i].width);
+    odd += a[i].width % 2;
+    model += a[i].width == 4096 || a[i].width == 14336 || a[i].width == 128256 || a[i].width == 3584;
+    wide += a[i].width >= 32000;
+    narrow += a[i].width <= 64;
+    one_row += a[i].rows == 1;
+    many_rows += a[i].rows >= 4096;
+  }
+  EXPECT_LT(same, 30) << "another seed draws other shapes";
+  EXPECT_GT(primes, 100);
+  EXPECT_GT(odd, 150);
+  EXPECT_GT(model, 10);
+  EXPECT_GT(wide, 50);
+  EXPECT_GT(narrow, 10);
+  EXPECT_GT(one_row, 10);
+  EXPECT_GT(many_rows, 50);
+}
+
+TEST(BenchSuite, RandomSweepCasesParseAndRunOnCpuReference) {
+  SuiteFilter f;
+  f.shapes = {{3, 7}, {1, 4999}, {5, 3}, {2, 2048}, {2, 2048}};
+  f.shapes_spec = "random:5:1";
+  auto s = BuildOpSuite(f);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->shapes, "random:5:1");
+  EXPECT_EQ(SuiteToJson(*s).value("shapes", ""), "random:5:1");
+  std::set<std::string> ops;
+  for (const auto& c : s->cases) ops.insert(c.op);
+  EXPECT_EQ(ops.size(), SweepOps().size());
+  // 4 distinct shapes x 9 ops, less causal softmax at 5 x 3 (rows > width: skipped with the reason).
+  EXPECT_EQ(s->cases.size(), 4 * SweepOps().size() - 1);
+  ASSERT_EQ(s->skipped.size(), 1u);
+  EXPECT_NE(s->skipped[0].reason.find("rows <= width"), std::string::npos) << s->skipped[0].reason;
+  for (const auto& c : s->cases) {
+    auto g = ParseGraph(c.graph);
+    ASSERT_TRUE(g.ok()) << c.id << ": " << g.status().message() << "\n" << c.graph;
+    auto out = RunGraphCpu(*g, RandomInputs(*g, {}, 3));
+    ASSERT_TRUE(out.ok()) << c.id << ": " << out.status().message();
+    ASSERT_EQ(out->size(), c.outputs.size()) << c.id;
+    for (const auto& o : c.outputs) {
+      const HostTensor& t = out->at(o.name);
+      EXPECT_EQ(t.shape, o.shape) << c.id;
+      for (int64_t i = 0; i < t.numel(); ++i) ASSERT_TRUE(std::isfinite(t.get(i))) << c.id << " element " << i;
+    }
+  }
+  // logsumexp is the real thing: log(sum(exp(x))) per row.
+  auto lse = MakeOpCase("logsumexp", DType::kF32, 2, 5);
+  ASSERT_TRUE(lse.ok());
+  auto g = ParseGraph(lse->graph);
+  ASSERT_TRUE(g.ok());
+  auto in = RandomInputs(*g, {}, 5);
+  auto out = RunGraphCpu(*g, in);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  for (int r = 0; r < 2; ++r) {
+    double sum = 0;
+    for (int c = 0; c < 5; ++c) sum += std::exp(in.at("x").get(r * 5 + c));
+    EXPECT_NEAR(out->at("y").get(r), std::log(sum), 1e-5);
+  }
+  // Causal softmax checks its last rows against a case of that many rows: the same mask.
+  auto causal = MakeOpCase("softmax_causal", DType::kF32, 40, 64);
+  ASSERT_TRUE(causal.ok());
+  EXPECT_FALSE(causal->rows_independent);
+  f.shapes = {{4, 4}};
+  f.rows = {4};
+  EXPECT_FALSE(BuildOpSuite(f).ok()) << "--shapes with --rows is refused";
+}
+
 TEST(BenchSuite, ParseIntList) {
   auto v = ParseIntList("1,8,32", "--rows");
   ASSERT_TRUE(v.ok());

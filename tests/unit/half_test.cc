@@ -1,4 +1,4 @@
-// f16 / bf16 <-> f32 conversions (src/runtime/host_tensor.h): the CPU reference stores 16-bit
+// f16 / bf16 <-> f32 conversions (src/ir/host_tensor.h): the CPU reference stores 16-bit
 // floats through these, so they are tested exhaustively — every one of the 65536 bit patterns
 // round trips, every midpoint between neighbours rounds to the even one (ties-to-even), values
 // just off a midpoint round to the nearer, and subnormals, overflow, infinities and NaN behave.
@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/host_tensor.h"
+#include "ir/host_tensor.h"
 
 namespace opfuse {
 namespace {

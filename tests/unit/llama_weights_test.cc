@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "model/llama/weights.h"
-#include "runtime/host_tensor.h"
+#include "ir/host_tensor.h"
 
 namespace opfuse::llama {
 namespace {

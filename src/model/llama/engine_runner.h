@@ -12,7 +12,7 @@
 #include "model/llama/config.h"
 #include "opfuse/config.h"
 #include "opfuse/graph.h"
-#include "runtime/host_tensor.h"
+#include "ir/host_tensor.h"
 #include "scheduler/profile_db.h"
 
 namespace opfuse::llama {

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/host_tensor.h"
+#include "ir/host_tensor.h"
 
 namespace opfuse::llama {
 

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "opfuse/graph.h"
-#include "runtime/host_tensor.h"
+#include "ir/host_tensor.h"
 
 namespace opfuse {
 

@@ -32,7 +32,7 @@
 #include "runtime/cuda/allocator.h"
 #include "runtime/cuda/cublaslt_matmul.h"
 #include "runtime/cuda/cuda_check.h"
-#include "scheduler/background_compiler.h"
+#include "jit/background_compiler.h"
 
 namespace opfuse::cuda {
 

@@ -35,7 +35,7 @@
 #include "opfuse/graph.h"
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/launch.h"
-#include "runtime/host_tensor.h"
+#include "ir/host_tensor.h"
 
 namespace opfuse::cuda {
 

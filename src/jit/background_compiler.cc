@@ -1,5 +1,5 @@
 // BackgroundCompiler and KernelSlot (see background_compiler.h).
-#include "scheduler/background_compiler.h"
+#include "jit/background_compiler.h"
 
 #include <cstdio>
 

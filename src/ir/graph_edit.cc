@@ -1,5 +1,5 @@
-// Graph surgery shared by the rewriting passes (see pass_util.h for the naming rule).
-#include "passes/pass_util.h"
+// Graph surgery shared by the fusion rewrites and the passes (see graph_edit.h for the naming rule).
+#include "ir/graph_edit.h"
 
 #include <algorithm>
 #include <map>

@@ -1,5 +1,5 @@
 // IEEE half <-> float conversion (round-to-nearest-even), random fill and poisoning for tests.
-#include "runtime/host_tensor.h"
+#include "ir/host_tensor.h"
 
 #include <algorithm>
 #include <cmath>

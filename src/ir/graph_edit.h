@@ -1,4 +1,4 @@
-// Graph surgery shared by the rewriting passes (decompose, fuse_patterns, fuse_generic).
+// Graph surgery shared by the fusion rewrites and the rewriting passes (decompose, fuse_patterns, fuse_generic).
 //
 // Rewrites keep value *names* stable: the value that replaces another takes over its name, so a
 // graph output called `out` is still called `out` after fusion and callers (the runtime, tests

@@ -11,6 +11,9 @@
 //     change what anyone sees
 //   - sizes: static dims and dim-list attributes are bounded (kMaxElements) so that the shape
 //     arithmetic in every op's inference (products, sums) can never overflow int64
+//
+// It lives in ops/ because what it checks per op (arity, attribute rules, inference, state inputs) is
+// that op's definition record (ops/op_def.h); the IR layer below holds the graph structure only.
 #include <cmath>
 #include <set>
 
