@@ -34,7 +34,6 @@
 #include <cmath>
 
 #include "kernels/kernel_common.cuh"
-#include "kernels/kernel_env.h"
 #include "kernels/pdl.cuh"
 #include "kernels/library.h"
 
