@@ -1,4 +1,4 @@
-// Shared by the dev/ scratch probes (launch_gap, kernel_ab), which are built by hand with nvcc (the
+// Shared by the dev/ scratch probes (launch_gap), which are built by hand with nvcc (the
 // commands are in their headers) and run on the device: the CUDA check, the spin kernels that stand
 // before a timed sample, the deep L2 flush, and driver entry points without linking libcuda.
 #pragma once

@@ -1043,7 +1043,7 @@ class Gate:
     GATE_LEAD_US more, and opens it: every call — torch.compile's (~45 µs of host work) and opfuse's
     (~15) alike — has been queued the same short time when its start event fires. With a fixed spin
     instead, a call enqueued long before the spin ended measured 0.3-0.5 µs slower on an H200
-    (dev/kernel_ab/peer_ab.py --delay-us, session 11), which favoured slow host paths."""
+    (dev/kernel_ab/peer_ab.py --delay-us, session 11; removed, see git history), which favoured slow host paths."""
 
     def __init__(self):
         import ctypes
@@ -1132,7 +1132,7 @@ class L2Tags:
     nor a case bigger than L2 streaming through displaces such lines, so call i + 1 found part of call
     i's input still in L2 — for whatever read it next, torch.compile's kernel or opfuse's in this
     process: ~1.6 µs of a 134 MB rms norm on an H200 (session 14, dev/kernel_ab/state_probe.sh,
-    tags_ab.sh). Modes:
+    tags_ab.sh; removed, see git history). Modes:
       demote  (default) a kernel on the stream, before the gate, puts every line of the case's tensors
               (all input sets) back to evict_normal priority: the next sample's inputs are as cold as
               for a kernel that never tags, and nothing else changes;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Decode-step check on the device machine (issue 6's decode target): GPU tests of the GEMV and the
 # executor, opfuse bench e2e of the default build beside ablations in the same call (prev = the
-# step without the norm prologue / RoPE epilogue; no_norm, no_rope, attn_decode (the opt-in decode
-# attention kernel); base = cuBLASLt per matmul, no PDL), and the per-kernel device time of one decode
+# step without the norm prologue / RoPE epilogue; no_norm, no_rope; base = cuBLASLt per matmul, no
+# PDL), and the per-kernel device time of one decode
 # step under ncu (--clock-control none: clocks left alone), default vs prev.
 #   here:   bash tools/build_carry.sh
 #   device: bash tools/decode_check.sh          (carry: build/carry.tar.xz)
@@ -73,7 +73,6 @@ else
 e2e prev always OPFUSE_DISABLE=matmul_norm,matmul_rope
 e2e no_norm always OPFUSE_DISABLE=matmul_norm
 e2e no_rope always OPFUSE_DISABLE=matmul_rope
-e2e attn_decode always OPFUSE_ATTENTION_DECODE=1
 e2e base always OPFUSE_DISABLE=gemv,fuse_matmul,pdl,matmul_norm,matmul_rope
 fi
 if [ "${HF:-0}" = 1 ] || [ "${HF:-0}" = compare ]; then

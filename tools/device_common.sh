@@ -1,5 +1,5 @@
-# Sourced by the device scripts (fused_probe.sh, bench_full.sh, decode_check.sh, attn_probe.sh,
-# dev/kernel_ab/tags_ab.sh), run from the repo root on the device machine with build/carry.tar.xz
+# Sourced by the device scripts (bench_full.sh, decode_check.sh, eval_gpu_check.sh,
+# window_gpu_check.sh), run from the repo root on the device machine with build/carry.tar.xz
 # carried (tools/build_carry.sh).
 # opfuse_device_setup: unpacks the carried build into build/c (B=build/c afterwards) and points the
 # JIT kernel cache at a directory of the machine's own (OPFUSE_CACHE_DIR, default /tmp/opfuse_cache).

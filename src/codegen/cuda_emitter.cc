@@ -427,7 +427,7 @@ class Emitter {
       transcendental |= live_[e] && !k_.exprs[e].row_level && k_.exprs[e].kind == ExprKind::kOp && Transcendental(k_.exprs[e].op);
     // Prefill: ~16 registers of row data per thread (rms_norm 4 vectors, add_rms_norm 2 x 2); 8 for
     // multi-pass kernels with a MUFU op per element (softmax 2: more threads per row, 32 registers
-    // instead of 85). JIT softmax bf16 (dev/kernel_ab, docs/BENCHMARKS.md): at 2048 and 16384 rows
+    // instead of 85). JIT softmax bf16 (docs/BENCHMARKS.md): at 2048 and 16384 rows
     // x 2048 t128x2 beat t32x8; at h4096 t256x2 is level with t64x8. The library's softmax keeps 8
     // (its t128x2 is slower).
     const int want = o_.prefill_row_words > 0 ? o_.prefill_row_words : k_.num_passes >= 2 && transcendental ? 8 : 16;
@@ -696,7 +696,7 @@ class Emitter {
     if (decode) {
       // No bounds check where the launcher's grid (blocks of 128 or 256) covers the vectors exactly, as
       // Triton drops its mask: swiglu 8 x 5632 and 32 x 4096 read slightly faster by graph replay in the
-      // peer's process (dev/kernel_ab/swiglu_decode_variants.cu q4_ng).
+      // peer's process (the q4_ng hand variant, in dev/kernel_ab's git history).
       int64_t n = 1;
       for (const Dim& d : k_.space) n = d.is_static() && n > 0 ? n * d.value : -1;
       const bool exact = n > 0 && n % vec_ == 0 && (n / vec_) % kPointwiseDecodeWideThreads == 0;
@@ -842,8 +842,7 @@ class Emitter {
       s += fmt::format("    const {} r = r0;\n", ix_);
     } else {
       // Kept where the rows are a static multiple of rpb too: dropping it there made rms_norm bf16
-      // t64x4 x 2 rows faster at 16384 x 2048 but slower at 2048 x 2048 (dev/kernel_ab;
-      // docs/BENCHMARKS.md).
+      // t64x4 x 2 rows faster at 16384 x 2048 but slower at 2048 x 2048 (docs/BENCHMARKS.md).
       s += "    const bool valid = r0 + g < R;\n";
       s += fmt::format("    const {} r = valid ? r0 + g : R - 1;  // an idle group re-reads the last row and stores nothing\n", ix_);
     }

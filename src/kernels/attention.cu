@@ -42,7 +42,6 @@
 //    CpuKvAttention) is a per-row lower bound in both kernels: the general kernel's key range (and
 //    its splits) starts at the lowest bound of the block's rows, the mma kernel starts at the tile
 //    holding its first row's bound and zero-fills the rows below it; older keys are never read.
-//    The opt-in decode kernel has no window; windowed layers take the general kernel.
 //  * Decode in one kernel (general path, the default): the general kernel takes the new k/v rows
 //    (GeneralParams::knew) — keys j >= pos[b] are read from them, never from cache rows written in
 //    the same launch — and block (0, split 0) of each (sequence, kv head) writes them into the cache,
@@ -53,8 +52,6 @@
 //  * Early reads (GeneralParams::early, from AttentionPlanOptions::early_reads, which the executor
 //    sets when nothing in the run writes pos or the caches): pos is read and the block's cache rows
 //    below pos are prefetched into L2 before the PDL wait, overlapping the q/k/v projection.
-//  * AttnDecodeKernel (opt-in, OPFUSE_ATTENTION_DECODE=1): see its note below; measured in
-//    docs/BENCHMARKS.md (Llama engine) — faster at short context, slower at ~1k keys.
 // Index arithmetic into tensors is 64-bit; per-dimension sizes are checked to fit in int.
 #include "kernels/pdl.cuh"
 #include <cuda_bf16.h>
@@ -71,7 +68,6 @@
 #include <string>
 
 #include "kernels/attention.h"
-#include "kernels/kernel_env.h"
 
 namespace opfuse::kernels {
 
@@ -196,7 +192,7 @@ struct GeneralParams {
   // counter — no combine launch.
   unsigned* sem;
   int min_chunk;     // with sem: keys per split at least (a multiple of the 4 warps' tile)
-  // Decode kernel: pos and the cache rows below pos[b] may be read before the PDL wait (nothing in
+  // kv decode: pos and the cache rows below pos[b] may be read before the PDL wait (nothing in
   // this launch's graph writes them; AttentionPlanOptions::early_reads).
   int early;
   int vec;           // K/V rows 16-byte aligned: vector loads and cp.async
@@ -509,301 +505,6 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(GeneralParams p) {
         [&](int s2) { return __ldcg(p.ws_ml + (s2 * rows + grow) * 2 + 1); },
         [&](int s2) { return __ldcg(p.ws_acc + (s2 * rows + grow) * D + d); });
     o[grow * D + d] = FromF32<T>(mg.Value());
-  }
-}
-
-// ------------------------------------------------------------------ decode kernel (kv_attention, T*group <= 8)
-
-// Keys per sub-chunk of the decode kernel (one softmax update), and at most this many key splits.
-constexpr int kDecKC = 32;
-constexpr int kDecMaxSplits = 64;
-
-// One-token decode over a KV cache, shaped for latency (opt-in, OPFUSE_ATTENTION_DECODE=1). Measured
-// (docs/BENCHMARKS.md, Llama engine): alone under ncu it takes as long as the general kernel,
-// although each warp runs ~4x fewer instructions — both are dominated by the prologue (instruction
-// fetch, parameter constant-cache misses, pos) and dependent memory round trips; in the model it is
-// faster at ~130 keys and slower at ~1100 (more splits, each with that fixed latency). Kept, tested,
-// for the next round. Here a block takes every query row of one kv head (RB >= T * group) and a
-// chunk of at least kDecKC keys, so the keys spread over many blocks (splits) and each warp's chain
-// is short:
-//  * scores: LPK = D / 16 lanes per key (16 head-dim elements each, two 16-byte loads issued for
-//    the whole sub-chunk before the first use), q from shared memory (f32, pre-scaled into log2
-//    units), the partial dots reduced over the LPK lanes by xor shuffles;
-//  * softmax: one warp per row over the sub-chunk's 32 keys (one per lane), the running max / sum
-//    in shared memory, the rescale factor handed to the PV threads;
-//  * PV: a thread owns 8 head-dim elements of one row for every KP-th key of the sub-chunk (V
-//    staged in shared memory by cp.async, issued with the K loads), reduced over KP lanes at the end;
-//  * splits: the split count follows the device-side length (chunk = max(32, S_b / gridDim.z)); the
-//    last block of a (sequence, kv head) to arrive merges the partials (arrival counter in p.sem,
-//    reset by that block): the (max, sum) pairs of all splits are staged in shared memory first, so
-//    the accumulator loads of the merge are independent and in flight together;
-//  * the new k/v rows are read from p.knew/p.vnew for keys >= pos[b] and written into the caches by
-//    split 0 (as in the general kernel), so one launch does the whole decode attention.
-template <typename T, int D, int RB>
-__global__ void __launch_bounds__(kThreads) AttnDecodeKernel(GeneralParams p) {
-  static_assert(sizeof(T) == 2, "f16/bf16 only");
-  constexpr int VW = 8;              // elements per 16 bytes
-  constexpr int LPK = D / 16;        // score phase: lanes per key
-  constexpr int KPP = kThreads / LPK;  // keys per pass
-  constexpr int PASSES = (kDecKC + KPP - 1) / KPP;
-  constexpr int NDG = D / VW;        // PV: 8-element groups per row
-  constexpr int KP = kThreads / (RB * NDG);  // PV: threads sharing (row, group), adjacent lanes
-  static_assert(KP >= 1 && RB * NDG * KP == kThreads && KP <= 32, "decode kernel thread layout");
-  __shared__ __align__(16) float sQ[RB * D];
-  __shared__ __align__(16) T sV[kDecKC * D];
-  __shared__ float sS[RB][kDecKC];
-  __shared__ float sM[RB], sL[RB], sA[RB];
-  __shared__ float sW[kDecMaxSplits * RB];
-  __shared__ int s_last;
-
-  // With p.early the block computes its key range and issues the loads of the cache rows below pos
-  // before the PDL wait, so they overlap the q/k/v projection's tail; q and the new rows come after.
-  PdlAllowNext();
-  if (!p.early) PdlWait();
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int b = blockIdx.y / p.Hkv, kvh = blockIdx.y - b * p.Hkv, split = blockIdx.z;
-  const int R = p.T * p.group;
-  const int pos_b = __ldg(p.pos + b);
-  const int S = min(p.S, max(0, pos_b + p.T));
-  const int nz = static_cast<int>(gridDim.z);
-  const int want = (S + nz - 1) / nz;
-  const int chunk = max(kDecKC, (want + kDecKC - 1) / kDecKC * kDecKC);
-  const int nsplit = max(1, (S + chunk - 1) / chunk);
-  if (split >= nsplit) return;  // not an arrival
-
-  const int64_t q_off = static_cast<int64_t>(b) * p.T * p.Hq;
-  const int64_t kv_stride = static_cast<int64_t>(p.Hkv) * D;
-  const int64_t kv_off = static_cast<int64_t>(b) * p.S * kv_stride + static_cast<int64_t>(kvh) * D;
-  const T* kbase = static_cast<const T*>(p.k) + kv_off;
-  const T* vbase = static_cast<const T*>(p.v) + kv_off;
-  const int64_t new_off = (static_cast<int64_t>(b) * p.T * p.Hkv + kvh) * D;
-  const T* knb = static_cast<const T*>(p.knew) + new_off;
-  const T* vnb = static_cast<const T*>(p.vnew) + new_off;
-  const int new_from = pos_b >= 0 ? pos_b : INT_MAX;
-  auto global_row = [&](int r) {
-    const int t = r / p.group, h = kvh * p.group + (r - t * p.group);
-    return q_off + static_cast<int64_t>(t) * p.Hq + h;
-  };
-
-  if (tid < RB) {
-    sM[tid] = -INFINITY;
-    sL[tid] = 0.f;
-  }
-  // Keys visible to row i: j < lim(i) (causal at absolute positions: token t sees j <= pos_b + t).
-  auto lim = [&](int i) { return i < R ? min(S, i / p.group + S - p.T + 1) : 0; };
-  int block_lim = 0;
-  for (int i = 0; i < min(R, RB); ++i) block_lim = max(block_lim, lim(i));
-  const int kb = split * chunk, ke = min(block_lim, min(S, kb + chunk));
-  // PV thread layout: (row pr, group pg, key lane pk).
-  const int pk = tid % KP, pg = (tid / KP) % NDG, pr = tid / (KP * NDG);
-  float acc[VW];
-#pragma unroll
-  for (int e = 0; e < VW; ++e) acc[e] = 0.f;
-  // Loads of the sub-chunk at c0: V rows -> sV by cp.async (zero-filled past nk), K slices -> kv4.
-  // phase 0: only the cache rows (j < new_from, before the PDL wait); 1: the others; 2: all.
-  uint4 kv4[PASSES][2];
-  const int sl = tid % LPK;  // this lane's 16 head-dim elements (score phase)
-  auto issue = [&](int c0, int phase) {
-    const int nk = min(kDecKC, ke - c0);
-    auto mine = [&](bool cache_row) { return phase == 2 || (phase == 0) == cache_row; };
-    for (int idx = tid; idx < kDecKC * NDG; idx += kThreads) {
-      const int n = idx / NDG, c = idx - n * NDG, j = c0 + n;
-      const bool ok = n < nk;
-      if (!mine(ok && j < new_from)) continue;
-      const T* src = !ok ? vbase : (j >= new_from ? vnb + static_cast<int64_t>(j - new_from) * kv_stride
-                                                   : vbase + static_cast<int64_t>(j) * kv_stride) + c * VW;
-      CpAsync16(sV + n * D + c * VW, src, ok ? 16 : 0);
-    }
-#pragma unroll
-    for (int ps = 0; ps < PASSES; ++ps) {
-      const int n = ps * KPP + tid / LPK, j = c0 + n;
-      const bool ok = n < nk;
-      if (!mine(ok && j < new_from)) continue;
-      if (ok) {
-        const T* kr = (j >= new_from ? knb + static_cast<int64_t>(j - new_from) * kv_stride
-                                     : kbase + static_cast<int64_t>(j) * kv_stride) + sl * 16;
-        kv4[ps][0] = __ldg(reinterpret_cast<const uint4*>(kr));
-        kv4[ps][1] = __ldg(reinterpret_cast<const uint4*>(kr) + 1);
-      } else {
-        kv4[ps][0] = kv4[ps][1] = make_uint4(0, 0, 0, 0);
-      }
-    }
-  };
-  if (p.early) {
-    if (kb < ke) issue(kb, 0);
-    PdlWait();
-  }
-  // Query rows (pre-scaled) into shared memory, 16-byte loads; rows past R are zeros.
-  for (int idx = tid; idx < RB * NDG; idx += kThreads) {
-    const int i = idx / NDG, c = idx - i * NDG;
-    float f[VW];
-    if (i < R) {
-      const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) + global_row(i) * D + c * VW);
-      Unpack(u, f, static_cast<const T*>(nullptr));
-    } else {
-#pragma unroll
-      for (int e = 0; e < VW; ++e) f[e] = 0.f;
-    }
-#pragma unroll
-    for (int e = 0; e < VW; ++e) sQ[i * D + c * VW + e] = f[e] * p.scale_log2;
-  }
-  // The new rows into the caches (split 0): keys >= pos_b are read from knew/vnew, never from here.
-  if (split == 0 && pos_b >= 0) {
-    for (int idx = tid; idx < p.T * NDG; idx += kThreads) {
-      const int t = idx / NDG, c = idx - t * NDG;
-      if (pos_b + t >= p.S) continue;  // past the cache: not written (the engine checks the length)
-      const int64_t dst = static_cast<int64_t>(pos_b + t) * kv_stride + c * VW, src = static_cast<int64_t>(t) * kv_stride + c * VW;
-      *reinterpret_cast<uint4*>(const_cast<T*>(kbase) + dst) = *reinterpret_cast<const uint4*>(knb + src);
-      *reinterpret_cast<uint4*>(const_cast<T*>(vbase) + dst) = *reinterpret_cast<const uint4*>(vnb + src);
-    }
-  }
-  __syncthreads();
-
-  for (int c0 = kb; c0 < ke; c0 += kDecKC) {
-    const int nk = min(kDecKC, ke - c0);
-    issue(c0, p.early && c0 == kb ? 1 : 2);
-    CpAsyncCommit();
-#pragma unroll
-    for (int ps = 0; ps < PASSES; ++ps) {
-      const int n = ps * KPP + tid / LPK, j = c0 + n;
-      float kf[16];
-      Unpack(kv4[ps][0], kf, static_cast<const T*>(nullptr));
-      Unpack(kv4[ps][1], kf + 8, static_cast<const T*>(nullptr));
-#pragma unroll
-      for (int i = 0; i < RB; ++i) {
-        const float4* q4 = reinterpret_cast<const float4*>(sQ + i * D + sl * 16);
-        float sc = 0.f;
-#pragma unroll
-        for (int e4 = 0; e4 < 4; ++e4) {
-          const float4 qv = q4[e4];
-          sc = fmaf(qv.x, kf[4 * e4], sc);
-          sc = fmaf(qv.y, kf[4 * e4 + 1], sc);
-          sc = fmaf(qv.z, kf[4 * e4 + 2], sc);
-          sc = fmaf(qv.w, kf[4 * e4 + 3], sc);
-        }
-#pragma unroll
-        for (int o = LPK / 2; o > 0; o >>= 1) sc += __shfl_xor_sync(0xffffffffu, sc, o);
-        if (sl == 0 && n < kDecKC) sS[i][n] = (n < nk && j < lim(i)) ? sc : -INFINITY;
-      }
-    }
-    __syncthreads();
-    // Online softmax over the sub-chunk, one warp per row (lane = key).
-    for (int i = warp; i < RB; i += kWarps) {
-      const float x = sS[i][lane];
-      const float mx = WarpMax(x);
-      const float m_old = sM[i];
-      const float m_new = fmaxf(m_old, mx);
-      const float m_use = m_new == -INFINITY ? 0.f : m_new;
-      const float pv = exp2f(x - m_use);
-      const float sum = WarpSum(pv);
-      sS[i][lane] = pv;
-      __syncwarp();
-      if (lane == 0) {
-        const float alpha = exp2f(m_old - m_use);
-        sA[i] = alpha;
-        sL[i] = sL[i] * alpha + sum;
-        sM[i] = m_new;
-      }
-    }
-    CpAsyncWait<0>();
-    __syncthreads();
-    // acc = acc * alpha + p V over this thread's keys.
-    const float alpha = sA[pr];
-#pragma unroll
-    for (int e = 0; e < VW; ++e) acc[e] *= alpha;
-#pragma unroll 4
-    for (int n = pk; n < nk; n += KP) {
-      const float pn = sS[pr][n];
-      float vf[VW];
-      Unpack(*reinterpret_cast<const uint4*>(sV + n * D + pg * VW), vf, static_cast<const T*>(nullptr));
-#pragma unroll
-      for (int e = 0; e < VW; ++e) acc[e] = fmaf(pn, vf[e], acc[e]);
-    }
-    __syncthreads();  // sV / sS are rewritten by the next sub-chunk
-  }
-  // Reduce over the KP key lanes.
-#pragma unroll
-  for (int e = 0; e < VW; ++e) {
-#pragma unroll
-    for (int o = KP / 2; o > 0; o >>= 1) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
-  }
-  T* o = static_cast<T*>(p.o);
-  const bool owner = pk == 0 && pr < R;
-  if (nsplit == 1) {
-    if (owner) {
-      const float l = sL[pr], inv = l > 0.f ? 1.f / l : 0.f;
-      T out[VW];
-#pragma unroll
-      for (int e = 0; e < VW; ++e) out[e] = FromF32<T>(acc[e] * inv);
-      *reinterpret_cast<uint4*>(o + global_row(pr) * D + pg * VW) = *reinterpret_cast<const uint4*>(out);
-    }
-    return;
-  }
-  const int64_t rows = static_cast<int64_t>(p.B) * p.T * p.Hq;
-  if (owner) {
-    const int64_t wrow = static_cast<int64_t>(split) * rows + global_row(pr);
-    float4* dst = reinterpret_cast<float4*>(p.ws_acc + wrow * D + pg * VW);
-    dst[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-    dst[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
-    if (pg == 0) {
-      p.ws_ml[wrow * 2] = sM[pr];
-      p.ws_ml[wrow * 2 + 1] = sL[pr];
-    }
-  }
-  // The last block of this (sequence, kv head) to arrive merges the nsplit partials.
-  __threadfence();
-  __syncthreads();
-  if (tid == 0) {
-    unsigned* c = p.sem + blockIdx.y;
-    const unsigned old = atomicAdd(c, 1u);
-    s_last = old == static_cast<unsigned>(nsplit - 1);
-    if (s_last) *c = 0u;
-  }
-  __syncthreads();
-  if (!s_last) return;
-  __threadfence();
-  // (max, sum) of every split and row -> weights exp2(m_s - M) in sW; totals in sM / sL.
-  for (int idx = tid; idx < nsplit * RB; idx += kThreads) {
-    const int s2 = idx / RB, i = idx - s2 * RB;
-    sW[idx] = i < R ? __ldcg(p.ws_ml + (s2 * rows + global_row(i)) * 2) : -INFINITY;
-  }
-  __syncthreads();
-  if (tid < RB) {
-    float mm = -INFINITY;
-    for (int s2 = 0; s2 < nsplit; ++s2) mm = fmaxf(mm, sW[s2 * RB + tid]);
-    sM[tid] = mm;
-  }
-  __syncthreads();
-  for (int idx = tid; idx < nsplit * RB; idx += kThreads) {
-    const int s2 = idx / RB, i = idx - s2 * RB;
-    const float w = sM[i] == -INFINITY ? 0.f : exp2f(sW[idx] - sM[i]);
-    sW[idx] = w;
-  }
-  __syncthreads();
-  if (tid < RB) {
-    float l = 0.f;
-    if (tid < R)
-      for (int s2 = 0; s2 < nsplit; ++s2) l = fmaf(sW[s2 * RB + tid], __ldcg(p.ws_ml + (s2 * rows + global_row(tid)) * 2 + 1), l);
-    sL[tid] = l;
-  }
-  __syncthreads();
-  // Each thread: 4 consecutive outputs (float4) of one row; the nsplit loads are independent.
-  for (int idx = tid; idx < R * (D / 4); idx += kThreads) {
-    const int i = idx / (D / 4), d4 = idx - i * (D / 4);
-    const int64_t grow = global_row(i);
-    float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 8
-    for (int s2 = 0; s2 < nsplit; ++s2) {
-      const float4 v = __ldcg(reinterpret_cast<const float4*>(p.ws_acc + (s2 * rows + grow) * D) + d4);
-      const float w = sW[s2 * RB + i];
-      a.x = fmaf(w, v.x, a.x);
-      a.y = fmaf(w, v.y, a.y);
-      a.z = fmaf(w, v.z, a.z);
-      a.w = fmaf(w, v.w, a.w);
-    }
-    const float l = sL[i], inv = l > 0.f ? 1.f / l : 0.f;
-    T out[4] = {FromF32<T>(a.x * inv), FromF32<T>(a.y * inv), FromF32<T>(a.z * inv), FromF32<T>(a.w * inv)};
-    *reinterpret_cast<uint2*>(o + grow * D + d4 * 4) = *reinterpret_cast<const uint2*>(out);
   }
 }
 
@@ -1207,27 +908,6 @@ bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 // Keys per split at least, with arrival counters: one iteration's keys.
 int MinSplitChunk(int keys_per_iter) { return keys_per_iter; }
 
-// The decode kernel (AttnDecodeKernel) for these shapes: its rows per block RB, or 0 when it does not
-// apply (kv_attention only; f16/bf16, head_dim 64/128, T * group <= 8). Opt-in for now,
-// OPFUSE_ATTENTION_DECODE=1 (TinyLlama decode: faster per token at 130 keys, slower at 1100 keys
-// than the general kernel; docs/BENCHMARKS.md, Llama engine).
-int DecodeRows(const Dims& d) {
-  if (d.dtype != DType::kF16 && d.dtype != DType::kBF16) return 0;
-  if (d.D != 64 && d.D != 128) return 0;
-  const int64_t r = d.T * d.group;
-  if (r < 1 || r > 8 || d.T > kAttentionDecodeMaxT) return 0;
-  if (d.window != 0) return 0;  // no sliding window in this kernel: the general one has it
-  if (!EnvFlag("OPFUSE_ATTENTION_DECODE")) return 0;
-  return r <= 1 ? 1 : r <= 2 ? 2 : r <= 4 ? 4 : 8;
-}
-// Its key splits for the capacity S (the kernel uses as many as the device-side length needs).
-// max_splits > 0 (AttentionPlanOptions) caps them.
-int DecodeSplits(const Dims& d, int max_splits = 0) {
-  int cap = kDecMaxSplits;
-  if (max_splits > 0) cap = std::min(cap, max_splits);
-  return static_cast<int>(std::clamp<int64_t>((d.S + kDecKC - 1) / kDecKC, 1, cap));
-}
-
 // Why the tensor-core kernel does not apply ("" when it does).
 std::string MmaRefusal(const Dims& d, const Ptrs& ptr) {
   if (d.dtype != DType::kF16 && d.dtype != DType::kBF16) return fmt::format("dtype {} (needs f16/bf16)", DTypeName(d.dtype));
@@ -1251,12 +931,6 @@ struct GeneralPlan {
 };
 
 size_t SplitBytesPerSplit(const Dims& d) { return static_cast<size_t>(d.B * d.T * d.Hq * (d.D + 2)) * sizeof(float); }
-
-// The split scratch the decode kernel needs for these shapes (0: it does not apply or does not split).
-size_t DecodeScratchBytes(const Dims& d, int max_splits = 0) {
-  const int splits = DecodeSplits(d, max_splits);
-  return DecodeRows(d) > 0 && splits > 1 ? SplitBytesPerSplit(d) * splits : 0;
-}
 
 GeneralPlan PlanGeneral(const Dims& d, bool vec, const cuda::DeviceInfo& dev, size_t ws_capacity, int max_splits) {
   GeneralPlan g;
@@ -1340,26 +1014,6 @@ GeneralFn PickGeneral(DType t, int rb, int maxc) {
     default: return PickGeneralRb<float>(rb, maxc);
   }
 }
-template <typename T>
-GeneralFn PickDecodeT(int d, int rb) {
-  if (d == 64) {
-    switch (rb) {
-      case 1: return AttnDecodeKernel<T, 64, 1>;
-      case 2: return AttnDecodeKernel<T, 64, 2>;
-      case 4: return AttnDecodeKernel<T, 64, 4>;
-      default: return AttnDecodeKernel<T, 64, 8>;
-    }
-  }
-  switch (rb) {
-    case 1: return AttnDecodeKernel<T, 128, 1>;
-    case 2: return AttnDecodeKernel<T, 128, 2>;
-    case 4: return AttnDecodeKernel<T, 128, 4>;
-    default: return AttnDecodeKernel<T, 128, 8>;
-  }
-}
-GeneralFn PickDecode(DType t, int d, int rb) {
-  return t == DType::kBF16 ? PickDecodeT<__nv_bfloat16>(d, rb) : PickDecodeT<__half>(d, rb);
-}
 using CombineFn = void (*)(CombineParams);
 CombineFn PickCombine(DType t) {
   switch (t) {
@@ -1440,13 +1094,7 @@ AttentionScratch AttentionScratchFor(const Node& n, const std::vector<TensorRef>
   // Counters: what the general kernel's split plan can use (also where the default path takes the
   // tensor-core kernel — a caller may force the general one); scratch: none on the tensor-core path.
   const bool mma = AutoUsesMma(d, ptr);
-  AttentionScratch s{mma ? 0 : g.ws_bytes, g.splits > 1 ? static_cast<size_t>(g.row_tiles * d.Hkv * d.B) : 0};
-  // kv_attention's decode kernel (where the planner takes it) splits more finely, per (sequence, kv head).
-  if (const size_t decode = kv && !mma ? DecodeScratchBytes(d) : 0; decode > 0) {
-    s.bytes = std::max(s.bytes, decode);
-    s.counters = std::max(s.counters, static_cast<size_t>(d.Hkv * d.B));
-  }
-  return s;
+  return {mma ? 0 : g.ws_bytes, g.splits > 1 ? static_cast<size_t>(g.row_tiles * d.Hkv * d.B) : 0};
 }
 
 size_t AttentionCounterCount(const Node& n, const std::vector<TensorRef>& in, const cuda::DeviceInfo& dev) {
@@ -1472,7 +1120,7 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanAttentionWith(const Node& n, const
 
 namespace {
 
-// The GeneralParams fields the general and the decode kernel fill alike: pointers, sizes, causal and
+// The GeneralParams fields every general-kernel launch fills: pointers, sizes, causal and
 // scale, the new k/v rows, early reads, and with splits > 1 the scratch: [splits][B*T*Hq][D] f32
 // accumulators, then [splits][B*T*Hq][2] (max, sum).
 GeneralParams BaseParams(const Dims& d, const Ptrs& ptr, bool causal, float scale_log2, const AttentionPlanOptions& opts,
@@ -1535,27 +1183,6 @@ Status PlanAttentionCore(const Dims& d, const Ptrs& ptr, bool causal, double sca
   }
 
   if (d.Hkv * d.B > 65535) return Unimplemented(fmt::format("{}: {} kv heads x {} sequences > 65535", op, d.Hkv, d.B));
-  // One-token decode over the caches with the cache write fused: the decode kernel where it applies.
-  // Only on the default path: AttentionPath::kGeneral keeps the general kernel (tests, A/B).
-  if (const int rb = opts.path == AttentionPath::kAuto && ptr.knew != nullptr && ptr.pos != nullptr ? DecodeRows(d) : 0;
-      rb > 0) {
-    const int splits = DecodeSplits(d, opts.max_splits);
-    const size_t ws = DecodeScratchBytes(d, opts.max_splits);
-    const bool aligned = Aligned16(ptr.q) && Aligned16(ptr.k) && Aligned16(ptr.v) && Aligned16(ptr.o) &&
-                         Aligned16(ptr.knew) && Aligned16(ptr.vnew);
-    const bool scratch = splits == 1 || (opts.counters != nullptr && opts.counter_count >= static_cast<size_t>(d.B * d.Hkv) &&
-                                         opts.workspace != nullptr && opts.workspace_bytes >= ws && Aligned16(opts.workspace));
-    if (aligned && scratch) {
-      GeneralParams p = BaseParams(d, ptr, causal, scale_log2, opts, splits);
-      if (splits > 1) p.sem = opts.counters;
-      const dim3 grid(1, static_cast<unsigned>(d.Hkv * d.B), static_cast<unsigned>(splits));
-      launches.push_back(cuda::KernelLaunch::Make(fmt::format("{}_decode_{}_d{}_rb{}_split{}", prefix, DTypeName(d.dtype),
-                                                              d.D, rb, splits),
-                                                  PickDecode(d.dtype, static_cast<int>(d.D), rb), grid, dim3(kThreads), 0, p)
-                             .Pdl());
-      return Status::Ok();
-    }
-  }
   const GeneralPlan g = PlanGeneral(d, GeneralVec(d, ptr), dev, opts.workspace ? opts.workspace_bytes : 0,
                                     opts.max_splits);
   if (g.smem_bytes > static_cast<size_t>(std::max<int64_t>(dev.max_shared_mem_per_block, 48 * 1024)))
@@ -1616,10 +1243,7 @@ size_t KvAttentionWorkspaceBytesFor(const std::vector<TensorRef>& in, const cuda
   if (path == AttentionPath::kTensorCore) return 0;
   const Ptrs ptr = KvPtrsOf(in, nullptr);
   if (path == AttentionPath::kAuto && AutoUsesMma(d, ptr)) return 0;
-  const size_t general = PlanGeneral(d, GeneralVec(d, ptr), dev, std::numeric_limits<size_t>::max(), max_splits).ws_bytes;
-  // The decode kernel (PlanAttentionCore takes it when the pointers allow) splits more finely.
-  const size_t decode = path == AttentionPath::kAuto ? DecodeScratchBytes(d, max_splits) : 0;
-  return std::max(general, decode);
+  return PlanGeneral(d, GeneralVec(d, ptr), dev, std::numeric_limits<size_t>::max(), max_splits).ws_bytes;
 }
 
 StatusOr<std::vector<cuda::KernelLaunch>> PlanKvAttentionWith(const Node& n, const std::vector<TensorRef>& in,

@@ -48,7 +48,7 @@ struct AttentionPlanOptions {
   // counter at zero again. nullptr: the combine kernel runs.
   unsigned* counters = nullptr;
   size_t counter_count = 0;
-  // kv_attention's decode kernel may read pos and the cache rows below pos[b] before its PDL wait
+  // kv_attention's general kernel (decode) may read pos and the cache rows below pos[b] before its PDL wait
   // (overlapping the previous kernel): only when no earlier kernel of the same run writes them —
   // pos is an input of the run and no other step touches the caches. PlanKvAttention takes it from
   // the node attribute kEarlyReadsAttr, which the CUDA executor sets when that holds.

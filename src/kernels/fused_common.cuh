@@ -27,7 +27,6 @@
 
 #include "kernels/fast_divmod.cuh"
 #include "kernels/fused.h"
-#include "kernels/kernel_env.h"
 
 namespace opfuse::kernels::fused {
 

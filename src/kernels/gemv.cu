@@ -77,34 +77,7 @@ struct GemvParams {
   int half[kGemvMaxSegments];
   const T* cos[kGemvMaxSegments];
   const T* sin[kGemvMaxSegments];
-  // L2 prefetch (before the PDL wait): blocks 0..pf_blocks-1 — the ones resident first, while the
-  // previous kernels run — each issue bulk L2 prefetches for a 1/pf_blocks share of every range.
-  int pf_blocks;
-  int pf_n;
-  const char* pf_ptr[kGemvMaxSegments];
-  int64_t pf_len[kGemvMaxSegments];  // bytes, multiples of 16
 };
-
-// Bulk prefetch of [p, p + bytes) into L2 (sm_90; p 16-byte aligned, bytes a multiple of 16).
-__device__ __forceinline__ void PrefetchL2(const void* p, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#endif
-}
-
-// Block b's share of the prefetch ranges, in 16 KiB pieces spread over its threads.
-template <class T>
-__device__ __forceinline__ void PrefetchShare(const GemvParams<T>& p) {
-  constexpr int64_t kPiece = 16 * 1024;
-  const int64_t b = blockIdx.x;
-  for (int r = 0; r < p.pf_n; ++r) {
-    const int64_t len = p.pf_len[r];
-    const int64_t share = ((len + p.pf_blocks - 1) / p.pf_blocks + 15) / 16 * 16;
-    const int64_t beg = b * share, end = min(len, beg + share);
-    for (int64_t o = beg + static_cast<int64_t>(threadIdx.x) * kPiece; o < end; o += 128 * kPiece)
-      PrefetchL2(p.pf_ptr[r] + o, static_cast<uint32_t>(min(kPiece, end - o)));
-  }
-}
 
 // A weight pack, streamed past L1 (read once).
 __device__ __forceinline__ uint4 LoadStream(const uint4* p) {
@@ -307,7 +280,6 @@ __global__ void __launch_bounds__(128) GemvKernel(GemvParams<T> p) {
   uint4 wa[U], wb[U];
   PdlAllowNext();
   load(c, kbeg + lane, wa, wb);
-  if (static_cast<int>(blockIdx.x) < p.pf_blocks) PrefetchShare(p);
   PdlWait();
   extern __shared__ float4 smem_a4[];
   float rstd[MR];
@@ -453,10 +425,8 @@ StatusOr<cuda::KernelLaunch> Launch(const GemvArgs& args, const GemvParams<T>& p
       grid = std::min(logical, dev.sm_count * per_sm);
     }
     if (grid_cap > 0) grid = std::min(grid, grid_cap);
-    GemvParams<T> q = p;
-    q.pf_blocks = std::min(q.pf_blocks, grid);  // the prefetching blocks must exist
     return cuda::KernelLaunch::Make(ks > 1 ? fmt::format("{}_ks{}", name, ks) : name, kernel,
-                                    dim3(static_cast<unsigned>(grid)), dim3(threads), smem, q)
+                                    dim3(static_cast<unsigned>(grid)), dim3(threads), smem, p)
         .Pdl();
   };
   if (swiglu) return norm ? make(&GemvKernel<T, MR, true, 4, true, false, 1>) : make(&GemvKernel<T, MR, true, 4, false, false, 1>);
@@ -492,22 +462,6 @@ StatusOr<cuda::KernelLaunch> PlanTyped(const GemvArgs& args, const char* dt, con
   }
   p.start[p.nseg] = cols;
   p.cols = cols;
-  // Opt-in L2 prefetch of the weights, GemvTuning::l2_prefetch_mb = N: at most N MiB in all, from each
-  // weight's start. Measured slower on the decode step at every size tried (docs/BENCHMARKS.md's
-  // history): the prefetches compete with the streams of the kernels running beside them and push
-  // their lines out of L2. Off by default; a test switch (docs/knobs.md).
-  if (const int mb = args.tuning.l2_prefetch_mb; mb > 0 && dev.sm_count > 0) {
-    int64_t budget = int64_t{mb} << 20;
-    const size_t nw = swiglu ? 2 : args.segments.size();
-    for (size_t s = 0; s < nw && budget >= 16; ++s) {
-      const GemvSegment& seg = args.segments[s];
-      const int64_t bytes = std::min(seg.n * args.k * static_cast<int64_t>(sizeof(T)), budget / 16 * 16);
-      p.pf_ptr[p.pf_n] = static_cast<const char*>(seg.w);
-      p.pf_len[p.pf_n++] = bytes;
-      budget -= bytes;
-    }
-    p.pf_blocks = dev.sm_count;
-  }
   if (args.norm.kind != GemvNormKind::kNone) {
     p.a = static_cast<const T*>(args.norm.x);
     p.res = static_cast<const T*>(args.norm.res);

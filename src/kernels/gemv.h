@@ -66,7 +66,6 @@ struct GemvTuning {
   int ksplit = 0;          // 1, 2 or 4 warps per column at long k (> 2048); 0: kGemvLongKSplit
   int blocks_per_sm = -1;  // the persistent grid's blocks per SM cap; 0: one block per logical block; -1: occupancy
   int grid = 0;            // > 0: the whole grid capped at this many blocks
-  int l2_prefetch_mb = 0;  // > 0: prefetch up to this many MiB of the weights into L2 (measured slower; off)
 };
 
 struct GemvArgs {

@@ -35,7 +35,6 @@
 #include <cmath>
 
 #include "kernels/kernel_common.cuh"
-#include "kernels/kernel_env.h"
 #include "kernels/pdl.cuh"
 #include "kernels/library.h"
 #include "target/launch_shape.h"

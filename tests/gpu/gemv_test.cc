@@ -229,23 +229,20 @@ TEST_F(GemvTest, RopeEpilogueGroup) {
 
 // The persistent grid (a block walks logical blocks b, b + grid, ...; the next column's first loads
 // issued during the current one's last chunk; KS > 1 sums double-buffered across iterations): the
-// launch per logical block (BLOCKS_PER_SM=0), one block per SM, grids of 1, 3 and 7 blocks, and the
-// opt-in L2 prefetch (1 MiB: a share per block, truncated ranges), over the plain, long-k, sibling,
-// SwiGLU, norm-prologue and RoPE kernels at every row count.
+// launch per logical block (BLOCKS_PER_SM=0), one block per SM, and grids of 1, 3 and 7 blocks,
+// over the plain, long-k, sibling, SwiGLU, norm-prologue and RoPE kernels at every row count.
 TEST_F(GemvTest, PersistentGridWalksLogicalBlocks) {
-  auto tuning = [](int blocks_per_sm, int grid, int l2_mb) {
+  auto tuning = [](int blocks_per_sm, int grid) {
     kernels::GemvTuning t;
     t.blocks_per_sm = blocks_per_sm;
     t.grid = grid;
-    t.l2_prefetch_mb = l2_mb;
     return t;
   };
-  const std::pair<const char*, kernels::GemvTuning> settings[] = {{"blocks_per_sm=0", tuning(0, 0, 0)},
-                                                                  {"blocks_per_sm=1", tuning(1, 0, 0)},
-                                                                  {"grid=1", tuning(-1, 1, 0)},
-                                                                  {"grid=3", tuning(-1, 3, 0)},
-                                                                  {"grid=7", tuning(-1, 7, 0)},
-                                                                  {"l2_prefetch_mb=1", tuning(-1, 0, 1)}};
+  const std::pair<const char*, kernels::GemvTuning> settings[] = {{"blocks_per_sm=0", tuning(0, 0)},
+                                                                  {"blocks_per_sm=1", tuning(1, 0)},
+                                                                  {"grid=1", tuning(-1, 1)},
+                                                                  {"grid=3", tuning(-1, 3)},
+                                                                  {"grid=7", tuning(-1, 7)}};
   for (const auto& [tag, t] : settings) {
     for (int64_t m = 1; m <= kernels::kGemvMaxRows; ++m) {
       const Bindings b{{"M", m}};

@@ -2,9 +2,8 @@
 // split-K scratch and the in-place cache writes are exercised) against the CPU reference:
 //   - f32/bf16/f16, D 64 and 128, B 1/2/8, T 1/4/17/128, S up to 4096, pos various incl. at the
 //     cache end, GQA 8:1 and 1:1, sliding windows (decode and prefill, cache rows older than the
-//     window poisoned); every case once with the default kernels and once with the opt-in
-//     decode kernel (OPFUSE_ATTENTION_DECODE=1: AttnDecodeKernel for f16/bf16 with T * group <= 8);
-//     the executor sets early reads (pos and old cache rows read before the PDL wait) on these graphs. Outputs are poisoned (NaN) before each run and cache rows past
+//     window poisoned); the executor sets early reads (pos and old cache rows read before the PDL
+//     wait) on these graphs. Outputs are poisoned (NaN) before each run and cache rows past
 //     pos[b] + T are poisoned too: a kernel reading a row it must not see gives NaN; the caches
 //     after the run must equal the expected update bit for bit (poison included);
 //   - capture/replay: the decode step captured once as a CUDA graph, replayed with new pos values
@@ -26,7 +25,6 @@
 
 #include <fmt/format.h>
 
-#include "../scoped_env.h"
 #include "gpu/gpu_test_util.h"
 #include "runtime/cpu/cpu_executor.h"
 #include "runtime/cuda/executor.h"
@@ -34,7 +32,6 @@
 namespace opfuse {
 namespace {
 
-using testing_env::ScopedEnv;
 using testing_gpu::WithGpu;
 
 struct KvShape {
@@ -135,7 +132,7 @@ TEST_F(KvAttentionGpu, MatchesCpuReference) {
   }
   cases.push_back({DType::kBF16, 1, 128, 32, 4, 64, 128, {0}});    // prefill filling the cache exactly
   cases.push_back({DType::kF16, 8, 4, 32, 4, 64, 2048, {2044, 0, 1, 1000, 1500, 63, 64, 65}});
-  // The decode kernel (T * group <= 8): lengths around its 32-key sub-chunks and split edges.
+  // Decode with T * group <= 8: lengths around 32-key boundaries and split edges.
   cases.push_back({DType::kBF16, 1, 1, 32, 4, 128, 333, {40}});
   cases.push_back({DType::kBF16, 4, 1, 32, 4, 64, 2048, {0, 31, 32, 130}});
   cases.push_back({DType::kF16, 3, 2, 8, 2, 64, 257, {255, 0, 100}});  // T = 2, group 4: 8 rows, one at the end
@@ -152,11 +149,8 @@ TEST_F(KvAttentionGpu, MatchesCpuReference) {
   cases.push_back({DType::kF16, 1, 200, 8, 2, 64, 600, {300}, 64});
   cases.push_back({DType::kBF16, 2, 333, 8, 8, 64, 1500, {1000, 7}, 200});
   cases.push_back({DType::kF32, 1, 100, 4, 2, 96, 300, {150}, 77});
-  // Every case with the default kernels, then with the opt-in decode kernel (OPFUSE_ATTENTION_DECODE=1).
-  for (const char* decode : {"0", "1"})
   for (const auto& c : cases) {
-    ScopedEnv env("OPFUSE_ATTENTION_DECODE", decode);
-    SCOPED_TRACE(Name(c) + " OPFUSE_ATTENTION_DECODE=" + decode);
+    SCOPED_TRACE(Name(c));
     Graph g = KvGraph(c);
     auto ex = cuda::CudaExecutable::Create(g);
     ASSERT_TRUE(ex.ok()) << ex.status().ToString();
@@ -186,7 +180,7 @@ TEST_F(KvAttentionGpu, MatchesCpuReference) {
     EXPECT_LE(rel, Bound(c.dt)) << "relative error " << rel;
     EXPECT_EQ(BytesDiffer(kc_out, state["k_cache"]), 0) << "k_cache differs from the expected update";
     EXPECT_EQ(BytesDiffer(vc_out, state["v_cache"]), 0) << "v_cache differs from the expected update";
-    std::printf("[ kv rel   ] %-70s decode=%s %.3e (%s)\n", Name(c).c_str(), decode, rel,
+    std::printf("[ kv rel   ] %-70s %.3e (%s)\n", Name(c).c_str(), rel,
                 (*ex)->steps().empty() ? "" : (*ex)->steps()[0].name.c_str());
   }
 }
@@ -194,11 +188,9 @@ TEST_F(KvAttentionGpu, MatchesCpuReference) {
 // The decode step captured once; each replay reads new pos values from the same device buffer.
 TEST_F(KvAttentionGpu, CapturedGraphReplaysWithNewPositions) {
   std::mt19937_64 rng(std::random_device{}());
-  for (const char* decode : {"0", "1"})
   for (DType dt : {DType::kBF16, DType::kF32}) {
-    ScopedEnv env("OPFUSE_ATTENTION_DECODE", decode);
     KvShape c{dt, 2, 1, 32, 4, 64, 700, {0, 0}};
-    SCOPED_TRACE(Name(c) + " OPFUSE_ATTENTION_DECODE=" + decode);
+    SCOPED_TRACE(Name(c));
     Graph g = KvGraph(c);
     auto ex = cuda::CudaExecutable::Create(g);
     ASSERT_TRUE(ex.ok()) << ex.status().ToString();

@@ -513,7 +513,7 @@ TEST(JitKernel, PrefillRowFunctionsKeepEnoughThreadsResident) {
     }
   // ...and without the launder, layer_norm bf16 h2048 is the kernel that falls below (NVRTC 13 hoists
   // the weight and bias conversions). If this starts to fail, the compiler stopped hoisting them and
-  // EmitOptions::channel_launder may no longer be needed: re-measure it (EmitOptions, dev/kernel_ab).
+  // EmitOptions::channel_launder may no longer be needed: re-measure it with and without (EmitOptions).
   codegen::EmitOptions off;
   off.channel_launder = false;
   auto threads = PrefillResidentThreads(LayerNormGraph("bf16", 2048), off, &what);

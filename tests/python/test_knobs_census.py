@@ -1,5 +1,5 @@
 """docs/knobs.md is the census of the environment variables product code reads (issue 27 item 5):
-the names in its "Kept" and "Still read" tables must be exactly the `"OPFUSE_*"` strings under src/,
+the names in its "Kept" table must be exactly the `"OPFUSE_*"` strings under src/,
 so a new knob cannot appear without a line (and a reason) there, and a retired one cannot linger."""
 import pathlib
 import re

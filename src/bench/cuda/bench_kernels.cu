@@ -16,9 +16,9 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// One 16-byte vector per thread on a grid that covers the copy (dev/kernel_ab/copy_ceiling.sh,
-// docs/BENCHMARKS.md): at 134 MB and 1 GiB it reaches cudaMemcpy's level, faster than a grid-stride
-// loop with 4 vectors in flight on 8 x SMs blocks (the kernel before) and than a grid of n / 4 threads.
+// One 16-byte vector per thread on a grid that covers the copy (docs/BENCHMARKS.md): at 134 MB and
+// 1 GiB it reaches cudaMemcpy's level, faster than a grid-stride loop with 4 vectors in flight on
+// 8 x SMs blocks (the kernel before) and than a grid of n / 4 threads.
 __global__ void Copy16Kernel(const int4* __restrict__ src, int4* __restrict__ dst, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) dst[i] = src[i];

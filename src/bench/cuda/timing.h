@@ -10,15 +10,15 @@
 //    device work only), and every call — whatever its host cost — has been queued for the same
 //    short time when the gate opens. That matters: with a fixed-length spin instead (the earlier
 //    method), a call enqueued long before the spin ended measured slower than one enqueued just
-//    before (dev/kernel_ab/peer_ab.py --delay-us: swiglu 2048 x 4096 read faster the longer the host
-//    delayed the launch), so a fast host path (opfuse's executor) read slower than a slow one
-//    (torch.compile's).
+//    before (dev/kernel_ab/peer_ab.py --delay-us, now in git history: swiglu 2048 x 4096 read
+//    faster the longer the host delayed the launch), so a fast host path (opfuse's executor) read
+//    slower than a slow one (torch.compile's).
 //  * Before that (flush, gate), a kernel puts every 128-byte line of the case's tensors (all sets)
 //    back to normal L2 priority (LaunchL2Demote; set_demote_spans names them). Lines a kernel loaded
 //    with an L2::evict_last policy — torch.compile's Triton reduction kernels load their inputs so —
 //    survive both the flush and a case bigger than L2 streaming through, so the next call would find
-//    part of its input in L2 (enough to shift a 134 MB rms norm's reading;
-//    dev/kernel_ab/state_probe.sh, tags_ab.sh). opfuse's kernels never tag (JitKernelTest.
+//    part of its input in L2 (enough to shift a 134 MB rms norm's reading; dev/kernel_ab's
+//    state_probe.sh and tags_ab.sh, now in git history). opfuse's kernels never tag (JitKernelTest.
 //    EmittedSourceNeverTagsEvictLast); tools/bench_peer.py does the same before each of its samples,
 //    so both harnesses run the same steps.
 //  * Callers rotate over several input sets (sample i uses set i mod K; see op_runner.cc for K).
