@@ -24,7 +24,7 @@
 #ifdef OPFUSE_WITH_CUDA
 #include "bench/cuda/eval_candidate.h"
 #include "bench/cuda/op_runner.h"
-#include "runtime/cuda/device.h"
+#include "cuda/device.h"
 #endif
 
 namespace opfuse::cli {

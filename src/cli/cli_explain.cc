@@ -25,7 +25,7 @@
 #include "passes/pipeline.h"
 #include "scheduler/profile_db.h"
 #ifdef OPFUSE_WITH_CUDA
-#include "runtime/cuda/device.h"
+#include "cuda/device.h"
 #endif
 
 namespace opfuse::cli {

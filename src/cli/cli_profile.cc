@@ -30,7 +30,7 @@
 
 #ifdef OPFUSE_WITH_CUDA
 #include "bench/cuda/op_runner.h"
-#include "runtime/cuda/device.h"
+#include "cuda/device.h"
 #endif
 
 namespace opfuse::cli {

@@ -24,17 +24,6 @@
 
 namespace opfuse::kernels {
 
-// T at or below this is "decode": the general kernel with split-K, never the tensor-core kernel.
-inline constexpr int64_t kAttentionDecodeMaxT = 16;
-// Upper bound on the number of key splits (the combine kernel keeps one weight per split).
-inline constexpr int kAttentionMaxSplits = 256;
-
-enum class AttentionPath {
-  kAuto,        // tensor cores where they apply, else general
-  kGeneral,     // the CUDA-core kernel for every shape
-  kTensorCore,  // the mma kernel; Unimplemented where it does not apply
-};
-
 struct AttentionPlanOptions {
   AttentionPath path = AttentionPath::kAuto;
   // f32 scratch for split-K (nullptr / 0: none, so no split). Must stay untouched between the
@@ -61,11 +50,6 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanAttentionWith(const Node& n, const
                                                             const std::vector<TensorRef>& out,
                                                             const cuda::DeviceInfo& dev,
                                                             const AttentionPlanOptions& opts);
-
-// Scratch bytes the plan for `path` would use (0 when it would not split). Only the shapes and
-// dtypes of in[0..2] are read, and n's attributes do not matter; data pointers may be null.
-size_t AttentionWorkspaceBytesFor(const std::vector<TensorRef>& in, const cuda::DeviceInfo& dev,
-                                  AttentionPath path, int max_splits = 0);
 
 // kv_attention (q[B,T,Hq,D], k/v[B,T,Hkv,D], k_cache/v_cache[B,S,Hkv,D] written in place, pos[B] i32
 // in device memory): a cache-write kernel (k[b,t] -> k_cache[b, pos[b]+t], 16-byte units) and then

@@ -30,22 +30,12 @@
 #include <vector>
 
 #include "opfuse/graph.h"
-#include "runtime/cuda/device.h"
-#include "runtime/cuda/launch.h"
+#include "cuda/device.h"
+#include "cuda/launch.h"
+#include "kernels/attention_plan.h"
+#include "kernels/tensor_ref.h"
 
 namespace opfuse::kernels {
-
-// A device tensor with a bound (concrete) shape, contiguous row-major.
-struct TensorRef {
-  void* data = nullptr;
-  DType dtype = DType::kF32;
-  std::vector<int64_t> shape;
-  int64_t numel() const {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    return n;
-  }
-};
 
 // Launches that compute node `n` (op + attrs) from `in` into `out` (shapes already bound and
 // checked by the executor; outputs allocated). Unimplemented("<op>: <why>") when no library
@@ -80,17 +70,7 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanRope(const Node& n, const std::vec
 // decode). See src/kernels/attention.h.
 StatusOr<std::vector<cuda::KernelLaunch>> PlanAttention(const Node& n, const std::vector<TensorRef>& in,
                                                         const std::vector<TensorRef>& out, const cuda::DeviceInfo& dev);
-size_t AttentionWorkspaceBytes(const Node& n, const std::vector<TensorRef>& in, const cuda::DeviceInfo& dev);
-// How many u32 arrival counters the split-K plan of attention/kv_attention can use (0: none). Given
-// as the next TensorRef after the scratch, zeroed once and kept for the plan's lifetime (the kernels
-// leave them at zero), they replace the combine kernel by a merge in the last block to finish.
-size_t AttentionCounterCount(const Node& n, const std::vector<TensorRef>& in, const cuda::DeviceInfo& dev);
-// Both at once (one shape check and one plan): what the executor reserves for an attention step.
-struct AttentionScratch {
-  size_t bytes = 0;     // AttentionWorkspaceBytes
-  size_t counters = 0;  // AttentionCounterCount
-};
-AttentionScratch AttentionScratchFor(const Node& n, const std::vector<TensorRef>& in, const cuda::DeviceInfo& dev);
+
 // kv_attention (src/kernels/attention.h): in = q, k, v, k_cache, v_cache, pos [, scratch]; writes
 // the caches in place, reads pos on the device. AttentionWorkspaceBytes also sizes its scratch.
 StatusOr<std::vector<cuda::KernelLaunch>> PlanKvAttention(const Node& n, const std::vector<TensorRef>& in,

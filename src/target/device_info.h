@@ -2,7 +2,7 @@
 //
 // Design: a plain, host-only struct (no CUDA headers), so that every rule that turns "this case on
 // this machine" into a launch shape (target/launch_shape.h) compiles and is tested in CPU-only
-// builds, where a test fills one in by hand. runtime/cuda/device.h's QueryDevice() fills it from
+// builds, where a test fills one in by hand. cuda/device.h's QueryDevice() fills it from
 // cudaGetDeviceProperties on a real device; nothing else hard-codes Hopper numbers.
 #pragma once
 #include <cstdint>

@@ -27,7 +27,7 @@
 #include "bench/report.h"
 
 #ifdef OPFUSE_WITH_CUDA
-#include "runtime/cuda/device.h"
+#include "cuda/device.h"
 #endif
 
 namespace opfuse::bench {

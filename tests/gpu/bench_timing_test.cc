@@ -20,7 +20,7 @@
 #include "bench/cuda/timing.h"
 #include "gpu/gpu_test_util.h"
 #include "runtime/cuda/allocator.h"
-#include "runtime/cuda/device.h"
+#include "cuda/device.h"
 #endif
 
 namespace opfuse::bench {

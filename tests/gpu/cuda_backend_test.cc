@@ -25,8 +25,8 @@
 #include "gpu/gpu_test_util.h"
 #include "runtime/cuda/allocator.h"
 #include "runtime/cuda/cublaslt_matmul.h"
-#include "runtime/cuda/cuda_check.h"
-#include "runtime/cuda/device.h"
+#include "cuda/cuda_check.h"
+#include "cuda/device.h"
 #endif
 
 namespace opfuse {

@@ -31,8 +31,8 @@
 #include "gpu/gpu_test_util.h"
 #include "runtime/cuda/allocator.h"
 #include "runtime/cuda/cublaslt_matmul.h"
-#include "runtime/cuda/cuda_check.h"
-#include "runtime/cuda/device.h"
+#include "cuda/cuda_check.h"
+#include "cuda/device.h"
 #include "runtime/cuda/executor.h"
 #endif
 

@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <random>
 
-#include "runtime/cuda/device.h"
+#include "cuda/device.h"
 
 // ASSERT on an opfuse::Status expression, printing the expression and the status.
 #define ASSERT_OK(expr)                                     \

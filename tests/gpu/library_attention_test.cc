@@ -35,8 +35,8 @@
 
 #include "kernels/attention.h"
 #include "gpu/gpu_test_util.h"
-#include "runtime/cuda/cuda_check.h"
-#include "runtime/cuda/device.h"
+#include "cuda/cuda_check.h"
+#include "cuda/device.h"
 #endif
 
 namespace opfuse {

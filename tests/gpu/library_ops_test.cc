@@ -47,7 +47,7 @@
 #include "kernels/kernel_common.cuh"
 #include "kernels/library.h"
 #include "gpu/gpu_test_util.h"
-#include "runtime/cuda/device.h"
+#include "cuda/device.h"
 #endif
 
 namespace opfuse {

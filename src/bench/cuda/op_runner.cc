@@ -18,7 +18,7 @@
 #include "bench/cuda/bench_kernels.h"
 #include "bench/fill_values.h"
 #include "runtime/cpu/cpu_executor.h"
-#include "runtime/cuda/cuda_check.h"
+#include "cuda/cuda_check.h"
 #include "runtime/cuda/executor.h"
 
 namespace opfuse::bench {

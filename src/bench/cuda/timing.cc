@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "bench/cuda/bench_kernels.h"
-#include "runtime/cuda/cuda_check.h"
+#include "cuda/cuda_check.h"
 
 namespace opfuse::bench {
 

@@ -44,7 +44,7 @@
 #include "bench/report.h"
 #include "runtime/cuda/allocator.h"
 #include "runtime/cuda/cublaslt_matmul.h"
-#include "runtime/cuda/device.h"
+#include "cuda/device.h"
 
 namespace opfuse::bench {
 

@@ -22,8 +22,8 @@
 #include "model/llama/engine_runner.h"
 #include "model/llama/graph_builder.h"
 #include "runtime/cuda/allocator.h"
-#include "runtime/cuda/cuda_check.h"
-#include "runtime/cuda/device.h"
+#include "cuda/cuda_check.h"
+#include "cuda/device.h"
 #include "runtime/cuda/executor.h"
 
 namespace opfuse::llama {

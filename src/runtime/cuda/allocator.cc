@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "runtime/cuda/cuda_check.h"
+#include "cuda/cuda_check.h"
 
 namespace opfuse::cuda {
 

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/cuda/cuda_check.h"
+#include "cuda/cuda_check.h"
 
 namespace opfuse::cuda {
 

@@ -31,7 +31,7 @@
 #include "runtime/cpu/cpu_executor.h"
 #include "runtime/cuda/allocator.h"
 #include "runtime/cuda/cublaslt_matmul.h"
-#include "runtime/cuda/cuda_check.h"
+#include "cuda/cuda_check.h"
 #include "jit/background_compiler.h"
 
 namespace opfuse::cuda {

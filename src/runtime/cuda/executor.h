@@ -33,8 +33,8 @@
 #include "scheduler/profile_db.h"
 #include "opfuse/config.h"
 #include "opfuse/graph.h"
-#include "runtime/cuda/device.h"
-#include "runtime/cuda/launch.h"
+#include "cuda/device.h"
+#include "cuda/launch.h"
 #include "ir/host_tensor.h"
 
 namespace opfuse::cuda {

@@ -6,7 +6,7 @@
 // is the one place that decides "is there a usable GPU": with no driver, no device, or a driver
 // too old for this runtime it returns Unavailable("no CUDA device: <reason>") and never crashes,
 // so binaries built with OPFUSE_CUDA still start (and tests skip) on CPU-only machines.
-// Built with OPFUSE_CUDA only (src/runtime/cuda/).
+// Built with OPFUSE_CUDA only (src/cuda/: the CUDA base below kernels/ and runtime/).
 #pragma once
 #include <cstdint>
 #include <string>

@@ -1,10 +1,10 @@
 // See device.h. All calls go through the statically linked runtime; with no driver
 // cudaGetDeviceCount fails (cudaErrorInsufficientDriver / cudaErrorNoDevice) and we report it.
-#include "runtime/cuda/device.h"
+#include "cuda/device.h"
 
 #include <fmt/format.h>
 
-#include "runtime/cuda/cuda_check.h"
+#include "cuda/cuda_check.h"
 
 namespace opfuse::cuda {
 

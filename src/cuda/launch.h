@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "opfuse/status.h"
-#include "runtime/cuda/cuda_check.h"
+#include "cuda/cuda_check.h"
 
 namespace opfuse::cuda {
 

@@ -1,6 +1,6 @@
 // Check macros for CUDA runtime and cuBLAS / cuBLASLt calls, returning opfuse::Status.
 //
-// Design: every CUDA-facing function in src/runtime/cuda/ returns Status / StatusOr and uses
+// Design: every CUDA-facing function (src/cuda/, src/runtime/cuda/, the planners) returns Status / StatusOr and uses
 // exactly these macros, so an error message always has the same shape:
 //   "<call text>: <error name>: <error string>"   (code Internal)
 // The sticky-free runtime error is cleared with cudaGetLastError() so one failed call does not

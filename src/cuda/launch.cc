@@ -1,5 +1,5 @@
 // KernelLaunch (launch.h): argument storage and the launch itself.
-#include "runtime/cuda/launch.h"
+#include "cuda/launch.h"
 
 #include <fmt/format.h>
 

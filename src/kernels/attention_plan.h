@@ -1,0 +1,108 @@
+// Attention planning, host-only: the shape checks, the kernel choice (tensor cores or the general
+// kernel), the general kernel's rows per block, key tile and split-K, and the scratch each plan needs.
+// attention.cu binds a plan to its kernels; the kernels' design is in attention.h. Compiled in every
+// build, so tests/unit/attention_plan_test.cc checks the choices without a GPU.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/tensor_ref.h"
+#include "opfuse/graph.h"
+#include "opfuse/status.h"
+#include "target/device_info.h"
+
+namespace opfuse::kernels {
+
+// T at or below this is "decode": the general kernel with split-K, never the tensor-core kernel.
+inline constexpr int64_t kAttentionDecodeMaxT = 16;
+// Upper bound on the number of key splits (the combine kernel keeps one weight per split).
+inline constexpr int kAttentionMaxSplits = 256;
+
+enum class AttentionPath {
+  kAuto,        // tensor cores where they apply, else general
+  kGeneral,     // the CUDA-core kernel for every shape
+  kTensorCore,  // the mma kernel; Unimplemented where it does not apply
+};
+
+// The general and combine kernels' warps per block, and the split-K target occupancy.
+inline constexpr int kAttentionWarps = 4;
+inline constexpr int kAttentionThreads = kAttentionWarps * 32;
+inline constexpr int kAttentionTargetBlocksPerSm = 4;
+
+// Scratch bytes the plan for `path` would use (0 when it would not split). Only the shapes and
+// dtypes of in[0..2] are read, and n's attributes do not matter; data pointers may be null.
+size_t AttentionWorkspaceBytesFor(const std::vector<TensorRef>& in, const target::DeviceInfo& dev,
+                                  AttentionPath path, int max_splits = 0);
+
+// Scratch of the split-K plan: AttentionWorkspaceBytes (library.h's PlanAttention takes it as a 4th
+// TensorRef, kv_attention as a 7th), AttentionCounterCount (the next TensorRef after the scratch).
+size_t AttentionWorkspaceBytes(const Node& n, const std::vector<TensorRef>& in, const target::DeviceInfo& dev);
+// How many u32 arrival counters the split-K plan of attention/kv_attention can use (0: none). Given
+// as the next TensorRef after the scratch, zeroed once and kept for the plan's lifetime (the kernels
+// leave them at zero), they replace the combine kernel by a merge in the last block to finish.
+size_t AttentionCounterCount(const Node& n, const std::vector<TensorRef>& in, const target::DeviceInfo& dev);
+// Both at once (one shape check and one plan): what the executor reserves for an attention step.
+struct AttentionScratch {
+  size_t bytes = 0;     // AttentionWorkspaceBytes
+  size_t counters = 0;  // AttentionCounterCount
+};
+AttentionScratch AttentionScratchFor(const Node& n, const std::vector<TensorRef>& in, const target::DeviceInfo& dev);
+
+namespace attn {
+
+struct Dims {
+  int64_t T = 0, S = 0, Hq = 0, Hkv = 0, D = 0, group = 1;
+  int64_t B = 1;  // sequences (kv_attention); S is then the cache capacity
+  DType dtype = DType::kF32;
+  int64_t window = 0;  // kv_attention's sliding window, < S (0: none)
+};
+
+// The device pointers of one plan: q/k/v/o ([B,] rows, heads, D) and kv_attention's positions.
+struct Ptrs {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;        // nullptr: not known (workspace sizing)
+  const int* pos = nullptr;  // kv_attention only
+  // kv_attention on the general kernel: the new k/v rows, written into the caches by the attention
+  // kernel itself (GeneralParams::knew); nullptr: a KvCacheWriteKernel runs first.
+  const void* knew = nullptr;
+  const void* vnew = nullptr;
+};
+
+// Launch shape of the general kernel.
+struct GeneralPlan {
+  int rb = 8;        // query rows per block
+  int maxc = 4;      // head-dim elements per lane (ceil(D / 32) rounded up to 2, 4, 8)
+  int kt = 32;       // keys per warp tile
+  int64_t row_tiles = 0;
+  int splits = 1;
+  int chunk = 0;
+  bool vec = false;
+  size_t union_bytes = 0, smem_bytes = 0;
+  size_t ws_bytes = 0;  // scratch for splits > 1
+};
+
+// attention inputs q[T,Hq,D], k/v[S,Hkv,D] (and the output, when given) into `d`.
+Status CheckDims(const std::vector<TensorRef>& in, const std::vector<TensorRef>* out, Dims* d);
+// kv_attention inputs: q[B,T,Hq,D], k/v[B,T,Hkv,D], k_cache/v_cache[B,S,Hkv,D], pos[B] i32; `d`
+// gets S = the cache capacity.
+Status CheckKvDims(const std::vector<TensorRef>& in, const std::vector<TensorRef>* out, Dims* d);
+Ptrs PtrsOf(const std::vector<TensorRef>& in, const std::vector<TensorRef>* out);
+Ptrs KvPtrsOf(const std::vector<TensorRef>& in, const std::vector<TensorRef>* out);
+// Why the tensor-core kernel does not apply ("" when it does).
+std::string MmaRefusal(const Dims& d, const Ptrs& ptr);
+// Whether the default choice (kAuto) takes the tensor-core kernel.
+bool AutoUsesMma(const Dims& d, const Ptrs& ptr);
+// Whether the general kernel reads K/V in 16-byte vectors.
+bool GeneralVec(const Dims& d, const Ptrs& ptr);
+// Keys per split at least, with arrival counters: one iteration's keys.
+int MinSplitChunk(int keys_per_iter);
+// The general kernel's shape: split-K only within `ws_capacity` bytes of scratch, at most `max_splits`
+// splits (0: no cap).
+GeneralPlan PlanGeneral(const Dims& d, bool vec, const target::DeviceInfo& dev, size_t ws_capacity, int max_splits);
+
+}  // namespace attn
+}  // namespace opfuse::kernels

@@ -1,0 +1,137 @@
+// Attention planning (kernels/attention_plan.h) on a fake device: the kernel choice, the general
+// kernel's shape and split-K, the scratch it asks for, and the shape errors — no GPU needed. The GPU
+// tests (tests/gpu/library_attention_test.cc) check that the launches bind these plans and compute
+// the right answer.
+#include "kernels/attention_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <random>
+
+namespace opfuse {
+namespace {
+
+using kernels::TensorRef;
+namespace attn = kernels::attn;
+
+target::DeviceInfo FakeH200() {
+  target::DeviceInfo d;
+  d.name = "fake";
+  d.major = 9;
+  d.arch = "sm_90";
+  d.sm_count = 132;
+  d.max_shared_mem_per_block = 48 * 1024;
+  d.max_shared_mem_per_block_optin = 227 * 1024;
+  return d;
+}
+
+std::vector<TensorRef> Refs(DType t, int64_t T, int64_t S, int64_t Hq, int64_t Hkv, int64_t D, uintptr_t base = 0x100000) {
+  void* b = reinterpret_cast<void*>(base);
+  return {TensorRef{b, t, {T, Hq, D}}, TensorRef{b, t, {S, Hkv, D}}, TensorRef{b, t, {S, Hkv, D}}};
+}
+
+Node AttentionNode() {
+  Node n;
+  n.op = OpKind::kAttention;
+  return n;
+}
+
+TEST(AttentionPlan, PicksKernelsAndSplits) {
+  const auto dev = FakeH200();
+  // Prefill bf16 D=64: the tensor-core kernel, no scratch.
+  auto in = Refs(DType::kBF16, 2048, 2048, 32, 4, 64);
+  attn::Dims d;
+  ASSERT_TRUE(attn::CheckDims(in, nullptr, &d).ok());
+  EXPECT_EQ(d.group, 8);
+  EXPECT_TRUE(attn::AutoUsesMma(d, attn::PtrsOf(in, nullptr)));
+  EXPECT_EQ(kernels::AttentionWorkspaceBytes(AttentionNode(), in, dev), 0u);
+
+  // Decode T=1, S=4096, GQA 32/4: the general kernel, 4 rows per block (the group's 8 query heads in
+  // two blocks), split-K over the keys with whole splits of T*Hq rows x (D + 2) floats of scratch.
+  in = Refs(DType::kBF16, 1, 4096, 32, 4, 64);
+  ASSERT_TRUE(attn::CheckDims(in, nullptr, &d).ok());
+  EXPECT_FALSE(attn::AutoUsesMma(d, attn::PtrsOf(in, nullptr)));
+  auto g = attn::PlanGeneral(d, true, dev, std::numeric_limits<size_t>::max(), 0);
+  EXPECT_EQ(g.rb, 4);
+  EXPECT_EQ(g.row_tiles, 2);
+  EXPECT_EQ(g.maxc, 2);
+  EXPECT_GT(g.splits, 1);
+  EXPECT_LE(g.splits, kernels::kAttentionMaxSplits);
+  const size_t ws = kernels::AttentionWorkspaceBytes(AttentionNode(), in, dev);
+  EXPECT_EQ(ws, g.ws_bytes);
+  EXPECT_EQ(ws % (32 * (64 + 2) * sizeof(float)), 0u);
+  EXPECT_EQ(kernels::AttentionCounterCount(AttentionNode(), in, dev), 2u * 4u);  // row tiles x kv heads
+  // Less scratch: fewer splits; none: one pass.
+  g = attn::PlanGeneral(d, true, dev, 3 * 32 * 66 * sizeof(float), 0);
+  EXPECT_EQ(g.splits, 3);
+  g = attn::PlanGeneral(d, true, dev, 0, 0);
+  EXPECT_EQ(g.splits, 1);
+  EXPECT_EQ(g.ws_bytes, 0u);
+  g = attn::PlanGeneral(d, true, dev, std::numeric_limits<size_t>::max(), 5);
+  EXPECT_LE(g.splits, 5);
+
+  // f32, head dims other than 64/128, and unaligned pointers: the general kernel, with the reason.
+  ASSERT_TRUE(attn::CheckDims(Refs(DType::kF32, 300, 300, 8, 8, 64), nullptr, &d).ok());
+  EXPECT_NE(attn::MmaRefusal(d, {}).find("f32"), std::string::npos);
+  ASSERT_TRUE(attn::CheckDims(Refs(DType::kBF16, 300, 300, 8, 8, 80), nullptr, &d).ok());
+  EXPECT_NE(attn::MmaRefusal(d, {}).find("head_dim 80"), std::string::npos);
+  in = Refs(DType::kF16, 300, 300, 8, 8, 128, 0x1002);
+  ASSERT_TRUE(attn::CheckDims(in, nullptr, &d).ok());
+  EXPECT_NE(attn::MmaRefusal(d, attn::PtrsOf(in, nullptr)).find("aligned"), std::string::npos);
+  EXPECT_FALSE(attn::AutoUsesMma(d, attn::PtrsOf(in, nullptr)));
+}
+
+TEST(AttentionPlan, ShapeErrors) {
+  attn::Dims d;
+  auto out_of = [](DType t, int64_t T, int64_t Hq, int64_t D) { return std::vector<TensorRef>{TensorRef{nullptr, t, {T, Hq, D}}}; };
+  std::vector<TensorRef> out = out_of(DType::kBF16, 4, 6, 64);
+  Status s = attn::CheckDims(Refs(DType::kBF16, 4, 4, 6, 4, 64), &out, &d);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("not a multiple"), std::string::npos) << s.message();
+  out = out_of(DType::kF16, 4, 2, 64);
+  EXPECT_EQ(attn::CheckDims(Refs(DType::kBF16, 4, 4, 2, 2, 64), &out, &d).code(), StatusCode::kInvalidArgument);
+  auto in = Refs(DType::kBF16, 4, 4, 2, 2, 64);
+  in[2].shape = {5, 2, 64};
+  EXPECT_EQ(attn::CheckDims(in, nullptr, &d).code(), StatusCode::kInvalidArgument);
+  in.resize(2);
+  EXPECT_EQ(attn::CheckDims(in, nullptr, &d).code(), StatusCode::kInvalidArgument);
+  // Sizes beyond 32-bit row indexing are refused, not wrapped.
+  s = attn::CheckDims(Refs(DType::kBF16, int64_t{1} << 31, 16, 1, 1, 64), nullptr, &d);
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << s.ToString();
+}
+
+// Random shapes (fixed seed): every general plan covers the keys with whole splits within the
+// limits, its tile fits the default shared memory, and the scratch it asks for is what it uses.
+TEST(AttentionPlan, RandomShapesGivePlansThatCoverTheKeys) {
+  const auto dev = FakeH200();
+  std::mt19937_64 rng(20261126);
+  for (int i = 0; i < 4000; ++i) {
+    const int64_t hkv = 1 + static_cast<int64_t>(rng() % 8), group = 1 + static_cast<int64_t>(rng() % 8);
+    const int64_t D = 1 + static_cast<int64_t>(rng() % 256);
+    const int64_t T = 1 + static_cast<int64_t>(rng() % (rng() % 2 ? 16 : 3000));
+    const int64_t S = T + static_cast<int64_t>(rng() % 9000);
+    const DType dt = rng() % 3 == 0 ? DType::kF32 : rng() % 2 ? DType::kBF16 : DType::kF16;
+    attn::Dims d;
+    ASSERT_TRUE(attn::CheckDims(Refs(dt, T, S, hkv * group, hkv, D), nullptr, &d).ok());
+    const size_t cap = rng() % 2 ? std::numeric_limits<size_t>::max() : static_cast<size_t>(rng() % (64 << 20));
+    const auto g = attn::PlanGeneral(d, rng() % 2, dev, cap, 0);
+    ASSERT_TRUE(g.rb == 1 || g.rb == 4 || g.rb == 8) << g.rb;
+    ASSERT_GE(g.maxc * 32, D);
+    ASSERT_GE(g.splits, 1);
+    ASSERT_LE(g.splits, kernels::kAttentionMaxSplits);
+    ASSERT_GE(int64_t{g.chunk} * g.splits, S) << "T=" << T << " S=" << S;
+    if (g.splits > 1) {
+      ASSERT_EQ(g.chunk % (kernels::kAttentionWarps * g.kt), 0);
+      ASSERT_LT(int64_t{g.chunk} * (g.splits - 1), S) << "an empty split";
+      ASSERT_LE(g.ws_bytes, cap);
+    } else {
+      ASSERT_EQ(g.ws_bytes, 0u);
+    }
+    ASSERT_LE(g.smem_bytes, 48u * 1024) << "D=" << D << " " << DTypeName(dt);
+    ASSERT_EQ(g.row_tiles, (T * group + g.rb - 1) / g.rb);
+  }
+}
+
+}  // namespace
+}  // namespace opfuse
