@@ -46,6 +46,8 @@ fi
 # The Python module never touches Python while the GIL is released (a crash on CUDA builds without
 # a GPU, which CI does not build): checked on the source, so every build is covered.
 step python3 scripts/check_gil.py
+# Every #include points down the layer order (docs/layers.md): checked on the sources.
+step python3 scripts/check_layers.py
 step cmake --preset cpu
 step cmake --build --preset cpu -j "$JOBS"
 step ctest --preset cpu -j "$JOBS"

@@ -35,7 +35,7 @@
 #ifdef OPFUSE_WITH_CUDA
 #include <cuda_runtime_api.h>
 
-#include "runtime/cuda/device.h"
+#include "cuda/device.h"
 #include "runtime/cuda/executor.h"
 #endif
 
