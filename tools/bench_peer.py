@@ -449,6 +449,57 @@ def _ref_softmax(case, x):
     return [e / e.sum(dim=-1, keepdim=True)]
 
 
+def _build_softmax_plain(case, feat, device):
+    def fn(x):
+        return torch.softmax(x, dim=-1)
+    return fn, "torch.softmax(x, -1)"
+
+
+def _ref_softmax_plain(case, x):
+    e = torch.exp(x - x.max(dim=-1, keepdim=True).values)
+    return [e / e.sum(dim=-1, keepdim=True)]
+
+
+def _check_softmax_causal(c):
+    r, w = _check_rowwise(c, y_dtype_like="x")
+    c.number("scale")
+    if r > w:
+        _fail(c.id, f"causal softmax of {r} rows over {w} keys leaves rows fully masked")
+
+
+def _causal_masked(x, scale):
+    """Scores of R queries over W keys aligned to the end: query i sees keys 0 .. i + W - R (the
+    mask is built inside the function, so torch.compile fuses it rather than reading a tensor)."""
+    r, w = x.shape[-2], x.shape[-1]
+    rows = torch.arange(r, device=x.device).unsqueeze(-1)
+    cols = torch.arange(w, device=x.device).unsqueeze(0)
+    return (x * scale).masked_fill(cols > rows + (w - r), float("-inf"))
+
+
+def _build_softmax_causal(case, feat, device):
+    scale = float(_attrs(case)["scale"])
+
+    def fn(x):
+        return torch.softmax(_causal_masked(x, scale), dim=-1)
+    return fn, "torch.softmax((x * scale).masked_fill(causal, -inf), -1)"
+
+
+def _ref_softmax_causal(case, x):
+    z = _causal_masked(x, float(_attrs(case)["scale"]))
+    e = torch.exp(z - z.max(dim=-1, keepdim=True).values)
+    return [e / e.sum(dim=-1, keepdim=True)]
+
+
+def _build_logsumexp(case, feat, device):
+    def fn(x):
+        return torch.logsumexp(x, dim=-1, keepdim=True)
+    return fn, "torch.logsumexp(x, -1, keepdim=True)"
+
+
+def _ref_logsumexp(case, x):
+    return [torch.logsumexp(x, dim=-1, keepdim=True)]
+
+
 def _build_gelu(case, feat, device):
     def fn(x):
         return F.gelu(x)
@@ -676,6 +727,9 @@ for _n in ("sum", "max"):
     OPS[_n] = OpSpec(("x",), ("y",), _check_reduce, _build_reduce(_n), _ref_reduce(_n))
 OPS["matmul"] = OpSpec(("a", "b"), ("y",), _check_matmul, _build_matmul, _ref_matmul, shared=("b",))
 OPS["softmax"] = OpSpec(("x",), ("y",), _check_softmax, _build_softmax, _ref_softmax)
+OPS["softmax_plain"] = OpSpec(("x",), ("y",), _check_unary, _build_softmax_plain, _ref_softmax_plain)
+OPS["softmax_causal"] = OpSpec(("x",), ("y",), _check_softmax_causal, _build_softmax_causal, _ref_softmax_causal)
+OPS["logsumexp"] = OpSpec(("x",), ("y",), _check_reduce, _build_logsumexp, _ref_logsumexp)
 OPS["gelu"] = OpSpec(("x",), ("y",), _check_unary, _build_gelu, _ref_gelu)
 OPS["attention"] = OpSpec(("q", "k", "v"), ("y",), _check_attention, _build_attention, _ref_attention,
                           shared=("k", "v"))

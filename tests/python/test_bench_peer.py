@@ -60,6 +60,12 @@ CONTRACT = {
 }
 
 
+# The random sweep's extra ops (`opfuse bench ops --shapes random:N`, src/bench/op_suite.cc SweepOps).
+SWEEP_CONTRACT = {
+    "softmax_plain": (("x",), ("y",)), "softmax_causal": (("x",), ("y",)), "logsumexp": (("x",), ("y",)),
+}
+
+
 def run_script(*args, timeout=600):
     return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True,
                           timeout=timeout)
@@ -81,6 +87,13 @@ def case_by_op(doc, op):
 def test_op_table_covers_the_contract():
     assert set(CONTRACT) <= set(bp.OPS), f"missing ops: {sorted(set(CONTRACT) - set(bp.OPS))}"
     for op, (ins, outs) in CONTRACT.items():
+        assert bp.OPS[op].inputs == ins, op
+        assert bp.OPS[op].outputs == outs, op
+
+
+def test_op_table_covers_the_sweep_ops():
+    for op, (ins, outs) in SWEEP_CONTRACT.items():
+        assert op in bp.OPS, op
         assert bp.OPS[op].inputs == ins, op
         assert bp.OPS[op].outputs == outs, op
 
@@ -393,6 +406,16 @@ def np_reference(case, ins):
         half = x.shape[-1] // 2
         rot = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
         return [x * c + rot * s]
+    if op in ("softmax_plain", "softmax_causal"):
+        z = ins[0] * (a["scale"] if op == "softmax_causal" else 1.0)
+        if op == "softmax_causal":
+            r, w = z.shape
+            z = np.where(np.arange(w)[None, :] > np.arange(r)[:, None] + (w - r), -np.inf, z)
+        e = np.exp(z - z.max(-1, keepdims=True))
+        return [e / e.sum(-1, keepdims=True)]
+    if op == "logsumexp":
+        m = ins[0].max(-1, keepdims=True)
+        return [np.log(np.exp(ins[0] - m).sum(-1, keepdims=True)) + m]
     raise AssertionError(f"no numpy reference for {op}")
 
 
@@ -414,9 +437,21 @@ def _attention_case(t, s, hq, hkv, d, causal):
             "attrs": {"causal": causal, "scale": 0.3, "hq": hq, "hkv": hkv, "d": d}}
 
 
+def _sweep_case(op, r, w):
+    c = {"id": f"sweep/{op}/{r}x{w}", "op": op, "dtype": "f32", "phase": "decode",
+         "inputs": [{"name": "x", "dtype": "f32", "shape": [r, w]}],
+         "outputs": [{"name": "y", "dtype": "f32", "shape": [r, 1 if op == "logsumexp" else w]}], "attrs": {}}
+    if op == "softmax_causal":
+        c["attrs"] = {"scale": 0.125, "causal": 1}
+    return c
+
+
 def _torch_cases():
     doc = sample_doc()
     cases = [(c["id"], _as_f32(c)) for c in doc["cases"]]
+    for op, r, w in [("softmax_plain", 3, 7), ("softmax_causal", 5, 9), ("softmax_causal", 4, 4), ("logsumexp", 3, 1001)]:
+        c = _sweep_case(op, r, w)
+        cases.append((c["id"], c))
     for args in [(5, 5, 4, 2, 8, 1), (3, 11, 4, 2, 8, 1), (1, 9, 4, 1, 8, 1), (4, 9, 2, 2, 8, 0), (6, 6, 6, 3, 8, 0)]:
         c = _attention_case(*args)
         cases.append((c["id"], c))
