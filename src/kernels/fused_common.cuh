@@ -120,6 +120,46 @@ __device__ __forceinline__ void StorePack(T* p, const Pack<T, N>& v) {
   }
 }
 
+// ------------------------------------------------------------------ shifted rows
+// Rows whose starts are not 16-byte aligned (a width such as 4999 bf16, with 16-byte aligned tensor
+// bases): the row is read in the aligned window around it. Vector v of a row covers columns
+// c = v * N - s .. c + N - 1, where s is the row start's offset in elements from the 16-byte boundary
+// before it (base % N), so every vector inside the row is one aligned 16-byte access; the (at most
+// two) vectors that straddle the row's ends are read and written element by element, and their
+// elements outside the row read as 0 (the kernels' sums skip them or add 0). `row` points at column 0.
+template <class T, int N, bool SH>
+__device__ __forceinline__ bool FullVector(int c, int cols) {
+  return !SH || (c >= 0 && c + N <= cols);
+}
+template <class T, int N, bool SH>
+__device__ __forceinline__ Pack<T, N> LoadRowPack(const T* row, int c, int cols) {
+  if (FullVector<T, N, SH>(c, cols)) return LoadPack<T, N>(row + c);
+  float f[N];
+#pragma unroll
+  for (int j = 0; j < N; ++j) f[j] = c + j >= 0 && c + j < cols ? ToF(row[c + j]) : 0.0f;
+  return MakePack<T, N>(f);
+}
+template <class T, int N, bool SH>
+__device__ __forceinline__ void StoreRowPack(T* row, int c, int cols, const Pack<T, N>& v) {
+  if (FullVector<T, N, SH>(c, cols)) {
+    StorePack<T, N>(row + c, v);
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < N; ++j)
+    if (c + j >= 0 && c + j < cols) row[c + j] = FromF<T>(v.get(j));
+}
+// A per-column operand (a norm's weight or bias, 16-byte aligned base) at the columns of a row vector:
+// one aligned access where the vector starts on a 16-byte boundary of the operand, else element by element.
+template <class T, int N, bool SH>
+__device__ __forceinline__ Pack<T, N> LoadColumnPack(const T* w, int c, int cols) {
+  if (!SH || (c >= 0 && c + N <= cols && c % N == 0)) return LoadPack<T, N>(w + c);
+  float f[N];
+#pragma unroll
+  for (int j = 0; j < N; ++j) f[j] = c + j >= 0 && c + j < cols ? ToF(__ldg(w + c + j)) : 0.0f;
+  return MakePack<T, N>(f);
+}
+
 // Hides a pack's words from the optimiser (an empty asm that "may change" them). Used between the
 // passes of a row kernel: without it the compiler keeps the f32 values converted in the first
 // pass alive until the last one (CSE), doubling the registers a 16-bit row needs and spilling at

@@ -47,7 +47,7 @@ struct NormParams {
 };
 
 // y = (x - mean) * inv (* w) (+ b) for one pack, with w / b already loaded.
-template <class T, int N>
+template <class T, int N, bool SH = false>
 __device__ __forceinline__ void FinishWith(const NormParams<T>& p, const Pack<T, N>& xv, const Pack<T, N>& wv,
                                            const Pack<T, N>& bv, int64_t base, int c, float mean, float inv) {
   float o[N];
@@ -58,22 +58,25 @@ __device__ __forceinline__ void FinishWith(const NormParams<T>& p, const Pack<T,
     if (p.b) v += bv.get(j);
     o[j] = v;
   }
-  StorePack<T, N>(p.y + base + c, MakePack<T, N>(o));
+  StoreRowPack<T, N, SH>(p.y + base, c, p.cols, MakePack<T, N>(o));
 }
 
-template <class T, int N>
+template <class T, int N, bool SH = false>
 __device__ __forceinline__ void Finish(const NormParams<T>& p, const Pack<T, N>& xv, int64_t base, int c, float mean,
                                        float inv) {
   Pack<T, N> wv, bv;
-  if (p.w) wv = LoadPack<T, N>(p.w + c);
-  if (p.b) bv = LoadPack<T, N>(p.b + c);
-  FinishWith<T, N>(p, xv, wv, bv, base, c, mean, inv);
+  if (p.w) wv = LoadColumnPack<T, N, SH>(p.w, c, p.cols);
+  if (p.b) bv = LoadColumnPack<T, N, SH>(p.b, c, p.cols);
+  FinishWith<T, N, SH>(p, xv, wv, bv, base, c, mean, inv);
 }
 
 // Register path: VPT packs of N elements per thread. KTPR > 0: the exact-cover fast path (cols ==
 // KTPR * VPT * N, as softmax.cu's): the row group is a compile-time constant, no column guards.
-template <class T, int N, int VPT, int KIND, int KTPR = 0>
+// SH: shifted rows (fused_common.cuh): row starts off the 16-byte grid, read in the aligned window
+// around the row (vector v at column v * N - s), the row group covering cols + N - 1 columns.
+template <class T, int N, int VPT, int KIND, int KTPR = 0, bool SH = false>
 __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormParams<T> p) {
+  static_assert(!SH || KTPR == 0, "shifted rows take the runtime row group");
   PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
   __shared__ float smem[64];
   const int tpr = KTPR > 0 ? KTPR : p.tpr;
@@ -85,15 +88,18 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormP
     const int64_t r = r0 + g;
     const bool valid = r < p.rows;
     const int64_t base = r * (KTPR > 0 ? KTPR * VPT * N : p.cols);
+    // the first column of vector `it` of this thread (negative for the head of a shifted row)
+    const int s = SH ? static_cast<int>(base % N) : 0;
+    auto col = [&](int it) { return (it * tpr + t) * N - s; };
     Pack<T, N> xv[VPT];
     if constexpr (KIND == kAddRms) {
       Pack<T, N> rv[VPT];
 #pragma unroll
       for (int it = 0; it < VPT; ++it) {
-        const int c = (it * tpr + t) * N;
+        const int c = col(it);
         if (valid && in_row(c)) {
-          xv[it] = LoadPack<T, N>(p.x + base + c);
-          rv[it] = LoadPack<T, N>(p.res + base + c);
+          xv[it] = LoadRowPack<T, N, SH>(p.x + base, c, p.cols);
+          rv[it] = LoadRowPack<T, N, SH>(p.res + base, c, p.cols);
         }
       }
 #pragma unroll
@@ -104,14 +110,14 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormP
         xv[it] = MakePack<T, N>(f);
         // stored now, not after the reduction: the write overlaps it (x and res of this pack were
         // read by this thread above, so an in-place sum over res is still read-before-write)
-        const int c = (it * tpr + t) * N;
-        if (valid && in_row(c)) StorePack<T, N>(p.sum + base + c, xv[it]);
+        const int c = col(it);
+        if (valid && in_row(c)) StoreRowPack<T, N, SH>(p.sum + base, c, p.cols, xv[it]);
       }
     } else {
 #pragma unroll
       for (int it = 0; it < VPT; ++it) {
-        const int c = (it * tpr + t) * N;
-        if (valid && in_row(c)) xv[it] = LoadPack<T, N>(p.x + base + c);
+        const int c = col(it);
+        if (valid && in_row(c)) xv[it] = LoadRowPack<T, N, SH>(p.x + base, c, p.cols);
       }
     }
     // The weight (rms kinds, few packs per thread) is loaded before the reduction, so its L2 round
@@ -122,33 +128,33 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormP
     if constexpr (kEarlyW) {
 #pragma unroll
       for (int it = 0; it < VPT; ++it) {
-        const int c = (it * tpr + t) * N;
-        if (p.w && valid && in_row(c)) wv[it] = LoadPack<T, N>(p.w + c);
+        const int c = col(it);
+        if (p.w && valid && in_row(c)) wv[it] = LoadColumnPack<T, N, SH>(p.w, c, p.cols);
       }
     }
     float mean = 0.0f, acc = 0.0f;
     if constexpr (KIND == kLayer) {
 #pragma unroll
       for (int it = 0; it < VPT; ++it)
-        if (valid && in_row((it * tpr + t) * N))
+        if (valid && in_row(col(it)))
 #pragma unroll
-          for (int j = 0; j < N; ++j) acc += xv[it].get(j);
+          for (int j = 0; j < N; ++j) acc += xv[it].get(j);  // a shifted row's outside elements are 0
       mean = RowReduce<SumOp>(acc, tpr, smem, phase) * p.inv_cols;
 #pragma unroll
       for (int it = 0; it < VPT; ++it) Launder(xv[it]);
       acc = 0.0f;
 #pragma unroll
       for (int it = 0; it < VPT; ++it)
-        if (valid && in_row((it * tpr + t) * N))
+        if (valid && in_row(col(it)))
 #pragma unroll
           for (int j = 0; j < N; ++j) {
             const float d = xv[it].get(j) - mean;
-            acc += d * d;
+            if (!SH || (col(it) + j >= 0 && col(it) + j < p.cols)) acc += d * d;
           }
     } else {
 #pragma unroll
       for (int it = 0; it < VPT; ++it)
-        if (valid && in_row((it * tpr + t) * N))
+        if (valid && in_row(col(it)))
 #pragma unroll
           for (int j = 0; j < N; ++j) {
             const float f = xv[it].get(j);
@@ -160,10 +166,10 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormP
     for (int it = 0; it < VPT; ++it) Launder(xv[it]);  // re-convert from raw packs (fused_common.cuh)
 #pragma unroll
     for (int it = 0; it < VPT; ++it) {
-      const int c = (it * tpr + t) * N;
+      const int c = col(it);
       if (valid && in_row(c)) {
-        if constexpr (kEarlyW) FinishWith<T, N>(p, xv[it], wv[it], wv[it], base, c, mean, inv);  // no bias (rms)
-        else Finish<T, N>(p, xv[it], base, c, mean, inv);
+        if constexpr (kEarlyW) FinishWith<T, N, SH>(p, xv[it], wv[it], wv[it], base, c, mean, inv);  // no bias (rms)
+        else Finish<T, N, SH>(p, xv[it], base, c, mean, inv);
       }
     }
   }
@@ -298,18 +304,23 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
   bool aligned = !opt.force_scalar;
   for (const auto* set : {&in, &out})
     for (const TensorRef& t : *set) aligned = aligned && Aligned(t.data, 16);
-  const int vec = target::RowVectorElems(cols, DTypeSize(dt), aligned);
+  target::RowAccess access = target::ChooseRowAccess(cols, DTypeSize(dt), aligned);
   const RowLimits lim = target::RowFamilyLimits(n.op, false);
   RowShape s;
   if (opt.shape) {
     s = *opt.shape;
-    s.vec = vec;
-    OPFUSE_RETURN_IF_ERROR(CheckRowShape(s, cols, lim));
+    s.vec = access.vec;
+    OPFUSE_RETURN_IF_ERROR(CheckRowShape(s, access.window_cols, lim));
   } else {
-    s = ChooseRowShape(rows, cols, vec, dev, lim);
+    s = ChooseRowShape(rows, access.window_cols, access.vec, dev, lim);
   }
+  if (access.shifted && s.looped) {  // the looped kernel reads unaligned rows element by element
+    access = target::ChooseRowAccess(cols, DTypeSize(dt), false);
+    s = ChooseRowShape(rows, cols, 1, dev, lim);
+  }
+  const int vec = access.vec;
   const double eps = AttrFloat(n.attrs, "eps", kind == kLayer ? 1e-5 : 1e-6);
-  const std::string name = fmt::format("lib:{}_{}_{}", op, DTypeName(dt), s.ToString());
+  const std::string name = fmt::format("lib:{}_{}_{}{}", op, DTypeName(dt), s.ToString(), access.shifted ? "_sh" : "");
   const dim3 grid(GridFor((rows + s.rows_per_block - 1) / s.rows_per_block)), block(s.block());
 
   return DispatchFloat(dt, [&](auto tag) -> StatusOr<std::vector<cuda::KernelLaunch>> {
@@ -336,6 +347,15 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
           default: return make(NormLoopKernel<T, N, kLayer>);
         }
       } else {
+        if constexpr (N > 1) {
+          if (access.shifted) {
+            switch (kind) {
+              case kRms: return make(NormRegKernel<T, N, V, kRms, 0, true>);
+              case kAddRms: return make(NormRegKernel<T, N, V, kAddRms, 0, true>);
+              default: return make(NormRegKernel<T, N, V, kLayer, 0, true>);
+            }
+          }
+        }
         switch (kind) {
           case kRms: return make(NormRegKernel<T, N, V, kRms>);
           case kAddRms: return make(NormRegKernel<T, N, V, kAddRms>);

@@ -90,9 +90,12 @@ __device__ __forceinline__ float Z(const P& p, float x, float m, int c, int lv) 
 // is a compile-time constant, so the group / lane split is shifts, the reductions unroll, and no
 // column is out of the row (no per-vector guard). Without it the kernel read clearly slower than the
 // JIT's (compile-time shaped) softmax at 512-2048 rows (bench ops).
-template <class T, class M, bool HAS_MASK, bool CAUSAL, int N, int VPT, int KTPR = 0>
+// SH: shifted rows (fused_common.cuh; no mask): the row read in the aligned window around it, the
+// elements outside the row at -inf.
+template <class T, class M, bool HAS_MASK, bool CAUSAL, int N, int VPT, int KTPR = 0, bool SH = false>
 __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel(SoftmaxParams<T, M> p) {
   static_assert(KTPR == 0 || (!HAS_MASK && !CAUSAL), "the exact-cover path has no mask and no causal mask");
+  static_assert(!SH || (!HAS_MASK && KTPR == 0), "shifted rows: no mask, runtime row group");
   PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
   __shared__ float smem[64];
   const int tpr = KTPR > 0 ? KTPR : p.tpr;
@@ -105,6 +108,9 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel
     const bool valid = r < p.rows;
     const int64_t base = r * (KTPR > 0 ? KTPR * VPT * N : p.cols);
     const int lv = LastVisible<CAUSAL>(p, r);
+    // the first column of vector `it` of this thread (negative for the head of a shifted row)
+    const int s = SH ? static_cast<int>(base % N) : 0;
+    auto col = [&](int it) { return (it * tpr + t) * N - s; };
     Pack<T, N> xv[VPT];
     float z[HAS_MASK ? VPT : 1][N];
     if constexpr (HAS_MASK) {
@@ -128,18 +134,23 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel
     } else {
 #pragma unroll
       for (int it = 0; it < VPT; ++it) {
-        const int c = (it * tpr + t) * N;
-        if (valid && in_row(c)) xv[it] = LoadPack<T, N>(p.x + base + c);
+        const int c = col(it);
+        if (valid && in_row(c)) xv[it] = LoadRowPack<T, N, SH>(p.x + base, c, p.cols);
       }
     }
     auto zval = [&](int it, int j) -> float {
-      if constexpr (HAS_MASK) return z[it][j];
-      else return Z<CAUSAL>(p, xv[it].get(j), 0.0f, (it * tpr + t) * N + j, lv);
+      if constexpr (HAS_MASK) {
+        return z[it][j];
+      } else {
+        const int c = col(it) + j;
+        if (SH && (c < 0 || c >= p.cols)) return NegInf();  // outside a shifted row
+        return Z<CAUSAL>(p, xv[it].get(j), 0.0f, c, lv);
+      }
     };
     float mx = NegInf();
 #pragma unroll
     for (int it = 0; it < VPT; ++it)
-      if (valid && in_row((it * tpr + t) * N))
+      if (valid && in_row(col(it)))
 #pragma unroll
         for (int j = 0; j < N; ++j) mx = fmaxf(mx, zval(it, j));
     mx = RowReduce<MaxOp>(mx, tpr, smem, phase);
@@ -150,7 +161,7 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel
     float e[VPT][N];
 #pragma unroll
     for (int it = 0; it < VPT; ++it) {
-      const bool live = valid && !dead && in_row((it * tpr + t) * N);
+      const bool live = valid && !dead && in_row(col(it));
 #pragma unroll
       for (int j = 0; j < N; ++j) {
         e[it][j] = live ? Exp2(zval(it, j) - mx) : 0.0f;
@@ -161,12 +172,12 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel
     const float inv = dead ? 0.0f : __frcp_rn(sum);  // dead: every e is 0 and so is y
 #pragma unroll
     for (int it = 0; it < VPT; ++it) {
-      const int c = (it * tpr + t) * N;
+      const int c = col(it);
       if (valid && in_row(c)) {
         float o[N];
 #pragma unroll
         for (int j = 0; j < N; ++j) o[j] = e[it][j] * inv;
-        StorePack<T, N>(p.y + base + c, MakePack<T, N>(o));
+        StoreRowPack<T, N, SH>(p.y + base, c, p.cols, MakePack<T, N>(o));
       }
     }
   }
@@ -250,7 +261,7 @@ __global__ void __launch_bounds__(1024) SoftmaxLoopKernel(SoftmaxParams<T, M> p)
 }
 
 template <class T, class M, bool HAS_MASK, bool CAUSAL>
-std::vector<cuda::KernelLaunch> MakeSoftmax(const std::string& name, const RowShape& s, dim3 grid,
+std::vector<cuda::KernelLaunch> MakeSoftmax(const std::string& name, const RowShape& s, bool shifted, dim3 grid,
                                             const SoftmaxParams<T, M>& p) {
   auto make = [&](auto kernel) {
     return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(name, kernel, grid, dim3(s.block()), 0, p).Pdl()};
@@ -274,6 +285,9 @@ std::vector<cuda::KernelLaunch> MakeSoftmax(const std::string& name, const RowSh
     if constexpr (HAS_MASK && V > 4) {
       return make(SoftmaxRegKernel<T, M, HAS_MASK, CAUSAL, 1, 1>);  // unreachable: CheckRowShape caps vpt at 4
     } else {
+      if constexpr (!HAS_MASK) {
+        if (shifted && s.vec == kVec) return make(SoftmaxRegKernel<T, M, false, CAUSAL, kVec, V, 0, true>);
+      }
       return s.vec == 1 ? make(SoftmaxRegKernel<T, M, HAS_MASK, CAUSAL, 1, V>)
                         : make(SoftmaxRegKernel<T, M, HAS_MASK, CAUSAL, kVec, V>);
     }
@@ -281,9 +295,10 @@ std::vector<cuda::KernelLaunch> MakeSoftmax(const std::string& name, const RowSh
 }
 
 template <class T, class M, bool HAS_MASK>
-std::vector<cuda::KernelLaunch> MakeSoftmax(const std::string& name, const RowShape& s, dim3 grid,
+std::vector<cuda::KernelLaunch> MakeSoftmax(const std::string& name, const RowShape& s, bool shifted, dim3 grid,
                                             const SoftmaxParams<T, M>& p) {
-  return p.causal ? MakeSoftmax<T, M, HAS_MASK, true>(name, s, grid, p) : MakeSoftmax<T, M, HAS_MASK, false>(name, s, grid, p);
+  return p.causal ? MakeSoftmax<T, M, HAS_MASK, true>(name, s, shifted, grid, p)
+                  : MakeSoftmax<T, M, HAS_MASK, false>(name, s, shifted, grid, p);
 }
 
 }  // namespace
@@ -324,22 +339,28 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanSoftmaxEx(const Node& n, const std
 
   bool aligned = !opt.force_scalar && Aligned(x.data, 16) && Aligned(out[0].data, 16);
   if (mask && mask_cols) aligned = aligned && Aligned(mask->data, int64_t{16} / DTypeSize(dt) * DTypeSize(mask->dtype));
-  const int vec = target::RowVectorElems(cols, DTypeSize(dt), aligned);
+  // Shifted rows (row starts off the 16-byte grid) only without a mask: the mask's columns would need
+  // their own window.
+  target::RowAccess access = target::ChooseRowAccess(cols, DTypeSize(dt), aligned && !mask);
   const RowLimits lim = target::RowFamilyLimits(OpKind::kSoftmax, has_mask);
   RowShape s;
   if (opt.shape) {
     s = *opt.shape;
-    s.vec = vec;
-    OPFUSE_RETURN_IF_ERROR(CheckRowShape(s, cols, lim));
+    s.vec = access.vec;
+    OPFUSE_RETURN_IF_ERROR(CheckRowShape(s, access.window_cols, lim));
   } else {
-    s = ChooseRowShape(rows, cols, vec, dev, lim);
+    s = ChooseRowShape(rows, access.window_cols, access.vec, dev, lim);
+  }
+  if (access.shifted && s.looped) {  // the looped kernel reads unaligned rows element by element
+    access = target::ChooseRowAccess(cols, DTypeSize(dt), false);
+    s = ChooseRowShape(rows, cols, 1, dev, lim);
   }
   const double scale = AttrFloat(n.attrs, "scale", 1.0);
   const bool causal = AttrInt(n.attrs, "causal", 0) != 0;
   const int64_t tq = x.shape.size() >= 2 ? x.shape[x.shape.size() - 2] : 1;
-  const std::string name = fmt::format("lib:softmax_{}{}{}{}_{}", DTypeName(dt), causal ? "_causal" : "",
+  const std::string name = fmt::format("lib:softmax_{}{}{}{}_{}{}", DTypeName(dt), causal ? "_causal" : "",
                                        mask ? "_mask" : "", mask && mask->dtype != dt ? DTypeName(mask->dtype) : "",
-                                       s.ToString());
+                                       s.ToString(), access.shifted ? "_sh" : "");
   const dim3 grid(GridFor((rows + s.rows_per_block - 1) / s.rows_per_block));
 
   return DispatchFloat(dt, [&](auto tag) -> StatusOr<std::vector<cuda::KernelLaunch>> {
@@ -360,18 +381,18 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanSoftmaxEx(const Node& n, const std
       SoftmaxParams<T, T> p{};
       fill(p);
       p.mask = nullptr;
-      return MakeSoftmax<T, T, false>(name, s, grid, p);
+      return MakeSoftmax<T, T, false>(name, s, access.shifted, grid, p);
     }
     if (mask->dtype == dt) {
       SoftmaxParams<T, T> p{};
       fill(p);
       p.mask = static_cast<const T*>(mask->data);
-      return MakeSoftmax<T, T, true>(name, s, grid, p);
+      return MakeSoftmax<T, T, true>(name, s, false, grid, p);
     }
     SoftmaxParams<T, float> p{};
     fill(p);
     p.mask = static_cast<const float*>(mask->data);
-    return MakeSoftmax<T, float, true>(name, s, grid, p);
+    return MakeSoftmax<T, float, true>(name, s, false, grid, p);
   });
 }
 

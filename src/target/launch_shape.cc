@@ -123,6 +123,18 @@ int RowVectorElems(int64_t cols, int elem_bytes, bool all_aligned) {
   return all_aligned && (cols * elem_bytes) % 16 == 0 ? 16 / elem_bytes : 1;
 }
 
+RowAccess ChooseRowAccess(int64_t cols, int elem_bytes, bool all_aligned) {
+  RowAccess a;
+  a.vec = RowVectorElems(cols, elem_bytes, all_aligned);
+  a.window_cols = cols;
+  if (a.vec == 1 && all_aligned && cols > 0 && elem_bytes > 0 && elem_bytes < 16 && 16 % elem_bytes == 0) {
+    a.vec = 16 / elem_bytes;
+    a.shifted = true;
+    a.window_cols = cols + a.vec - 1;
+  }
+  return a;
+}
+
 const char* ReductionFormName(ReductionForm f) {
   switch (f) {
     case ReductionForm::kWarpRow: return "warprow";

@@ -79,6 +79,17 @@ Status CheckRowShape(const RowShape& s, int64_t cols, RowLimits lim = {});
 // `all_aligned` is the caller's check of its base pointers.
 int RowVectorElems(int64_t cols, int elem_bytes, bool all_aligned);
 
+// How a row kernel reads its rows: `vec`-element vectors; `shifted` when the tensors' bases are
+// 16-byte aligned but the row starts are not (cols * elem_bytes not a multiple of 16): the row is then
+// read in the aligned window around it (kernels/fused_common.cuh, "shifted rows"), a row group covering
+// window_cols = cols + vec - 1 columns. Unaligned bases: 1-element vectors.
+struct RowAccess {
+  int vec = 1;
+  bool shifted = false;
+  int64_t window_cols = 0;
+};
+RowAccess ChooseRowAccess(int64_t cols, int elem_bytes, bool all_aligned);
+
 // ------------------------------------------------------------------ reductions over the last axis
 enum class ReductionForm {
   kWarpRow,     // a warp per row, kWarpRowsPerBlock rows per block, grid-stride: narrow rows or many rows

@@ -441,6 +441,24 @@ std::vector<FusedCase> NormCases() {
     v.push_back(NormCase(op, DType::kF16, 4097, 4096));
     v.push_back(NormCase(op, DType::kF32, 4099, 1024));
   }
+  // Shifted rows (aligned bases, row starts off the 16-byte grid: odd and prime widths): the aligned
+  // window path, decode and prefill row counts, every kind and dtype; a window past the register path
+  // falls back to the 1-element looped kernel.
+  for (OpKind op : {OpKind::kRmsNorm, OpKind::kAddRmsNorm, OpKind::kLayerNorm})
+    for (DType dt : kDtypes) {
+      for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{1, 13}, {3, 77}, {33, 1531}, {513, 4999}, {4099, 997}, {2, 16377}}) {
+        FusedCase c = NormCase(op, dt, rows, cols);
+        c.expect = "_sh";
+        c.name += "_shifted";
+        v.push_back(c);
+      }
+      FusedCase c = NormCase(op, dt, 2, 16383);
+      c.expect = "_v1_t";
+      c.name += "_shifted_window_too_wide";
+      v.push_back(c);
+    }
+  v.push_back(NormCase(OpKind::kRmsNorm, DType::kBF16, 9, 4999, false));      // shifted, no weight
+  v.push_back(NormCase(OpKind::kLayerNorm, DType::kF16, 9, 4999, true, false));  // shifted, no bias
   // Optional operands and a non-default eps.
   v.push_back(NormCase(OpKind::kRmsNorm, DType::kBF16, 33, 2048, false));
   v.push_back(NormCase(OpKind::kRmsNorm, DType::kF32, 5, 20000, false));
@@ -544,6 +562,24 @@ std::vector<FusedCase> SoftmaxCases() {
       c.name += "_neginf";
       v.push_back(c);
     }
+  // Shifted rows (aligned bases, odd and prime widths), plain, scaled and causal: the aligned window
+  // path; with a mask the 1-element path.
+  for (DType dt : kDtypes) {
+    for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{1, 13}, {3, 77}, {33, 1531}, {513, 4999}, {4099, 997}, {2, 16377}}) {
+      FusedCase c = SoftmaxCase(dt, {rows, cols}, std::nullopt, rows % 2 ? 0.125 : 1.0);
+      c.expect = "_sh";
+      c.name += "_shifted";
+      v.push_back(c);
+    }
+    FusedCase c = SoftmaxCase(dt, {2, 5, 77}, std::nullopt, 0.125, true);
+    c.expect = "_sh";
+    c.name += "_shifted";
+    v.push_back(c);
+    c = SoftmaxCase(dt, {3, 77}, InputSpec{dt, {3, 77}});
+    c.expect = "_v1_";
+    c.name += "_shifted";
+    v.push_back(c);
+  }
   // Unaligned: the 1-element path, with and without a mask.
   for (DType dt : kDtypes)
     for (int64_t cols : {77, 2048, 20000}) {

@@ -122,6 +122,28 @@ TEST(LaunchShape, RowVectorElems) {
   EXPECT_EQ(target::RowVectorElems(64, 1, true), 16);
 }
 
+TEST(LaunchShape, RowAccessShiftsUnalignedRowStarts) {
+  auto a = target::ChooseRowAccess(2048, 2, true);  // aligned rows: plain vectors
+  EXPECT_EQ(a.vec, 8);
+  EXPECT_FALSE(a.shifted);
+  EXPECT_EQ(a.window_cols, 2048);
+  a = target::ChooseRowAccess(4999, 2, true);  // row starts off the 16-byte grid: the aligned window
+  EXPECT_EQ(a.vec, 8);
+  EXPECT_TRUE(a.shifted);
+  EXPECT_EQ(a.window_cols, 4999 + 7);
+  a = target::ChooseRowAccess(77, 4, true);
+  EXPECT_EQ(a.vec, 4);
+  EXPECT_TRUE(a.shifted);
+  EXPECT_EQ(a.window_cols, 80);
+  a = target::ChooseRowAccess(4999, 2, false);  // an unaligned base: 1-element vectors
+  EXPECT_EQ(a.vec, 1);
+  EXPECT_FALSE(a.shifted);
+  EXPECT_EQ(a.window_cols, 4999);
+  // The window's shape covers it: a row of 4999 bf16 at decode takes 626 vectors' worth of threads.
+  const RowShape s = ChooseRowShape(1, a.window_cols + 7, 8, FakeH200());
+  EXPECT_GE(int64_t{s.threads_per_row} * s.vectors_per_thread * 8, 4999 + 7);
+}
+
 TEST(LaunchShape, ReductionForms) {
   const auto dev = FakeH200();
   auto form = [&](int64_t rows, int64_t cols, int vec) { return ChooseReduction(rows, cols, vec, dev).form; };
@@ -173,6 +195,13 @@ TEST(LaunchShape, RandomShapesAreLaunchableAndCoverTheRow) {
       if (i % 7 == 0) cols = 262144 - static_cast<int64_t>(rng() % 17);
       const int esize = esizes[rng() % 4];
       const bool aligned = rng() % 3 != 0;
+      const target::RowAccess access = target::ChooseRowAccess(cols, esize, aligned);
+      if (access.shifted) {  // the window's shape covers the window (or the row is looped, then 1-element)
+        const RowShape ws = ChooseRowShape(rows, access.window_cols, access.vec, dev);
+        ASSERT_TRUE(CheckRowShape(ws, access.window_cols).ok()) << ws.ToString();
+        ASSERT_EQ(access.window_cols, cols + access.vec - 1);
+        ASSERT_EQ(access.vec * esize, 16);
+      }
       const int vec = target::RowVectorElems(cols, esize, aligned);
       ASSERT_EQ(vec * esize <= 16, true);
       ASSERT_EQ(cols % vec, 0) << cols << " " << vec;
