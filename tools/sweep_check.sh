@@ -4,8 +4,9 @@
 # torch.compile, same timing method), merged by `opfuse bench report`, then tools/sweep_targets.py.
 # Carry build/carry.tar.xz (tools/build_carry.sh).
 #   device: SHAPES=random:24 bash tools/sweep_check.sh
-# Env: SHAPES (default random:24: a fresh seed, printed), VARIANTS (default library,jit), PEER_TIMEOUT
-# (s, default 300), BENCH_EXTRA (more `bench ops` flags, e.g. --quick).
+# Env: SHAPES (default random:24: a fresh seed, printed), VARIANTS (default library,jit), PEER=0 (no
+# peer: torch.compile compiles every shape afresh, ~5 s a case), PEER_TIMEOUT (s, default 300),
+# BENCH_EXTRA (more `bench ops` flags, e.g. --quick).
 # Everything lands in $OUT/sweep.tgz; the targets table is printed last.
 set -uo pipefail
 . "$(dirname "$0")/device_common.sh"
@@ -18,14 +19,16 @@ rc=$?
 grep -m1 -- "--shapes" "$W/bench_stderr.log"
 echo "bench ops rc $rc ($((SECONDS - t)) s)"
 [ "$rc" = 0 ] || tail -5 "$W/bench_stderr.log"
-t=$SECONDS
-timeout "${PEER_TIMEOUT:-300}" python3 tools/bench_peer.py --cases "$W/bench/cases.json" --out "$W/bench/peer.json" \
-  > "$W/peer.txt" 2> "$W/peer_stderr.log"
-rc=$?
-echo "bench_peer rc $rc ($((SECONDS - t)) s)"
-[ "$rc" = 0 ] || tail -5 "$W/peer_stderr.log"
-"$B/opfuse" bench report --dir "$W/bench" --peer "$W/bench/peer.json" > "$W/report.md" 2>&1
-echo "report rc $?"
+if [ "${PEER:-1}" = 1 ]; then
+  t=$SECONDS
+  timeout "${PEER_TIMEOUT:-300}" python3 tools/bench_peer.py --cases "$W/bench/cases.json" --out "$W/bench/peer.json" \
+    > "$W/peer.txt" 2> "$W/peer_stderr.log"
+  rc=$?
+  echo "bench_peer rc $rc ($((SECONDS - t)) s)"
+  [ "$rc" = 0 ] || tail -5 "$W/peer_stderr.log"
+  "$B/opfuse" bench report --dir "$W/bench" --peer "$W/bench/peer.json" > "$W/report.md" 2>&1
+  echo "report rc $?"
+fi
 python3 tools/sweep_targets.py "$W/bench/bench_report.json" --json "$W/targets.json" > "$W/targets.md" 2>&1
 echo "sweep_targets rc $?"
 cp "$W/bench/bench_report.json" "${OUT:-/tmp}/sweep_bench_report.json" 2>/dev/null

@@ -851,6 +851,8 @@ __global__ void __launch_bounds__(256) KvCacheWriteKernel(KvWriteParams p) {
 
 // ------------------------------------------------------------------ host side
 
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 using GeneralFn = void (*)(GeneralParams);
 
 template <typename T, int RB>

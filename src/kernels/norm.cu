@@ -1,7 +1,7 @@
 // Fused norm library kernels: rms_norm (x, weight?), add_rms_norm (x, residual, weight) -> (y, sum),
 // layer_norm (x, weight?, bias?), over the last axis.
 //
-// Design (launch shapes in fused.h): a row group of threads holds its row in registers as raw
+// Design (launch shapes in target/launch_shape.h): a row group of threads holds its row in registers as raw
 // 16-byte packs (4 registers per 8 bf16; Launder keeps the compiler from holding f32 copies
 // across the reduction instead), issues every load of the row before the first use,
 // reduces with shuffles (+ one shared exchange for groups wider than a warp), and writes the

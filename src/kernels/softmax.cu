@@ -1,7 +1,7 @@
 // Fused softmax library kernel: softmax over the last axis of x (rank >= 1) with attrs scale
 // (default 1) and causal (default 0), and an optional additive mask broadcastable to x.
 //
-// Design (launch shapes in fused.h): causal masks key j of query row i (i = row % Tq,
+// Design (launch shapes in target/launch_shape.h): causal masks key j of query row i (i = row % Tq,
 // Tq = x.shape[-2], 1 for rank 1) when j > i + (S - Tq), as the CPU reference
 // (src/ops/composite_cpu.cc) does. A row whose every key is masked (max is -inf) is written as
 // zeros, like the reference. Softmax is memory-bound only if it stays lean — at 4.3 TB/s a bf16
