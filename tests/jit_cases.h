@@ -62,6 +62,9 @@ inline const JitCase kJitCases[] = {
     {"rope_odd_half", "graph g\ninput x: bf16[T, 2, 24]\ninput c: bf16[T, 1, 24]\ninput s: bf16[T, 1, 24]\ny = rope(x, c, s)\noutput y\n", {{"T", 5}}},
     {"generic_row_contiguous_reduce", "graph g\ninput x: bf16[T, 4, 256]\ninput y: bf16[T, 1, 256]\nm = mul(x, y)\nmx = max(m)\nq = sub(m, mx)\noutput q\n", {{"T", 3}}},
     {"generic_row_contiguous_symbolic", "graph g\ninput x: f16[T, 2, S]\ninput y: f16[T, 1, S]\nm = mul(x, y)\nmx = max(m)\nq = sub(m, mx)\noutput q\n", {{"T", 3}, {"S", 40}}},
+    // narrow rows (a row group of 8 threads at both shapes: one function) at a decode row count above
+    // a decode-sized block's rows: every row of the function's compiled block must be launched.
+    {"generic_row_narrow_logsumexp", "graph g\ninput x: bf16[T, 20]\nm = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\nl = log(s)\ny = add(l, m)\noutput y\n", {{"T", 17}}},
 };
 
 // The kernel of a graph whose every node forms one fused group (how each case is written).

@@ -273,8 +273,12 @@ class Emitter {
       out.rows_per_block = out.threads / tpr_p_;
       out.threads_per_row = tpr_p_;
       out.vectors_per_thread = vpt_p_;
-      out.decode_function = tpr_d_ == tpr_p_ && vpt_d_ == vpt_p_ && decode_vec_ == vec_ ? out.function : out.function + "_decode";
-      out.decode_threads = std::max(tpr_d_, 32);
+      // One function when both shapes are the same: its rows per block are compiled in (rpb), so the
+      // decode launch must use the function's block, not a decode-sized one (a smaller block would
+      // leave the rows of the missing groups unwritten).
+      const bool same = tpr_d_ == tpr_p_ && vpt_d_ == vpt_p_ && decode_vec_ == vec_;
+      out.decode_function = same ? out.function : out.function + "_decode";
+      out.decode_threads = same ? out.threads : std::max(tpr_d_, 32);
       out.decode_rows_per_block = out.decode_threads / tpr_d_;
     } else {
       out.threads = threads_;

@@ -341,7 +341,8 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanSoftmaxEx(const Node& n, const std
   if (mask && mask_cols) aligned = aligned && Aligned(mask->data, int64_t{16} / DTypeSize(dt) * DTypeSize(mask->dtype));
   // Shifted rows (row starts off the 16-byte grid) only without a mask: the mask's columns would need
   // their own window.
-  target::RowAccess access = target::ChooseRowAccess(cols, DTypeSize(dt), aligned && !mask);
+  target::RowAccess access = target::ChooseRowAccess(cols, DTypeSize(dt), aligned);
+  if (access.shifted && mask) access = target::ChooseRowAccess(cols, DTypeSize(dt), false);
   const RowLimits lim = target::RowFamilyLimits(OpKind::kSoftmax, has_mask);
   RowShape s;
   if (opt.shape) {
