@@ -53,7 +53,7 @@ inline const JitCase kJitCases[] = {
      "graph g\ninput x: f32[T, 256]\nm = mean(x)\ny = sub(x, m)\nq = mul(y, y)\noutput m, q\n", {{"T", 3}}},
     {"generic_cast_chain", "graph g\ninput x: bf16[T, 96]\nf = cast(x) {dtype=f32}\ne = exp2(f)\nh = cast(e) {dtype=f16}\noutput h\n", {{"T", 2}}},
     // bf16 h2048: the prefill function launders its weight and bias packs each row
-    // (EmitOptions::channel_launder). Appended: tests address the cases above by index.
+    // (kMaxHoistedChannelFloats). Appended: tests address the cases above by index.
     {"layer_norm_bf16", "graph g\ninput x: bf16[T, 2048]\nparam w: bf16[2048]\nparam b: bf16[2048]\ny = layer_norm(x, w, b)\noutput y\n", {{"T", 5}}},
     // RoPE's tables and rotate_half partner load as packs (emitter v9): f32 tables beside bf16 x (32-byte
     // table packs), a half width that is not a multiple of the pack (the partner stays per element), and a

@@ -267,7 +267,6 @@ class Emitter {
     out.row = k_.is_row();
     out.row_in_registers = reg_rows_;
     out.function = fmt::format("{}_v{}", k_.name, vec_);
-    out.pdl = o_.pdl;
     if (reg_rows_) {
       out.threads = std::max(tpr_p_, kPrefillRowBlock);
       out.rows_per_block = out.threads / tpr_p_;
@@ -291,7 +290,7 @@ class Emitter {
       // kernel (1-element packs in 44 blocks of 128); swiglu 32 x 4096 in the peer's process: 256-thread
       // blocks faster than 128, level with Triton (2 elements x 256 threads) (docs/BENCHMARKS.md).
       const int dv = std::max(1, 4 / std::max(1, max_size_));
-      if (!k_.is_row() && o_.pointwise_decode && dv < vec_) {
+      if (!k_.is_row() && dv < vec_) {
         out.decode_function = out.function + "_decode";
         out.decode_threads = kPointwiseDecodeWideThreads;
         out.decode_vec = dv;
@@ -320,10 +319,9 @@ class Emitter {
       // early stores (EarlyOutputs) in the decode function only: at prefill sizes they measured
       // slower (add_rms_norm 2048 and 16384 rows); when both shapes are one function, none
       const bool separate = out.decode_function != out.function;
-      // PDL prologue (EmitOptions::pdl) in the functions the launcher takes at decode sizes only: at
-      // prefill sizes a prefill function launched with it measured slower per event-timed call
-      // (OPFUSE_JIT_PDL=0 A/B, rms_norm / softmax / swiglu 512 and 2048 rows; docs/BENCHMARKS.md),
-      // where there is no launch latency to hide (EmittedKernel::PdlIn).
+      // PDL prologue in the functions the launcher takes at decode sizes only: at prefill sizes there
+      // is no launch latency to hide, and a prefill function launched with it was slower per
+      // event-timed call (EmittedKernel::PdlIn).
       EmitFunction(s, out.function, out.threads, out.PdlIn(out.function),
                    [&](std::string& b) { EmitRowRegisters(b, tpr_p_, vpt_p_, out.rows_per_block, false); });
       if (separate)
@@ -467,7 +465,7 @@ class Emitter {
     // indices, rotating sets, read marginally faster than with one 16-byte pack. Not for one pack per
     // vector: there rms_norm 512 x 4096 in 8-byte packs (t512x2) was slower than t512x1 in 16-byte ones
     // (docs/BENCHMARKS.md).
-    if (o_.decode_half_packs && words >= 8 && vpt_d_ == 1 && tpr_d_ >= 512 && vec_ % 2 == 0) {
+    if (words >= 8 && vpt_d_ == 1 && tpr_d_ >= 512 && vec_ % 2 == 0) {
       decode_vec_ = vec_ / 2;
       vpt_d_ = 2;
       decode_half_ = true;
@@ -476,11 +474,10 @@ class Emitter {
   }
 
   // Register path, decode function: per-element outputs that depend on no reduction (depth 0), when
-  // the kernel has reductions at all and EmitOptions::early_store is on; stored right after the
-  // row's loads and re-read in the epilogue.
+  // the kernel has reductions at all; stored right after the row's loads and re-read in the epilogue.
   std::vector<int> EarlyOutputs() const {
     std::vector<int> out;
-    if (!o_.early_store || k_.num_passes == 0) return out;
+    if (k_.num_passes == 0) return out;
     for (size_t o = 0; o < k_.outputs.size(); ++o)
       if (k_.outputs[o].tensor.access != Access::kRowScalar && k_.exprs[k_.outputs[o].expr].depth == 0)
         out.push_back(static_cast<int>(o));
@@ -823,7 +820,7 @@ class Emitter {
       EmitPackLoads(s, reg_channels_, "wr", "0", "  ");
     }
     s += "  __shared__ float smem[64];\n  int phase = 0;\n  (void)smem;\n  (void)phase;\n";
-    const bool evict_first = decode && o_.decode_evict_first && !cached.empty();
+    const bool evict_first = decode && !cached.empty();
     if (evict_first) s += "  const unsigned long long pol = fz_evict_first();  // the rows are read once\n";
     // The decode function's grid covers the rows (the launcher's rule), so it has no row loop: with
     // it, the compiler kept the early stores and the epilogue's loads apart (add_rms_norm 512 x 4096
@@ -833,10 +830,10 @@ class Emitter {
       s += fmt::format("  {{\n    const {0} r0 = ({0})blockIdx.x * rpb;  // the grid covers the rows\n    if (r0 >= R) return;\n", ix_);
     else
       s += fmt::format("  for ({0} r0 = ({0})blockIdx.x * rpb; r0 < R; r0 += ({0})gridDim.x * rpb) {{\n", ix_);
-    // The per-column packs laundered each row (EmitOptions::channel_launder): without it the compiler
-    // hoists their f32 conversions out of the row loop, which with two channel inputs (layer_norm)
-    // took 127 registers and half the resident blocks of rms_norm's kernel.
-    if (!decode && o_.channel_launder && static_cast<int>(reg_channels_.size()) * vpt * vec_ > kMaxHoistedChannelFloats) {
+    // The per-column packs laundered each row where their f32 copies would exceed
+    // kMaxHoistedChannelFloats: without it the compiler hoists their conversions out of the row loop,
+    // which with two channel inputs (layer_norm) took half the resident blocks of rms_norm's kernel.
+    if (!decode && static_cast<int>(reg_channels_.size()) * vpt * vec_ > kMaxHoistedChannelFloats) {
       s += "#pragma unroll\n    for (int it = 0; it < VPT; ++it) {";
       for (int in : reg_channels_) s += fmt::format(" wr{}[it].launder();", in);
       s += " }  // convert the per-column packs where they are used, not once before the loop\n";
@@ -897,7 +894,6 @@ class Emitter {
     std::vector<KeptPacks> kept_after(k_.num_passes + 1, kept);
     for (int p = 1; p <= k_.num_passes; ++p) {
       kept_after[p] = kept_after[p - 1];
-      if (!o_.cache_pass_values) continue;
       std::vector<int> later = vec_targets;
       for (int q = p + 1; q <= k_.num_passes; ++q) later.insert(later.end(), pass_args[q].begin(), pass_args[q].end());
       const std::vector<bool> reread = Reached(later, kept_after[p - 1]);

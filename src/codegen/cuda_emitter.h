@@ -7,7 +7,8 @@
 // caller guarantees alignment (the `aligned` variant), f32 math for f16/bf16.
 // Pointwise kernels: one vector per thread, the grid covering the tensor (the layout of the
 // library's glu kernel, which reaches copy bandwidth), no row/column arithmetic unless an operand
-// needs it.
+// needs it; over vectors wider than 4 bytes, a `decode_function` of 4-byte packs for tiny tensors
+// (kPointwiseDecodeThreads below).
 // Row kernels with a static row width use the library's row layout (src/kernels/fused.h): a row
 // group of TPR threads x VPT vectors per thread, the row's raw 16-byte packs held in registers
 // (converted to f32 on use, laundered between passes), all loads issued before the first use,
@@ -19,9 +20,9 @@
 // threads; twice decode_row_threads for two or more 16-byte packs of row data per vector, and for
 // single-pass kernels without a MUFU op per element).
 // The decode function: outputs that need no reduction (add_rms_norm's sum) are stored right after the
-// loads, and the stored packs are kept in registers for the reductions and the epilogue
-// (EmitOptions::early_store); no row loop (its grid covers the rows) and 32-bit indices (the launcher
-// takes it only then, and below kDecodeMaxElements); the row inputs loaded with evict-first hints;
+// loads, and the stored packs are kept in registers for the reductions and the epilogue; no row
+// loop (its grid covers the rows) and 32-bit indices (the launcher takes it only then, and below
+// kDecodeMaxElements); the row inputs loaded with evict-first hints;
 // where the doubled group holds one 16-byte vector per thread, two 8-byte packs instead, with the
 // weight loaded in the epilogue. With one row group per block (the launcher's block is exactly
 // TPR x rows-per-block threads) no row guard is emitted, and no column guard where the group's
@@ -62,41 +63,15 @@ struct EmitOptions {
   int decode_row_threads = kDefaultDecodeRowThreads;  // decode row shape: widest row group wanted
   // Prefill row shape: 32-bit registers of row data wanted per thread (the row group is the row's
   // vectors over that); 0 is the emitter's rule (16, or 8 for multi-pass kernels with a MUFU op per
-  // element). Only for tuning sweeps (OPFUSE_JIT_PREFILL_ROW_WORDS).
+  // element). Only for tuning sweeps.
   int prefill_row_words = 0;
-  // Register-path row kernels, decode function: outputs that need no reduction (add_rms_norm's
-  // residual sum) are stored right after the row's loads, their packed words kept for the reductions
-  // and the epilogue; off (stored in the epilogue) only for A/B timing (OPFUSE_JIT_EARLY_STORE=0).
-  bool early_store = true;
-  // Decode function: row inputs loaded with L1/L2 evict-first hints (they are read once), and two
-  // 8-byte packs per thread where the doubled row group holds one 16-byte vector each; off only for
-  // A/B timing (OPFUSE_JIT_EVICT_FIRST=0, OPFUSE_JIT_HALF_PACKS=0).
-  bool decode_evict_first = true;
-  bool decode_half_packs = true;
-  // Pointwise kernels over vectors wider than 4 bytes: a decode function of 4-byte packs for tiny
-  // tensors (the launcher's rule); off only for A/B timing (OPFUSE_JIT_POINTWISE_DECODE=0).
-  bool pointwise_decode = true;
-  // Programmatic dependent launch (Hopper): the functions taken at decode sizes start with
-  // fz_pdl_enter() (EmittedKernel::PdlIn) — allow the next kernel to be scheduled, then
-  // wait for the earlier grids (griddepcontrol; no-ops below sm_90 and when launched without the
-  // attribute), as the library kernels' PdlEnter (kernels/pdl.cuh). The executor launches those
-  // functions with the PDL attribute (OPFUSE_DISABLE=pdl clears it). Off only for A/B timing
-  // (OPFUSE_JIT_PDL=0).
-  bool pdl = true;
-  // Register-path prefill function: where the per-column packs loaded before the row loop would widen
-  // to more than kMaxHoistedChannelFloats f32 registers (layer_norm's weight and bias at 4 vectors of
-  // 8: 64), they are laundered at the top of each row iteration, so the compiler converts them where
-  // they are used instead of hoisting f32 copies out of the loop (layer_norm bf16 h2048 t64x4: 127 -> 80
-  // registers, ptxas sm_90). Off only for A/B timing (OPFUSE_JIT_CHANNEL_LAUNDER=0).
-  bool channel_launder = true;
-  // Register-path row functions: a pass's reduced value with a MUFU op under it that a later pass or
-  // the epilogue reads again (softmax's 2^(z - max)) is kept as f32 in registers instead of
-  // recomputed. Off only for A/B timing (OPFUSE_JIT_CACHE_PASS_VALUES=0).
-  bool cache_pass_values = true;
 };
 
-// See EmitOptions::channel_launder: f32 registers the hoisted per-column values may take (one
-// channel input's 4 vectors of 8 fit, as rms_norm's weight, whose kernels do not change).
+// Register-path prefill function: where the per-column packs loaded before the row loop would widen
+// to more than this many f32 registers (layer_norm's weight and bias at 4 vectors of 8: 64), they are
+// laundered at the top of each row iteration, so the compiler converts them where they are used
+// instead of hoisting f32 copies out of the loop (layer_norm bf16 h2048 t64x4 drops below 768
+// resident threads per SM otherwise). One channel input's 4 vectors of 8 fit, as rms_norm's weight.
 inline constexpr int kMaxHoistedChannelFloats = 32;
 
 struct EmittedKernel {
@@ -117,14 +92,16 @@ struct EmittedKernel {
   int decode_rows_per_block = 1;
   // Pointwise kernels: the decode function's elements per thread (0: no decode function).
   int decode_vec = 0;
-  // EmitOptions::pdl. Then the functions the launcher takes at decode sizes begin with fz_pdl_enter()
-  // and are safe to launch with PDL: the decode function, and the prefill function where it is the
-  // only one (no separate decode function); a prefill function beside a decode one has no prologue
-  // (at prefill sizes it made each event-timed call slower). PdlIn(name) says which — the
-  // emitter writes the prologue by it and the executor sets the launch attribute by it.
-  bool pdl = false;
+  // Programmatic dependent launch (Hopper): the functions the launcher takes at decode sizes begin
+  // with fz_pdl_enter() — allow the next kernel to be scheduled, then wait for the earlier grids
+  // (griddepcontrol; no-ops below sm_90 and when launched without the attribute), as the library
+  // kernels' PdlEnter (kernels/pdl.cuh) — and are safe to launch with PDL: the decode function, and
+  // the prefill function where it is the only one (no separate decode function); a prefill function
+  // beside a decode one has no prologue (at prefill sizes it made each event-timed call slower).
+  // PdlIn(name) says which — the emitter writes the prologue by it and the executor sets the launch
+  // attribute by it (OPFUSE_DISABLE=pdl clears the attribute).
   bool PdlIn(const std::string& name) const {
-    return pdl && (name == decode_function || decode_function.empty() || decode_function == function);
+    return name == decode_function || decode_function.empty() || decode_function == function;
   }
 };
 

@@ -263,7 +263,7 @@ class Lowering {
         // Base 2, as the library kernel (src/kernels/softmax.cu): z = (x * scale + mask) * log2(e)
         // with scale * log2(e) folded into one constant (one FMUL, or one FMA with a mask), then
         // e = 2^(z - max z) and y = e * (1 / sum e). The register path keeps e from the sum's pass
-        // (EmitOptions::cache_pass_values): one exp2 per element and one FMUL.
+        // (the emitter's pass-value cache): one exp2 per element and one FMUL.
         constexpr double kLog2e = 1.4426950408889634;
         const double scale = AttrFloat(n.attrs, "scale", 1.0);
         int s = Op(OpKind::kMul, {a[0], Const(scale * kLog2e)});

@@ -199,11 +199,10 @@ TEST(JitKernel, PointwiseDecodeExactGridHasNoGuard) {
   }
 }
 
-// With EmitOptions::pdl the functions the launcher takes at decode sizes start with the PDL prologue
-// (the executor launches exactly those with the attribute): the decode function, and the prefill
-// function only where it is the sole function (looped rows); a prefill function beside a decode one
-// has none. With pdl off there is none. Row, pointwise and looped kernels, aligned and not; the
-// prologue compiles for sm_90 and, as no-ops, for sm_80.
+// The functions the launcher takes at decode sizes start with the PDL prologue (the executor launches
+// exactly those with the attribute): the decode function, and the prefill function only where it is
+// the sole function (looped rows); a prefill function beside a decode one has none. Row, pointwise
+// and looped kernels, aligned and not; the prologue compiles for sm_90 and, as no-ops, for sm_80.
 TEST(JitKernel, PdlPrologueOpensTheDecodeSizeFunctions) {
   struct Case {
     const char* graph;
@@ -216,98 +215,93 @@ TEST(JitKernel, PdlPrologueOpensTheDecodeSizeFunctions) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.graph);
-    for (bool pdl : {true, false}) {
-      for (bool aligned : {true, false}) {
-        codegen::EmitOptions o;
-        o.pdl = pdl;
-        o.aligned = aligned;
-        auto e = EmitGraph(c.graph, o);
-        ASSERT_TRUE(e.ok()) << e.status().message();
-        const bool separate = !e->decode_function.empty() && e->decode_function != e->function;
-        if (aligned) {
-          ASSERT_EQ(separate, !c.sole_function) << e->source;
-        }
-        EXPECT_EQ(e->pdl, pdl);
-        EXPECT_EQ(e->PdlIn(e->function), pdl && !separate);
-        const size_t prologues = Count(e->source, ") {\n  fz_pdl_enter();");
-        EXPECT_EQ(prologues, pdl ? 1u : 0u) << e->source;  // the decode function, or the sole one
-        if (pdl && separate) {
-          EXPECT_NE(DecodeSource(*e).find(") {\n  fz_pdl_enter();"), std::string::npos);
-        }
-        if (pdl && aligned)
-          for (const char* arch : {"sm_90", "sm_80"}) ExpectCompiles(e->source, e->function, arch);
+    for (bool aligned : {true, false}) {
+      codegen::EmitOptions o;
+      o.aligned = aligned;
+      auto e = EmitGraph(c.graph, o);
+      ASSERT_TRUE(e.ok()) << e.status().message();
+      const bool separate = !e->decode_function.empty() && e->decode_function != e->function;
+      if (aligned) {
+        ASSERT_EQ(separate, !c.sole_function) << e->source;
       }
+      EXPECT_EQ(e->PdlIn(e->function), !separate);
+      if (separate) {
+        EXPECT_TRUE(e->PdlIn(e->decode_function));
+      }
+      const size_t prologues = Count(e->source, ") {\n  fz_pdl_enter();");
+      EXPECT_EQ(prologues, 1u) << e->source;  // the decode function, or the sole one
+      if (separate) {
+        EXPECT_NE(DecodeSource(*e).find(") {\n  fz_pdl_enter();"), std::string::npos);
+        EXPECT_EQ(PrefillSource(*e).find("fz_pdl_enter();"), std::string::npos);
+      }
+      if (aligned)
+        for (const char* arch : {"sm_90", "sm_80"}) ExpectCompiles(e->source, e->function, arch);
     }
   }
 }
 
 // add_rms_norm's sum needs no reduction: in the decode function it is stored right after the row's
 // loads and its stored packs are kept and read again by the reduction and the epilogue (the x /
-// residual packs are not converted again); with early_store off, and in the prefill function, it is stored in the
-// epilogue from the packs. Both variants compile.
+// residual packs are not converted again); in the prefill function it is stored in the epilogue from
+// the packs. Both dtypes compile.
 TEST(JitKernel, EarlyStoreAndReload) {
   for (const char* dt : {"bf16", "f32"}) {
     SCOPED_TRACE(dt);
     const std::string graph = fmt::format("graph g\ninput x: {0}[512, 4096]\ninput r: {0}[512, 4096]\nparam w: {0}[4096]\n"
                                           "y, s = add_rms_norm(x, r, w)\noutput y, s\n", dt);
-    for (bool early : {true, false}) {
-      codegen::EmitOptions o;
-      o.early_store = early;
-      auto e = EmitGraph(graph, o);
-      ASSERT_TRUE(e.ok()) << e.status().message();
-      ASSERT_TRUE(e->row_in_registers);
-      // early stores only in a decode function of its own (bf16: t512x2 of 8-byte packs beside the prefill t256x2)
-      const size_t functions = e->decode_function == e->function ? 1 : 2;
-      const size_t early_fns = early && functions == 2 ? 1 : 0;
-      if (std::string(dt) == "bf16") {
-        EXPECT_EQ(functions, 2u) << e->source;
-      }
-      EXPECT_EQ(Count(e->source, "stored before the first one"), early_fns) << e->source;
-      EXPECT_EQ(Count(e->source, "sv1[it].store(out1, r * C + c0)"), early_fns) << e->source;
-      // the kept sum is read by pass 1 and the epilogue; the packs of x only by the early loop there
-      // (pass 1 + epilogue where the sum is stored late)
-      EXPECT_EQ(Count(e->source, "= sv1[it].get(j)"), 2 * early_fns) << e->source;
-      EXPECT_EQ(Count(e->source, "= xr0[it].get(j)"), 2 * functions - early_fns) << e->source;
-      ExpectCompiles(e->source, e->function);
+    auto e = EmitGraph(graph, {});
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    ASSERT_TRUE(e->row_in_registers);
+    // early stores only in a decode function of its own (bf16: t512x2 of 8-byte packs beside the prefill t256x2)
+    const size_t functions = e->decode_function == e->function ? 1 : 2;
+    const size_t early_fns = functions == 2 ? 1 : 0;
+    if (std::string(dt) == "bf16") {
+      EXPECT_EQ(functions, 2u) << e->source;
     }
+    EXPECT_EQ(Count(e->source, "stored before the first one"), early_fns) << e->source;
+    EXPECT_EQ(Count(e->source, "sv1[it].store(out1, r * C + c0)"), early_fns) << e->source;
+    // the kept sum is read by pass 1 and the epilogue; the packs of x only by the early loop there
+    // (pass 1 + epilogue where the sum is stored late: the prefill function)
+    EXPECT_EQ(Count(e->source, "= sv1[it].get(j)"), 2 * early_fns) << e->source;
+    EXPECT_EQ(Count(e->source, "= xr0[it].get(j)"), 2 * functions - early_fns) << e->source;
+    if (functions == 2) {
+      EXPECT_EQ(Count(PrefillSource(*e), "stored before the first one"), 0u);
+      EXPECT_EQ(Count(DecodeSource(*e), "stored before the first one"), 1u);
+    }
+    ExpectCompiles(e->source, e->function);
   }
 }
 
-// The decode function's own habits (H200-measured, docs/BENCHMARKS.md issue 4 session 10): 32-bit
-// indices, evict-first row loads, no guards where the row group covers the row exactly, and for
-// add_rms_norm 4096 bf16 (a 512-thread group, one 16-byte vector each) two 8-byte packs per thread
-// with the weight loaded in the epilogue. The prefill function keeps 64-bit indices and plain loads;
-// each switch turns its habit off; a width the group does not cover exactly keeps its guards.
+// The decode function's own habits (measured against torch.compile's kernels, docs/BENCHMARKS.md's
+// history): 32-bit indices, evict-first row loads, no guards where the row group covers the row
+// exactly, and for add_rms_norm 4096 bf16 (a 512-thread group, one 16-byte vector each) two 8-byte
+// packs per thread with the weight loaded in the epilogue. The prefill function keeps 64-bit indices,
+// plain loads and its weight loaded before the rows; a width the group does not cover exactly keeps
+// its guards.
 TEST(JitKernel, DecodeFunctionHabits) {
   const char* arn = "graph g\ninput x: bf16[T, 4096]\ninput r: bf16[T, 4096]\nparam w: bf16[4096]\ny, s = add_rms_norm(x, r, w)\noutput y, s\n";
-  for (bool ef : {true, false})
-    for (bool half : {true, false}) {
-      SCOPED_TRACE(fmt::format("evict_first {} half_packs {}", ef, half));
-      codegen::EmitOptions o;
-      o.decode_evict_first = ef;
-      o.decode_half_packs = half;
-      auto emitted = EmitGraph(arn, o);
-      ASSERT_TRUE(emitted.ok()) << emitted.status().message();
-      const codegen::EmittedKernel& e = *emitted;
-      ASSERT_NE(e.decode_function, e.function);
-      const std::string& src = e.source;
-      const std::string decode = DecodeSource(e);
-      ASSERT_FALSE(decode.empty());
-      const std::string prefill = PrefillSource(e);
-      EXPECT_NE(prefill.find("const long long C = 4096LL;"), std::string::npos);
-      EXPECT_NE(decode.find("const int C = (int)(4096LL);"), std::string::npos) << decode;
-      EXPECT_EQ(Count(decode, "long long r0"), 0u);
-      EXPECT_EQ(Count(prefill, "].load_ef(in"), 0u);
-      EXPECT_EQ(Count(decode, "].load_ef(in"), ef ? 2u : 0u) << decode;
-      EXPECT_EQ(Count(decode, "fz_evict_first()"), ef ? 1u : 0u);
-      EXPECT_EQ(Count(decode, "c0 < C"), 0u) << decode;  // 512 threads x 8 elements cover 4096 exactly
-      EXPECT_EQ(e.decode_threads, 512);
-      EXPECT_EQ(Count(decode, "fz_pack<fz_bf16, 4> xr0[VPT]"), half ? 1u : 0u) << decode;
-      EXPECT_EQ(Count(decode, "fz_pack<fz_bf16, 8> xr0[VPT]"), half ? 0u : 1u) << decode;
-      EXPECT_EQ(Count(decode, "wr2[it].load(in2"), half ? 0u : 1u) << decode;  // the weight: epilogue / before the rows
-      EXPECT_EQ(Count(decode, "fz_load<4>(in2, c0, x2)"), half ? 1u : 0u) << decode;
-      ExpectCompiles(src, e.function);
-    }
+  auto emitted = EmitGraph(arn, {});
+  ASSERT_TRUE(emitted.ok()) << emitted.status().message();
+  const codegen::EmittedKernel& e = *emitted;
+  ASSERT_NE(e.decode_function, e.function);
+  const std::string decode = DecodeSource(e);
+  ASSERT_FALSE(decode.empty());
+  const std::string prefill = PrefillSource(e);
+  EXPECT_NE(prefill.find("const long long C = 4096LL;"), std::string::npos);
+  EXPECT_NE(decode.find("const int C = (int)(4096LL);"), std::string::npos) << decode;
+  EXPECT_EQ(Count(decode, "long long r0"), 0u);
+  EXPECT_EQ(Count(prefill, "].load_ef(in"), 0u);
+  EXPECT_EQ(Count(prefill, "fz_evict_first()"), 0u);
+  EXPECT_EQ(Count(decode, "].load_ef(in"), 2u) << decode;
+  EXPECT_EQ(Count(decode, "fz_evict_first()"), 1u);
+  EXPECT_EQ(Count(decode, "c0 < C"), 0u) << decode;  // 512 threads x 8 elements cover 4096 exactly
+  EXPECT_EQ(e.decode_threads, 512);
+  EXPECT_EQ(Count(decode, "fz_pack<fz_bf16, 4> xr0[VPT]"), 1u) << decode;  // two 8-byte packs per thread
+  EXPECT_EQ(Count(decode, "fz_pack<fz_bf16, 8> xr0[VPT]"), 0u) << decode;
+  EXPECT_EQ(Count(decode, "wr2[it].load(in2"), 0u) << decode;  // the weight: in the epilogue
+  EXPECT_EQ(Count(decode, "fz_load<4>(in2, c0, x2)"), 1u) << decode;
+  EXPECT_EQ(Count(prefill, "wr2[it].load(in2"), 1u) << prefill;  // the weight: before the rows
+  ExpectCompiles(e.source, e.function);
   // 4000 columns: 500 vectors of 8 over a 512-thread group, so the decode function keeps its guards
   auto odd = EmitGraph("graph g\ninput x: bf16[T, 4000]\nparam w: bf16[4000]\ny = rms_norm(x, w)\noutput y\n", {});
   ASSERT_TRUE(odd.ok()) << odd.status().message();
@@ -318,21 +312,18 @@ TEST(JitKernel, DecodeFunctionHabits) {
 // The prefill function launders its per-column packs at the top of each row where their f32 copies
 // would exceed kMaxHoistedChannelFloats (layer_norm's weight and bias: ptxas sm_90 then gives the
 // h2048 kernel 80 registers instead of 127); rms_norm's one weight stays as it was; never in the
-// decode function (no row loop); the switch turns it off.
+// decode function (no row loop).
 TEST(JitKernel, ChannelPacksLaunderedWhereTheyWouldBeHoisted) {
   struct Case {
     const char* graph;
-    bool on;
     size_t launders;
   };
   const char* ln = "graph g\ninput x: bf16[T, 2048]\nparam w: bf16[2048]\nparam b: bf16[2048]\n"
                    "y = layer_norm(x, w, b) {eps=1e-05}\noutput y\n";
   const char* rms = "graph g\ninput x: bf16[T, 2048]\nparam w: bf16[2048]\ny = rms_norm(x, w)\noutput y\n";
-  for (const Case& c : {Case{ln, true, 1}, Case{ln, false, 0}, Case{rms, true, 0}}) {
-    SCOPED_TRACE(fmt::format("{} launder {}", c.graph, c.on));
-    codegen::EmitOptions o;
-    o.channel_launder = c.on;
-    auto e = EmitGraph(c.graph, o);
+  for (const Case& c : {Case{ln, 1}, Case{rms, 0}}) {
+    SCOPED_TRACE(c.graph);
+    auto e = EmitGraph(c.graph, {});
     ASSERT_TRUE(e.ok()) << e.status().message();
     ASSERT_TRUE(e->row_in_registers);
     ASSERT_NE(e->decode_function, e->function);
@@ -386,24 +377,20 @@ TEST(JitKernel, RowContiguousBroadcastAndRotHalfLoadAsPacks) {
 
 // Softmax's 2^(z - max) is computed once per element: kept as f32 (ce<e>[VPT][vec]) from the sum's pass
 // to the epilogue, which scales it by the row's 1 / sum, in the prefill and the decode function, with a
-// mask too. With the switch off the epilogue computes it again. Nothing without a MUFU op under a pass's
-// value is kept (layer_norm's centred x). (H200, softmax 512 x 2048 bf16: 4.96 against 5.12 µs;
-// docs/BENCHMARKS.md, issue 4 session 17.)
+// mask too: one exponential per element. Nothing without a MUFU op under a pass's value is kept
+// (layer_norm's centred x).
 TEST(JitKernel, PassValuesWithAnExponentialAreKeptForTheEpilogue) {
   struct Case {
     const char* graph;
-    bool on;
     size_t exp2_per_function, kept_per_function;
   };
   const char* sm = "graph g\ninput x: bf16[T, 2048]\ny = softmax(x)\noutput y\n";
   const char* masked = "graph g\ninput x: bf16[T, 2048]\ninput m: bf16[T, 2048]\ny = softmax(x, m) {scale=0.125}\noutput y\n";
   const char* ln = "graph g\ninput x: bf16[T, 2048]\nparam w: bf16[2048]\nparam b: bf16[2048]\n"
                    "y = layer_norm(x, w, b) {eps=1e-05}\noutput y\n";
-  for (const Case& c : {Case{sm, true, 1, 1}, Case{sm, false, 2, 0}, Case{masked, true, 1, 1}, Case{ln, true, 0, 0}}) {
-    SCOPED_TRACE(fmt::format("{} cache {}", c.graph, c.on));
-    codegen::EmitOptions o;
-    o.cache_pass_values = c.on;
-    auto e = EmitGraph(c.graph, o);
+  for (const Case& c : {Case{sm, 1, 1}, Case{masked, 1, 1}, Case{ln, 0, 0}}) {
+    SCOPED_TRACE(c.graph);
+    auto e = EmitGraph(c.graph, {});
     ASSERT_TRUE(e.ok()) << e.status().message();
     ASSERT_TRUE(e->row_in_registers);
     // one function where the decode shape is the prefill one (the masked softmax)
@@ -473,13 +460,13 @@ TEST(JitKernel, CubinRegisterCounts) {
 }
 
 // Occupancy of the prefill row functions at bench ops' widths: each keeps at least 768 resident
-// threads per SM (24 warps). With 512 (layer_norm bf16 h2048 before channel_launder: 127 registers)
-// the JIT layer_norm 16384 x 2048 was 12 % slower than the library's (H200, docs/BENCHMARKS.md
-// issue 4 sessions 14-15); rms_norm h4096 streams at 98 % of a same-size copy with 768.
-// Resident threads per SM (compute capability 9.0) of `graph`'s prefill row function emitted with
-// `o`, by the registers NVRTC gave it; `what` names the function, its registers and block.
-StatusOr<int> PrefillResidentThreads(const std::string& graph, const codegen::EmitOptions& o, std::string* what) {
-  OPFUSE_ASSIGN_OR_RETURN(codegen::EmittedKernel e, EmitGraph(graph, o));
+// threads per SM (24 warps). With 512 (layer_norm bf16 h2048 before its per-column packs were
+// laundered each row, kMaxHoistedChannelFloats) the JIT layer_norm 16384 x 2048 was slower than the
+// library's (docs/BENCHMARKS.md's history).
+// Resident threads per SM (compute capability 9.0) of `graph`'s prefill row function, by the
+// registers NVRTC gave it; `what` names the function, its registers and block.
+StatusOr<int> PrefillResidentThreads(const std::string& graph, std::string* what) {
+  OPFUSE_ASSIGN_OR_RETURN(codegen::EmittedKernel e, EmitGraph(graph, {}));
   if (!e.row_in_registers) return InvalidArgument("not a register-path row kernel: " + graph);
   OPFUSE_ASSIGN_OR_RETURN(jit::NvrtcOutput c, jit::CompileCuda(e.source, e.function, "sm_90"));
   OPFUSE_ASSIGN_OR_RETURN(auto regs, jit::CubinRegisterCounts(c.cubin));
@@ -506,42 +493,32 @@ TEST(JitKernel, PrefillRowFunctionsKeepEnoughThreadsResident) {
                       "y, s = add_rms_norm(x, r, w)\noutput y, s\n", dt, h),
           LayerNormGraph(dt, h)};
       for (const std::string& graph : graphs) {
-        auto threads = PrefillResidentThreads(graph, {}, &what);
+        auto threads = PrefillResidentThreads(graph, &what);
         ASSERT_TRUE(threads.ok()) << threads.status().message();
         EXPECT_GE(*threads, 768) << what;
       }
     }
-  // ...and without the launder, layer_norm bf16 h2048 is the kernel that falls below (NVRTC 13 hoists
-  // the weight and bias conversions). If this starts to fail, the compiler stopped hoisting them and
-  // EmitOptions::channel_launder may no longer be needed: re-measure it with and without (EmitOptions).
-  codegen::EmitOptions off;
-  off.channel_launder = false;
-  auto threads = PrefillResidentThreads(LayerNormGraph("bf16", 2048), off, &what);
-  ASSERT_TRUE(threads.ok()) << threads.status().message();
-  EXPECT_LT(*threads, 768) << what;
 }
 
 // Pointwise kernels over vectors wider than 4 bytes get a decode function of 4-byte packs (no loop,
-// 32-bit indices, 128 threads) for tiny tensors; none where the vector already is that narrow, or
-// with the switch off.
+// 32-bit indices, compiled for kPointwiseDecodeWideThreads) for tiny tensors; none where the vector
+// already is that narrow.
 TEST(JitKernel, PointwiseDecodeFunction) {
   struct Case {
     const char* graph;
-    bool aligned, on;
+    bool aligned;
     int vec, decode_vec;
   };
   const Case cases[] = {
-      {"graph g\ninput a: bf16[T, 5632]\ninput b: bf16[T, 5632]\ny = swiglu(a, b)\noutput y\n", true, true, 8, 2},
-      {"graph g\ninput a: bf16[T, 5632]\ninput b: bf16[T, 5632]\ny = swiglu(a, b)\noutput y\n", true, false, 8, 0},
-      {"graph g\ninput a: f32[T, 64]\ninput b: f32[T, 64]\ny = add(a, b)\noutput y\n", true, true, 4, 1},
-      {"graph g\ninput a: bf16[T, 6]\ninput b: bf16[T, 6]\ny = mul(a, b)\noutput y\n", true, true, 2, 0},
-      {"graph g\ninput a: bf16[T, 64]\ninput b: bf16[T, 64]\ny = mul(a, b)\noutput y\n", false, true, 1, 0},
+      {"graph g\ninput a: bf16[T, 5632]\ninput b: bf16[T, 5632]\ny = swiglu(a, b)\noutput y\n", true, 8, 2},
+      {"graph g\ninput a: f32[T, 64]\ninput b: f32[T, 64]\ny = add(a, b)\noutput y\n", true, 4, 1},
+      {"graph g\ninput a: bf16[T, 6]\ninput b: bf16[T, 6]\ny = mul(a, b)\noutput y\n", true, 2, 0},
+      {"graph g\ninput a: bf16[T, 64]\ninput b: bf16[T, 64]\ny = mul(a, b)\noutput y\n", false, 1, 0},
   };
   for (const Case& c : cases) {
-    SCOPED_TRACE(fmt::format("{} aligned {} on {}", c.graph, c.aligned, c.on));
+    SCOPED_TRACE(fmt::format("{} aligned {}", c.graph, c.aligned));
     codegen::EmitOptions o;
     o.aligned = c.aligned;
-    o.pointwise_decode = c.on;
     auto e = EmitGraph(c.graph, o);
     ASSERT_TRUE(e.ok()) << e.status().message();
     EXPECT_FALSE(e->row);
