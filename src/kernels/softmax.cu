@@ -28,6 +28,8 @@
 // The mask is read through a broadcast row map (fused_common.cuh): same shape as x, [T, S] under
 // any leading dims, or any numpy-broadcastable shape; its last dim may be S or 1. Mask dtype: x's
 // or f32. ex2.approx is ~2 ulp, well inside the f32 test bound.
+#include <cooperative_groups.h>
+
 #include "kernels/fused_common.cuh"
 #include "kernels/pdl.cuh"
 
@@ -49,6 +51,7 @@ struct SoftmaxParams {
   int64_t tq;       // x.shape[-2] (1 for rank 1)
   int mask_cols;    // mask column stride: 1 (mask last dim S) or 0 (last dim 1)
   RowMap mmap;      // row of x -> element offset of the mask row
+  int chunk;        // split rows: window elements per block of the cluster
 };
 
 // Loads N mask values for columns [c, c + N) of the row at `moff` (broadcast when mask_cols == 0).
@@ -183,6 +186,84 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel
   }
 }
 
+// Split row (rows past the register path, sm_90; target::ChooseRowSplit): a cluster of
+// kRowSplitBlocks blocks per row, block k holding window elements [k * chunk, (k + 1) * chunk) of the
+// row in registers (the aligned window of shifted rows: column = window element - s, s = base % N).
+// Each block reduces its max and then its sum, the cluster combines them through distributed shared
+// memory, so the row is read once and written once. No mask.
+template <class T, bool CAUSAL, int N, int VPT>
+__global__ void __cluster_dims__(target::kRowSplitBlocks, 1, 1) __launch_bounds__(target::kRowSplitMaxThreads)
+    SoftmaxSplitKernel(SoftmaxParams<T, T> p) {
+  PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
+  namespace cg = cooperative_groups;
+  constexpr int C = target::kRowSplitBlocks;
+  __shared__ float smem[64];
+  __shared__ float share[2];  // this block's max and sum, read by the whole cluster
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int64_t r = blockIdx.x / C;  // the planner launches exactly rows clusters
+  const int64_t base = r * p.cols;
+  const int s = static_cast<int>(base % N);
+  const int tpb = blockDim.x;
+  const int w0 = rank * p.chunk;
+  const int lv = LastVisible<CAUSAL>(p, r);
+  int phase = 0;
+  auto col = [&](int it) { return w0 + (it * tpb + static_cast<int>(threadIdx.x)) * N - s; };
+  auto mine = [&](int it) { return (it * tpb + static_cast<int>(threadIdx.x)) * N < p.chunk && col(it) < p.cols; };
+  Pack<T, N> xv[VPT];
+#pragma unroll
+  for (int it = 0; it < VPT; ++it)
+    if (mine(it)) xv[it] = LoadRowPack<T, N, true>(p.x + base, col(it), p.cols);
+  auto zval = [&](int it, int j) -> float {
+    const int c = col(it) + j;
+    if (c < 0 || c >= p.cols) return NegInf();  // outside the row
+    return Z<CAUSAL>(p, xv[it].get(j), 0.0f, c, lv);
+  };
+  float mx = NegInf();
+#pragma unroll
+  for (int it = 0; it < VPT; ++it)
+    if (mine(it))
+#pragma unroll
+      for (int j = 0; j < N; ++j) mx = fmaxf(mx, zval(it, j));
+  mx = RowReduce<MaxOp>(mx, tpb, smem, phase);
+  if (threadIdx.x == 0) share[0] = mx;
+  cluster.sync();  // every block's max is written
+  float gmx = NegInf();
+#pragma unroll
+  for (int k = 0; k < C; ++k) gmx = fmaxf(gmx, *cluster.map_shared_rank(&share[0], k));
+  const bool dead = gmx == NegInf();  // every key masked: zeros
+#pragma unroll
+  for (int it = 0; it < VPT; ++it) Launder(xv[it]);
+  float e[VPT][N];
+  float sum = 0.0f;
+#pragma unroll
+  for (int it = 0; it < VPT; ++it) {
+    const bool live = !dead && mine(it);
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      e[it][j] = live ? Exp2(zval(it, j) - gmx) : 0.0f;
+      sum += e[it][j];
+    }
+  }
+  sum = RowReduce<SumOp>(sum, tpb, smem, phase);
+  if (threadIdx.x == 0) share[1] = sum;
+  cluster.sync();  // every block's sum is written
+  float gsum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < C; ++k) gsum += *cluster.map_shared_rank(&share[1], k);
+  const float inv = dead ? 0.0f : __frcp_rn(gsum);
+#pragma unroll
+  for (int it = 0; it < VPT; ++it) {
+    if (mine(it)) {
+      float o[N];
+#pragma unroll
+      for (int j = 0; j < N; ++j) o[j] = e[it][j] * inv;
+      StoreRowPack<T, N, true>(p.y + base, col(it), p.cols, MakePack<T, N>(o));
+    }
+  }
+  cluster.sync();  // the blocks stay until every block has read their shared memory
+}
+
 // Looped path: online (max, sum) in one read of the row, then a write pass.
 template <class T, class M, bool HAS_MASK, bool CAUSAL, int N>
 __global__ void __launch_bounds__(1024) SoftmaxLoopKernel(SoftmaxParams<T, M> p) {
@@ -294,6 +375,21 @@ std::vector<cuda::KernelLaunch> MakeSoftmax(const std::string& name, const RowSh
   });
 }
 
+template <class T, bool CAUSAL>
+std::vector<cuda::KernelLaunch> MakeSoftmaxSplit(const std::string& name, const target::RowSplit& sp, int64_t rows,
+                                                 const SoftmaxParams<T, T>& p) {
+  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  auto make = [&](auto kernel) {
+    return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(name, kernel, dim3(static_cast<unsigned>(rows * sp.blocks)),
+                                                                    dim3(sp.threads), 0, p).Pdl()};
+  };
+  switch (sp.vpt) {
+    case 2: return make(SoftmaxSplitKernel<T, CAUSAL, kVec, 2>);
+    case 4: return make(SoftmaxSplitKernel<T, CAUSAL, kVec, 4>);
+    default: return make(SoftmaxSplitKernel<T, CAUSAL, kVec, 8>);
+  }
+}
+
 template <class T, class M, bool HAS_MASK>
 std::vector<cuda::KernelLaunch> MakeSoftmax(const std::string& name, const RowShape& s, bool shifted, dim3 grid,
                                             const SoftmaxParams<T, M>& p) {
@@ -352,6 +448,10 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanSoftmaxEx(const Node& n, const std
   } else {
     s = ChooseRowShape(rows, access.window_cols, access.vec, dev, lim);
   }
+  // Rows past the register path, fewer rows than SMs, no mask, 16-byte aligned bases, sm_90: split
+  // over a cluster (target::ChooseRowSplit).
+  std::optional<target::RowSplit> split;
+  if (s.looped && !opt.shape && !mask && aligned) split = target::ChooseRowSplit(rows, cols, DTypeSize(dt), dev);
   if (access.shifted && s.looped) {  // the looped kernel reads unaligned rows element by element
     access = target::ChooseRowAccess(cols, DTypeSize(dt), false);
     s = ChooseRowShape(rows, cols, 1, dev, lim);
@@ -378,6 +478,15 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanSoftmaxEx(const Node& n, const std
       p.mask_cols = mask_cols;
       p.mmap = mmap;
     };
+    if (!mask && split) {
+      SoftmaxParams<T, T> p{};
+      fill(p);
+      p.mask = nullptr;
+      p.tpr = split->threads;
+      p.chunk = static_cast<int>(split->chunk);
+      const std::string sname = fmt::format("lib:softmax_{}{}_{}", DTypeName(dt), causal ? "_causal" : "", split->ToString());
+      return causal ? MakeSoftmaxSplit<T, true>(sname, *split, rows, p) : MakeSoftmaxSplit<T, false>(sname, *split, rows, p);
+    }
     if (!mask) {
       SoftmaxParams<T, T> p{};
       fill(p);

@@ -135,6 +135,29 @@ RowAccess ChooseRowAccess(int64_t cols, int elem_bytes, bool all_aligned) {
   return a;
 }
 
+std::string RowSplit::ToString() const { return fmt::format("cluster{}_t{}x{}", blocks, threads, vpt); }
+
+std::optional<RowSplit> ChooseRowSplit(int64_t rows, int64_t cols, int elem_bytes, const DeviceInfo& dev) {
+  if (cols <= 0 || elem_bytes <= 0 || elem_bytes >= 16 || 16 % elem_bytes != 0) return std::nullopt;
+  if (dev.major < 9 || rows <= 0 || rows >= std::max(dev.sm_count, 1)) return std::nullopt;
+  RowSplit r;
+  r.vec = 16 / elem_bytes;
+  const bool shifted = (cols * elem_bytes) % 16 != 0;  // row starts off the 16-byte grid: the window
+  const int64_t window_vecs = CeilDiv(cols + (shifted ? r.vec - 1 : 0), r.vec);
+  const int64_t per_block = CeilDiv(window_vecs, r.blocks);
+  // At least 2 vectors per thread in flight; as few as cover the share with <= kRowSplitMaxThreads.
+  for (int v : {2, 4, 8}) {
+    if (CeilDiv(per_block, v) <= kRowSplitMaxThreads) {
+      r.vpt = v;
+      break;
+    }
+  }
+  if (r.vpt == 0) return std::nullopt;
+  r.threads = static_cast<int>(std::max<int64_t>(32, CeilDiv(CeilDiv(per_block, r.vpt), 32) * 32));
+  r.chunk = per_block * r.vec;
+  return r;
+}
+
 const char* ReductionFormName(ReductionForm f) {
   switch (f) {
     case ReductionForm::kWarpRow: return "warprow";

@@ -26,6 +26,7 @@
 // Reductions over the last axis (kernels/reduction.cu) pick one of three shapes (ChooseReduction).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "opfuse/graph.h"
@@ -89,6 +90,28 @@ struct RowAccess {
   int64_t window_cols = 0;
 };
 RowAccess ChooseRowAccess(int64_t cols, int elem_bytes, bool all_aligned);
+
+// Rows past the register path (more than kMaxRegisterCols columns, 16-byte aligned bases, sm_90+):
+// split over a cluster of kRowSplitBlocks blocks per row, each holding `chunk` elements of the row's
+// aligned window (cols + vec - 1 columns where the row starts are off the 16-byte grid, as shifted
+// rows) in registers — `vpt` vectors of `vec` per
+// thread, `threads` per block — the row's reductions combined through distributed shared memory, so
+// the row is read once and written once (softmax.cu). Only for fewer rows than SMs: there the looped
+// path (one block per row) leaves SMs idle, and the split measured 3-5x faster (1-4 rows of 32k-148k
+// bf16 columns, H200); from one row per SM on, the looped path kept pace or was faster. nullopt also
+// before sm_90 (clusters) and when a block's share needs more than kRowSplitMaxThreads x
+// kMaxVectorsPerThread vectors.
+inline constexpr int kRowSplitBlocks = 8;         // the portable cluster size
+inline constexpr int kRowSplitMaxThreads = 512;   // launch bound of the split kernels
+struct RowSplit {
+  int blocks = kRowSplitBlocks;
+  int threads = 0;
+  int vpt = 0;
+  int vec = 1;
+  int64_t chunk = 0;  // window elements per block, a multiple of vec
+  std::string ToString() const;  // "cluster8_t512x4"
+};
+std::optional<RowSplit> ChooseRowSplit(int64_t rows, int64_t cols, int elem_bytes, const DeviceInfo& dev);
 
 // ------------------------------------------------------------------ reductions over the last axis
 enum class ReductionForm {

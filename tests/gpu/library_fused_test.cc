@@ -554,6 +554,37 @@ std::vector<FusedCase> SoftmaxCases() {
   v.push_back(SoftmaxCase(DType::kF32, {2, 3, 4, 2048}, InputSpec{DType::kF32, {2, 1, 4, 2048}}));
   v.push_back(SoftmaxCase(DType::kBF16, {1024, 16384}, InputSpec{DType::kBF16, {16384}}));  // heavy register path, prefill
   v.push_back(SoftmaxCase(DType::kBF16, {8, 16384}, InputSpec{DType::kBF16, {8, 16384}}));  // heavy register path, decode
+  // Rows past the register path without a mask: split over a cluster of 8 blocks (vocabulary-wide
+  // rows, odd widths in the aligned window, causal with fully masked rows); f32 at 262144 columns is
+  // past the split's reach: the looped kernel.
+  for (DType dt : kDtypes)
+    for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{1, 128256}, {3, 32000}, {2, 16385}, {5, 169249}, {17, 50000}, {2, 99991}}) {
+      FusedCase c = SoftmaxCase(dt, {rows, cols}, std::nullopt, rows % 2 ? 0.125 : 1.0);
+      // f32 rows of 169249 exceed a cluster's registers (target::ChooseRowSplit): looped
+      c.expect = target::ChooseRowSplit(rows, cols, DTypeSize(dt), FakeH200()) ? "cluster8" : "_looped";
+      c.name += "_split";
+      v.push_back(c);
+    }
+  for (DType dt : kDtypes) {
+    FusedCase c = SoftmaxCase(dt, {2, 4, 40000}, std::nullopt, 0.125, true);
+    c.expect = "cluster8";
+    c.name += "_split";
+    v.push_back(c);
+    c = SoftmaxCase(dt, {3, 40001}, std::nullopt, 1.0, true);  // rows 0..2 see 39999..40001 keys
+    c.expect = "cluster8";
+    c.name += "_split";
+    v.push_back(c);
+  }
+  {
+    FusedCase c = SoftmaxCase(DType::kBF16, {4, 262144});
+    c.expect = "cluster8_t512x8";
+    c.name += "_split";
+    v.push_back(c);
+    c = SoftmaxCase(DType::kF32, {2, 262144});
+    c.expect = "_looped";
+    c.name += "_split_too_wide";
+    v.push_back(c);
+  }
   // -inf mask entries, the first mask row fully masked (those rows -> zeros).
   for (DType dt : kDtypes)
     for (int64_t s : {64, 2048, 20000}) {

@@ -144,6 +144,42 @@ TEST(LaunchShape, RowAccessShiftsUnalignedRowStarts) {
   EXPECT_GE(int64_t{s.threads_per_row} * s.vectors_per_thread * 8, 4999 + 7);
 }
 
+TEST(LaunchShape, RowSplitCoversTheWindowInAClusterOf8) {
+  auto sp = target::ChooseRowSplit(1, 128256, 2, FakeH200());  // a Llama-3 vocabulary row, bf16
+  ASSERT_TRUE(sp.has_value());
+  EXPECT_EQ(sp->blocks, 8);
+  EXPECT_EQ(sp->vec, 8);
+  EXPECT_EQ(sp->vpt, 4);  // 2004 vectors a block: 501 threads at 4 -> 512
+  EXPECT_EQ(sp->threads, 512);
+  EXPECT_EQ(sp->ToString(), "cluster8_t512x4");
+  sp = target::ChooseRowSplit(64, 262144, 2, FakeH200());
+  ASSERT_TRUE(sp.has_value());
+  EXPECT_EQ(sp->vpt, 8);
+  EXPECT_FALSE(target::ChooseRowSplit(1, 262144, 4, FakeH200()).has_value());  // f32: 65536 elements a block is too many
+  EXPECT_FALSE(target::ChooseRowSplit(1, 4096, 3, FakeH200()).has_value());
+  EXPECT_FALSE(target::ChooseRowSplit(132, 128256, 2, FakeH200()).has_value());  // a row per SM: looped
+  EXPECT_TRUE(target::ChooseRowSplit(131, 128256, 2, FakeH200()).has_value());
+  EXPECT_FALSE(target::ChooseRowSplit(1, 128256, 2, FakeDevice(132, 8)).has_value());  // no clusters before sm_90
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 5000; ++i) {
+    const int64_t cols = 16385 + static_cast<int64_t>(rng() % 300000);
+    for (int esize : {2, 4}) {
+      auto r = target::ChooseRowSplit(1 + static_cast<int64_t>(rng() % 131), cols, esize, FakeH200());
+      if (!r) {
+        ASSERT_GT(cols, int64_t{8} * 512 * 8 * (16 / esize) - 16 / esize) << cols;
+        continue;
+      }
+      const int64_t window = (cols * esize) % 16 ? cols + r->vec - 1 : cols;
+      ASSERT_EQ(r->chunk % r->vec, 0);
+      ASSERT_GE(r->chunk * r->blocks, window) << cols;   // the window is covered
+      ASSERT_LT(r->chunk * (r->blocks - 1), window) << cols;  // no block is idle
+      ASSERT_GE(int64_t{r->threads} * r->vpt * r->vec, r->chunk);
+      ASSERT_LE(r->threads, target::kRowSplitMaxThreads);
+      ASSERT_EQ(r->threads % 32, 0);
+    }
+  }
+}
+
 TEST(LaunchShape, ReductionForms) {
   const auto dev = FakeH200();
   auto form = [&](int64_t rows, int64_t cols, int vec) { return ChooseReduction(rows, cols, vec, dev).form; };
