@@ -97,8 +97,8 @@ RowAccess ChooseRowAccess(int64_t cols, int elem_bytes, bool all_aligned);
 // rows) in registers — `vpt` vectors of `vec` per
 // thread, `threads` per block — the row's reductions combined through distributed shared memory, so
 // the row is read once and written once (softmax.cu). Only for fewer rows than SMs: there the looped
-// path (one block per row) leaves SMs idle, and the split measured 3-5x faster (1-4 rows of 32k-148k
-// bf16 columns, H200); from one row per SM on, the looped path kept pace or was faster. nullopt also
+// path (one block per row) leaves SMs idle and the split is faster; from one row per SM on, the looped
+// path kept pace or was faster (docs/BENCHMARKS.md, the untuned sweep). nullopt also
 // before sm_90 (clusters) and when a block's share needs more than kRowSplitMaxThreads x
 // kMaxVectorsPerThread vectors.
 inline constexpr int kRowSplitBlocks = 8;         // the portable cluster size
