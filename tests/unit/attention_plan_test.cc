@@ -4,6 +4,8 @@
 // the right answer.
 #include "kernels/attention_plan.h"
 
+#include "fake_device.h"
+
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -15,16 +17,7 @@ namespace {
 using kernels::TensorRef;
 namespace attn = kernels::attn;
 
-target::DeviceInfo FakeH200() {
-  target::DeviceInfo d;
-  d.name = "fake";
-  d.major = 9;
-  d.arch = "sm_90";
-  d.sm_count = 132;
-  d.max_shared_mem_per_block = 48 * 1024;
-  d.max_shared_mem_per_block_optin = 227 * 1024;
-  return d;
-}
+using testing_device::FakeH200;
 
 std::vector<TensorRef> Refs(DType t, int64_t T, int64_t S, int64_t Hq, int64_t Hkv, int64_t D, uintptr_t base = 0x100000) {
   void* b = reinterpret_cast<void*>(base);

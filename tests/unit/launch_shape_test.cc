@@ -3,6 +3,8 @@
 // these shapes to kernels and that the kernels compute the right answer with them.
 #include "target/launch_shape.h"
 
+#include "fake_device.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
@@ -19,19 +21,8 @@ using target::ReductionForm;
 using target::RowLimits;
 using target::RowShape;
 
-DeviceInfo FakeDevice(int sms, int major = 9) {
-  DeviceInfo d;
-  d.name = "fake";
-  d.major = major;
-  d.arch = "sm_" + std::to_string(major) + "0";
-  d.sm_count = sms;
-  d.l2_bytes = int64_t{50} << 20;
-  d.max_shared_mem_per_block = 48 << 10;
-  d.max_shared_mem_per_block_optin = 227 << 10;
-  d.max_threads_per_sm = 2048;
-  return d;
-}
-DeviceInfo FakeH200() { return FakeDevice(132); }
+using testing_device::FakeDevice;
+using testing_device::FakeH200;
 
 
 TEST(LaunchShape, RowShapesDecodeVsPrefill) {

@@ -1,0 +1,24 @@
+// A device description filled by hand, for the host-only planning tests (no GPU): an H200-like
+// sm_90 part by default, or another SM count / compute capability.
+#pragma once
+#include <string>
+
+#include "target/device_info.h"
+
+namespace opfuse::testing_device {
+
+inline target::DeviceInfo FakeDevice(int sms = 132, int major = 9) {
+  target::DeviceInfo d;
+  d.name = "fake";
+  d.major = major;
+  d.arch = "sm_" + std::to_string(major) + "0";
+  d.sm_count = sms;
+  d.l2_bytes = int64_t{50} << 20;
+  d.max_shared_mem_per_block = 48 << 10;
+  d.max_shared_mem_per_block_optin = 227 << 10;
+  d.max_threads_per_sm = 2048;
+  return d;
+}
+inline target::DeviceInfo FakeH200() { return FakeDevice(132, 9); }
+
+}  // namespace opfuse::testing_device
