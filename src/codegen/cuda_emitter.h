@@ -42,7 +42,7 @@
 
 namespace opfuse::codegen {
 
-inline constexpr int kEmitterVersion = 10;
+inline constexpr int kEmitterVersion = 11;
 inline constexpr int kPrefillRowBlock = 128;   // prefill row kernels: rows per block fill ~this many threads
 inline constexpr int kDecodeRowsPerSm = 4;     // rows < this x SMs: the decode function (as the library)
 // Decode row groups up to 256 threads: on an H200 (CUDA-graph replay, rows 1/8/32, h2048/h4096 bf16)
@@ -93,7 +93,7 @@ struct EmittedKernel {
   // Pointwise kernels: the decode function's elements per thread (0: no decode function).
   int decode_vec = 0;
   // Programmatic dependent launch (Hopper): the functions the launcher takes at decode sizes begin
-  // with fz_pdl_enter() — allow the next kernel to be scheduled, then wait for the earlier grids
+  // with fz::pdl_enter() — allow the next kernel to be scheduled, then wait for the earlier grids
   // (griddepcontrol; no-ops below sm_90 and when launched without the attribute), as the library
   // kernels' PdlEnter (kernels/pdl.cuh) — and are safe to launch with PDL: the decode function, and
   // the prefill function where it is the only one (no separate decode function); a prefill function

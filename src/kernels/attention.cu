@@ -119,16 +119,8 @@ __device__ __forceinline__ void Unpack(const uint4& u, float* f, const __nv_bflo
   }
 }
 
-__device__ __forceinline__ float WarpMax(float x) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
-__device__ __forceinline__ float WarpSum(float x) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
+__device__ __forceinline__ float WarpMax(float x) { return fz::warp_reduce<fz::MaxOp>(x, 32); }
+__device__ __forceinline__ float WarpSum(float x) { return fz::warp_reduce<fz::SumOp>(x, 32); }
 
 __device__ __forceinline__ uint32_t SmemAddr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));

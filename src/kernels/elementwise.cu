@@ -3,11 +3,12 @@
 // path of the benchmarks, so it is built like PyTorch's TensorIterator loops rather than naively.
 //
 // Design:
-//  * Semantics are src/ops/scalar_ops.h rewritten as __device__ functors (F: f32 math for
-//    f32/f16/bf16 storage, I: int64 math for i32/i64/bool) with the CPU reference's conversions
-//    (kernel_common.cuh): GeluErf via erfcf, floored mod, integer div/mod by zero -> 0, i32 results
-//    saturated, float->int casts saturating with NaN -> 0. Accurate libm functions (expf, not
-//    __expf): the kernels are memory bound, so exactness against the reference is free.
+//  * Semantics are the scalar math table (src/ops/scalar_math.def) as __device__ functors (F: f32
+//    math for f32/f16/bf16 storage, I: int64 math for i32/i64/bool): the same fz::op_<name>
+//    functions the JIT compiles, so a library and a JIT kernel of one op agree bit for bit; where
+//    the device differs from the CPU reference (exp, exp2, the divide of sigmoid/silu, gelu's erf)
+//    is stated once, in scalar_math.h. Conversions follow the CPU reference (kernel_common.cuh):
+//    integer div/mod by zero -> 0, i32 results saturated, float->int casts saturating, NaN -> 0.
 //  * One engine for arity 1..3 templated on an element functor E (op x storage dtypes), so the
 //    op is resolved at compile time and the planner picks a function pointer from a table built by
 //    a switch at plan time — nothing switches on the op inside a kernel.

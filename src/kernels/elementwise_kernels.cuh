@@ -9,81 +9,51 @@
 
 #include "kernels/kernel_common.cuh"
 #include "kernels/pdl.cuh"
+#include "ops/scalar_math.h"
 
 namespace opfuse::kernels::ew {
 
 // ------------------------------------------------------------------ scalar functors
-// F: f32 compute; I: int64 compute (present when the op accepts integer inputs).
-#define OPFUSE_UNARY_F(Name, expr)                                   \
-  struct Name {                                                      \
-    static constexpr bool kInt = false;                              \
-    __device__ __forceinline__ static float F(float x) { return expr; } \
+// One functor per op of the scalar math table (ops/scalar_math.def), calling the fz::op_<name> /
+// fz::iop_<name> functions the CPU reference and the JIT call. F: f32 compute; I: int64 compute
+// (present when the op accepts integer inputs); kCompare ops return bool.
+#define OPFUSE_SCALAR_UNARY_F(K, name, fexpr)                               \
+  struct U##K {                                                             \
+    static constexpr bool kInt = false;                                     \
+    __device__ __forceinline__ static float F(float x) { return fz::op_##name(x); } \
   };
-#define OPFUSE_UNARY_FI(Name, fexpr, iexpr)                                \
-  struct Name {                                                            \
-    static constexpr bool kInt = true;                                     \
-    __device__ __forceinline__ static float F(float x) { return fexpr; }   \
-    __device__ __forceinline__ static int64_t I(int64_t x) { return iexpr; } \
+#define OPFUSE_SCALAR_UNARY_FI(K, name, fexpr, iexpr)                          \
+  struct U##K {                                                                \
+    static constexpr bool kInt = true;                                         \
+    __device__ __forceinline__ static float F(float x) { return fz::op_##name(x); }     \
+    __device__ __forceinline__ static int64_t I(int64_t x) { return fz::iop_##name(x); } \
   };
-
-OPFUSE_UNARY_FI(UNeg, -x, -x)
-OPFUSE_UNARY_FI(UAbs, fabsf(x), x < 0 ? -x : x)
-OPFUSE_UNARY_F(UExp, expf(x))
-OPFUSE_UNARY_F(UExp2, exp2f(x))
-OPFUSE_UNARY_F(ULog, logf(x))
-OPFUSE_UNARY_F(ULog2, log2f(x))
-OPFUSE_UNARY_F(USqrt, sqrtf(x))
-OPFUSE_UNARY_F(URsqrt, 1.0f / sqrtf(x))
-OPFUSE_UNARY_F(URecip, 1.0f / x)
-OPFUSE_UNARY_F(USin, sinf(x))
-OPFUSE_UNARY_F(UCos, cosf(x))
-OPFUSE_UNARY_F(UTanh, tanhf(x))
-OPFUSE_UNARY_F(USigmoid, 1.0f / (1.0f + expf(-x)))
-OPFUSE_UNARY_F(USilu, x * (1.0f / (1.0f + expf(-x))))
-OPFUSE_UNARY_F(UGelu, 0.5f * x * erfcf(-x * 0.70710678118654752f))
-OPFUSE_UNARY_F(UGeluTanh, 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))))
-OPFUSE_UNARY_FI(URelu, x > 0.0f ? x : 0.0f, x > 0 ? x : 0)
-#undef OPFUSE_UNARY_F
-#undef OPFUSE_UNARY_FI
-
-// Binary: kCompare ops return bool from F / I; the others return the compute type.
-#define OPFUSE_BINARY(Name, kCmp, kHasInt, ftype, fexpr, itype, iexpr)               \
-  struct Name {                                                                      \
-    static constexpr bool kCompare = kCmp;                                           \
-    static constexpr bool kInt = kHasInt;                                            \
-    __device__ __forceinline__ static ftype F(float a, float b) { return fexpr; }     \
-    __device__ __forceinline__ static itype I(int64_t a, int64_t b) { return iexpr; } \
+#define OPFUSE_SCALAR_BINARY_F(K, name, fexpr)                                        \
+  struct B##K {                                                                       \
+    static constexpr bool kCompare = false;                                           \
+    static constexpr bool kInt = false;                                               \
+    __device__ __forceinline__ static float F(float a, float b) { return fz::op_##name(a, b); } \
   };
-
-__device__ __forceinline__ float FloorModF(float a, float b) {  // result has the sign of b
-  const float r = fmodf(a, b);
-  return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
-}
-__device__ __forceinline__ int64_t FloorModI(int64_t a, int64_t b) {
-  if (b == 0) return 0;
-  const int64_t r = a % b;
-  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
-
-OPFUSE_BINARY(BAdd, false, true, float, a + b, int64_t, a + b)
-OPFUSE_BINARY(BSub, false, true, float, a - b, int64_t, a - b)
-OPFUSE_BINARY(BMul, false, true, float, a * b, int64_t, a * b)
-OPFUSE_BINARY(BDiv, false, true, float, a / b, int64_t, b == 0 ? 0 : a / b)
-OPFUSE_BINARY(BMaximum, false, true, float, fmaxf(a, b), int64_t, a > b ? a : b)
-OPFUSE_BINARY(BMinimum, false, true, float, fminf(a, b), int64_t, a < b ? a : b)
-OPFUSE_BINARY(BMod, false, true, float, FloorModF(a, b), int64_t, FloorModI(a, b))
-OPFUSE_BINARY(BLessThan, true, true, bool, a < b, bool, a < b)
-OPFUSE_BINARY(BLessEqual, true, true, bool, a <= b, bool, a <= b)
-OPFUSE_BINARY(BGreaterThan, true, true, bool, a > b, bool, a > b)
-OPFUSE_BINARY(BGreaterEqual, true, true, bool, a >= b, bool, a >= b)
-OPFUSE_BINARY(BEqual, true, true, bool, a == b, bool, a == b)
-OPFUSE_BINARY(BNotEqual, true, true, bool, a != b, bool, a != b)
-#undef OPFUSE_BINARY
-struct BPow {  // float only
-  static constexpr bool kCompare = false;
-  static constexpr bool kInt = false;
-  __device__ __forceinline__ static float F(float a, float b) { return powf(a, b); }
-};
+#define OPFUSE_SCALAR_BINARY_FI(K, name, fexpr, iexpr)                                          \
+  struct B##K {                                                                                 \
+    static constexpr bool kCompare = false;                                                     \
+    static constexpr bool kInt = true;                                                          \
+    __device__ __forceinline__ static float F(float a, float b) { return fz::op_##name(a, b); }     \
+    __device__ __forceinline__ static int64_t I(int64_t a, int64_t b) { return fz::iop_##name(a, b); } \
+  };
+#define OPFUSE_SCALAR_COMPARE(K, name, expr)                                                  \
+  struct B##K {                                                                               \
+    static constexpr bool kCompare = true;                                                    \
+    static constexpr bool kInt = true;                                                        \
+    __device__ __forceinline__ static bool F(float a, float b) { return fz::op_##name(a, b); }    \
+    __device__ __forceinline__ static bool I(int64_t a, int64_t b) { return fz::iop_##name(a, b); } \
+  };
+#include "ops/scalar_math.def"
+#undef OPFUSE_SCALAR_UNARY_F
+#undef OPFUSE_SCALAR_UNARY_FI
+#undef OPFUSE_SCALAR_BINARY_F
+#undef OPFUSE_SCALAR_BINARY_FI
+#undef OPFUSE_SCALAR_COMPARE
 
 // ------------------------------------------------------------------ element functors
 // E: kArity operands of storage types S0..S2 (unused slots repeat S0), output storage Out, and

@@ -25,6 +25,7 @@
 
 #include <fmt/format.h>
 
+#include "codegen/device/device_common.cuh"
 #include "kernels/fast_divmod.cuh"
 #include "kernels/fused.h"
 
@@ -170,49 +171,20 @@ __device__ __forceinline__ void Launder(Pack<T, N>& p) {
   for (int i = 0; i < Pack<T, N>::kWords; ++i) asm volatile("" : "+r"(p.w[i]));
 }
 
-__device__ __forceinline__ float NegInf() { return -__int_as_float(0x7f800000); }
-
-// 2^x with one MUFU.EX2 (ex2.approx.ftz: ~2 ulp; 2^-inf = 0).
-__device__ __forceinline__ float Exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-inline constexpr float kLog2e = 1.4426950408889634f;
+// The device helpers the JIT compiles too (codegen/device/device_common.cuh, ops/scalar_math.h),
+// under the names these kernels use.
+__device__ __forceinline__ float NegInf() { return fz::neg_inf(); }
+__device__ __forceinline__ float Exp2(float x) { return fz::exp2(x); }  // one MUFU.EX2, ~2 ulp
+inline constexpr float kLog2e = fz::kLog2e;
 
 // ------------------------------------------------------------------ reductions
-struct SumOp {
-  static __device__ __forceinline__ float Apply(float a, float b) { return a + b; }
-  static __device__ __forceinline__ float Identity() { return 0.0f; }
-};
-struct MaxOp {
-  static __device__ __forceinline__ float Apply(float a, float b) { return fmaxf(a, b); }
-  static __device__ __forceinline__ float Identity() { return NegInf(); }
-};
-
-// Butterfly over aligned groups of `width` lanes (a power of two <= 32).
+using SumOp = fz::SumOp;
+using MaxOp = fz::MaxOp;
 template <class Op>
-__device__ __forceinline__ float WarpReduce(float v, int width) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
-    if (o < width) v = Op::Apply(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-// Reduction over a row group of `tpr` threads (threadIdx.x / tpr is the group). Every thread of
-// the block must call it the same number of times (it may contain a __syncthreads); `smem` holds
-// 64 floats, `phase` counts calls and is block-uniform.
+__device__ __forceinline__ float WarpReduce(float v, int width) { return fz::warp_reduce<Op>(v, width); }
 template <class Op>
 __device__ __forceinline__ float RowReduce(float v, int tpr, float* smem, int& phase) {
-  v = WarpReduce<Op>(v, tpr < 32 ? tpr : 32);
-  if (tpr <= 32) return v;
-  float* buf = smem + (phase & 1) * 32;
-  ++phase;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wpr = tpr >> 5;
-  if (lane == 0) buf[warp] = v;
-  __syncthreads();
-  const float s = lane < wpr ? buf[(warp / wpr) * wpr + lane] : Op::Identity();
-  return WarpReduce<Op>(s, 32);
+  return fz::row_reduce<Op>(v, tpr, smem, phase);
 }
 
 // ------------------------------------------------------------------ broadcast row maps

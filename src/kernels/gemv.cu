@@ -111,13 +111,9 @@ __device__ __forceinline__ float Dot8(const uint4& w, const uint4& a, float acc)
   return acc;
 }
 
-__device__ __forceinline__ float WarpSum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
+__device__ __forceinline__ float WarpSum(float v) { return fz::warp_reduce<fz::SumOp>(v, 32); }
 
-__device__ __forceinline__ float Silu(float x) { return __fdividef(x, 1.0f + fused::Exp2(-fused::kLog2e * x)); }
+__device__ __forceinline__ float Silu(float x) { return fz::op_silu(x); }  // the scalar math table's
 
 // 8 weights against 8 f32 activations (the norm prologue's staged row).
 template <class T>

@@ -7,9 +7,8 @@
 // coalesced; the grid covers the tensor in one step. Large tensors (prefill) use 256-thread
 // blocks; small ones (decode) 64-thread blocks, so even one row of 5632 bf16 spreads over 11 SMs. Elements after the last full pack (numel not a
 // multiple of the pack) are done one per thread by the same launch. Unaligned pointers take the
-// 1-element path. Activations match scalar_ops.h: silu x / (1 + exp(-x)) (one MUFU.EX2 and a
-// fast divide: an IEEE divide would cost ~10 instructions per element), gelu 0.5 x (1 + erf(x / sqrt 2))
-// (torch's and the JIT's formula; the CPU reference keeps erfc) or the tanh form. Launched with PDL,
+// 1-element path. The activations are the scalar math table's silu, gelu and
+// gelu_tanh (fz::op_*, src/ops/scalar_math.h), the functions the JIT and the elementwise kernels call. Launched with PDL,
 // PdlEnter first (pdl.cuh), as the other library kernels of a decode step.
 #include "kernels/fused_common.cuh"
 #include "kernels/pdl.cuh"
@@ -32,9 +31,9 @@ struct GluParams {
 
 template <int ACT>
 __device__ __forceinline__ float Act(float x) {
-  if constexpr (ACT == kSiluAct) return __fdividef(x, 1.0f + Exp2(-kLog2e * x));  // exp(-x) = inf: x * 0
-  else if constexpr (ACT == kGeluErfAct) return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));  // as the JIT (scalar_ops.h)
-  else return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+  if constexpr (ACT == kSiluAct) return fz::op_silu(x);
+  else if constexpr (ACT == kGeluErfAct) return fz::op_gelu(x);
+  else return fz::op_gelu_tanh(x);
 }
 
 template <class T, int N, int U, int ACT>

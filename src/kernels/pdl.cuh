@@ -10,26 +10,15 @@
 // (griddepcontrol.launch_dependents) lets the next PDL kernel be scheduled once every block of
 // this one has started; it promises nothing about memory, so it is safe anywhere. Both are no-ops
 // when the kernel was launched without the attribute or the next kernel is not a PDL one.
+// The instructions are the ones the JIT kernels use (codegen/device/device_common.cuh).
 #pragma once
+#include "codegen/device/device_common.cuh"
 
 namespace opfuse::kernels {
 
-__device__ __forceinline__ void PdlAllowNext() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void PdlWait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
+__device__ __forceinline__ void PdlAllowNext() { fz::pdl_allow_next(); }
+__device__ __forceinline__ void PdlWait() { fz::pdl_wait(); }
 // Both, at the top of a kernel that has nothing to do before its inputs are ready.
-__device__ __forceinline__ void PdlEnter() {
-  PdlAllowNext();
-  PdlWait();
-}
+__device__ __forceinline__ void PdlEnter() { fz::pdl_enter(); }
 
 }  // namespace opfuse::kernels

@@ -228,11 +228,11 @@ TEST(JitKernel, PdlPrologueOpensTheDecodeSizeFunctions) {
       if (separate) {
         EXPECT_TRUE(e->PdlIn(e->decode_function));
       }
-      const size_t prologues = Count(e->source, ") {\n  fz_pdl_enter();");
+      const size_t prologues = Count(e->source, ") {\n  fz::pdl_enter();");
       EXPECT_EQ(prologues, 1u) << e->source;  // the decode function, or the sole one
       if (separate) {
-        EXPECT_NE(DecodeSource(*e).find(") {\n  fz_pdl_enter();"), std::string::npos);
-        EXPECT_EQ(PrefillSource(*e).find("fz_pdl_enter();"), std::string::npos);
+        EXPECT_NE(DecodeSource(*e).find(") {\n  fz::pdl_enter();"), std::string::npos);
+        EXPECT_EQ(PrefillSource(*e).find("fz::pdl_enter();"), std::string::npos);
       }
       if (aligned)
         for (const char* arch : {"sm_90", "sm_80"}) ExpectCompiles(e->source, e->function, arch);
@@ -291,9 +291,9 @@ TEST(JitKernel, DecodeFunctionHabits) {
   EXPECT_NE(decode.find("const int C = (int)(4096LL);"), std::string::npos) << decode;
   EXPECT_EQ(Count(decode, "long long r0"), 0u);
   EXPECT_EQ(Count(prefill, "].load_ef(in"), 0u);
-  EXPECT_EQ(Count(prefill, "fz_evict_first()"), 0u);
+  EXPECT_EQ(Count(prefill, "fz::evict_first()"), 0u);
   EXPECT_EQ(Count(decode, "].load_ef(in"), 2u) << decode;
-  EXPECT_EQ(Count(decode, "fz_evict_first()"), 1u);
+  EXPECT_EQ(Count(decode, "fz::evict_first()"), 1u);
   EXPECT_EQ(Count(decode, "c0 < C"), 0u) << decode;  // 512 threads x 8 elements cover 4096 exactly
   EXPECT_EQ(e.decode_threads, 512);
   EXPECT_EQ(Count(decode, "fz_pack<fz_bf16, 4> xr0[VPT]"), 1u) << decode;  // two 8-byte packs per thread
@@ -399,7 +399,7 @@ TEST(JitKernel, PassValuesWithAnExponentialAreKeptForTheEpilogue) {
     std::vector<std::string> bodies{prefill};
     if (e->decode_function != e->function) bodies.push_back(DecodeSource(*e));
     for (const std::string& body : bodies) {
-      EXPECT_EQ(Count(body, "fz_exp2("), c.exp2_per_function) << body;
+      EXPECT_EQ(Count(body, "fz::op_exp2("), c.exp2_per_function) << body;
       EXPECT_EQ(Count(body, "// kept for the passes after this one"), c.kept_per_function) << body;
       if (c.kept_per_function) {  // assigned in the pass, read in the epilogue
         EXPECT_LT(body.find("[it][j] = e"), body.find("// epilogue")) << body;

@@ -1,0 +1,126 @@
+// Device helpers shared by the library kernels (src/kernels/, compiled by nvcc) and the JIT kernels
+// (this file's text is embedded in the JIT preamble and compiled by NVRTC): 16-bit conversions at
+// the bit level, the row / warp / block reductions, programmatic dependent launch and the L2
+// evict-first policy. It includes nothing (NVRTC has no CUDA headers here): 16-bit values are raw
+// bits (unsigned short halves of 32-bit words) converted with the PTX cvt instructions that
+// cuda_bf16.h / cuda_fp16.h use on sm_90, so library and JIT round identically.
+#pragma once
+
+#include "ops/scalar_math.h"
+
+namespace fz {
+
+__device__ __forceinline__ float neg_inf() { return -__int_as_float(0x7f800000); }
+constexpr float kLog2e = 1.4426950408889634f;
+
+// ---- 16-bit conversions: exact widening; f32 -> 16 bits rounds to nearest even (NaN stays NaN)
+__device__ __forceinline__ float bf16_to_f32(unsigned bits) { return __uint_as_float((bits & 0xffffu) << 16); }
+__device__ __forceinline__ float f16_to_f32(unsigned bits) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)bits));
+  return f;
+}
+__device__ __forceinline__ unsigned short f32_to_bf16(float f) {
+  unsigned short r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(f));
+  return r;
+}
+__device__ __forceinline__ unsigned short f32_to_f16(float f) {
+  unsigned short r;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(f));
+  return r;
+}
+// Two f32 to one word of two 16-bit values (lo in the low half), one instruction.
+__device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
+  unsigned u;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(u) : "f"(hi), "f"(lo));
+  return u;
+}
+__device__ __forceinline__ unsigned pack_f16x2(float lo, float hi) {
+  unsigned u;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(u) : "f"(hi), "f"(lo));
+  return u;
+}
+// f rounded to bf16 and widened back, in one instruction: the pair conversion with a zero low half
+// is the rounded value's f32 bit pattern.
+__device__ __forceinline__ float round_bf16(float f) { return __uint_as_float(pack_bf16x2(0.0f, f)); }
+
+// ---- reductions
+struct SumOp {
+  static __device__ __forceinline__ float apply(float a, float b) { return a + b; }
+  static __device__ __forceinline__ float identity() { return 0.0f; }
+};
+struct MaxOp {
+  static __device__ __forceinline__ float apply(float a, float b) { return fmaxf(a, b); }
+  static __device__ __forceinline__ float identity() { return neg_inf(); }
+};
+
+// Butterfly over aligned groups of `width` lanes (a power of two <= 32): every lane of a group ends
+// with the bit-identical value.
+template <class Op>
+__device__ __forceinline__ float warp_reduce(float v, int width) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    if (o < width) v = Op::apply(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Reduction over a row group of `tpr` threads (threadIdx.x / tpr is the group; a power of two below
+// 32, else a multiple of 32): butterflies, then for groups wider than a warp one exchange through a
+// double-buffered shared array — one __syncthreads, safe because a buffer is rewritten only two
+// reductions later, after every reader passed the barrier between. Every thread of the block calls
+// it equally often (it may contain a barrier); `smem` holds 64 floats; `phase` counts the calls.
+template <class Op>
+__device__ __forceinline__ float row_reduce(float v, int tpr, float* smem, int& phase) {
+  v = warp_reduce<Op>(v, tpr < 32 ? tpr : 32);
+  if (tpr <= 32) return v;
+  float* buf = smem + (phase & 1) * 32;
+  ++phase;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wpr = tpr >> 5;
+  if (lane == 0) buf[warp] = v;
+  __syncthreads();
+  const float s = lane < wpr ? buf[(warp / wpr) * wpr + lane] : Op::identity();
+  return warp_reduce<Op>(s, 32);
+}
+
+// Block-wide reduction; every thread gets the result. smem holds >= 32 floats; the leading barrier
+// lets a caller reuse smem right after an earlier reduction.
+template <class Op>
+__device__ __forceinline__ float block_reduce(float v, float* smem) {
+  v = warp_reduce<Op>(v, 32);
+  if (blockDim.x <= 32) return v;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  __syncthreads();
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  return warp_reduce<Op>(lane < nw ? smem[lane] : Op::identity(), 32);
+}
+
+// ---- programmatic dependent launch (sm_90+). allow_next lets the next kernel on the stream be
+// scheduled once every block of this one has started (it promises nothing about memory); wait
+// returns once every earlier grid has completed and its memory is visible, so a kernel launched
+// with the PDL attribute must wait before it touches memory another kernel uses. Both are no-ops
+// without the attribute.
+__device__ __forceinline__ void pdl_allow_next() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_enter() {
+  pdl_allow_next();
+  pdl_wait();
+}
+
+// An L2 cache policy that evicts first (what Triton's eviction_policy='evict_first' loads carry).
+__device__ __forceinline__ unsigned long long evict_first() {
+  unsigned long long p;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+
+}  // namespace fz
