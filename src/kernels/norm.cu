@@ -21,6 +21,8 @@
 // threads per row x vectors x vec) and the shape is one of fused_common.cuh's ExactShapes, the row group is a
 // template constant (KTPR): no column guards, unrolled reductions (softmax.cu's fast path; with a
 // runtime row group a 2-vector softmax ran twice the JIT's instructions under ncu).
+#include <cooperative_groups.h>
+
 #include "kernels/pdl.cuh"
 #include "kernels/fused_common.cuh"
 
@@ -42,6 +44,7 @@ struct NormParams {
   int64_t rows;
   int cols;
   int tpr;        // threads per row
+  int chunk;      // split rows: window elements per block of the cluster
   float eps;
   float inv_cols;
 };
@@ -173,6 +176,103 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormP
       }
     }
   }
+}
+
+// Split row (rows past the register path, fewer rows than SMs, sm_90; target::ChooseRowSplit): a
+// cluster of kRowSplitBlocks blocks per row, block k holding window elements [k * chunk, (k + 1) *
+// chunk) of the row in registers (the aligned window of shifted rows: column = window element - s,
+// s = base % N; elements outside the row read as 0). Each block reduces its part, the cluster sums the
+// parts through distributed shared memory (layer_norm: the mean first, then sum((x - mean)^2)), so the
+// row is read once and written once, as softmax.cu's SoftmaxSplitKernel. add_rms_norm stores the
+// rounded sum as soon as it has it (x and res of that pack read first by the same thread: an in-place
+// sum over res stays read-before-write).
+template <class T, int N, int VPT, int KIND>
+__global__ void __cluster_dims__(target::kRowSplitBlocks, 1, 1) __launch_bounds__(target::kRowSplitMaxThreads)
+    NormSplitKernel(NormParams<T> p) {
+  PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
+  namespace cg = cooperative_groups;
+  constexpr int C = target::kRowSplitBlocks;
+  __shared__ float smem[64];
+  __shared__ float share[2];  // this block's partial sums, read by the whole cluster
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int64_t r = blockIdx.x / C;  // the planner launches exactly rows clusters
+  const int64_t base = r * p.cols;
+  const int s = static_cast<int>(base % N);
+  const int tpb = blockDim.x;
+  const int w0 = rank * p.chunk;
+  int phase = 0;
+  auto col = [&](int it) { return w0 + (it * tpb + static_cast<int>(threadIdx.x)) * N - s; };
+  auto mine = [&](int it) { return (it * tpb + static_cast<int>(threadIdx.x)) * N < p.chunk && col(it) < p.cols; };
+  Pack<T, N> xv[VPT];
+  if constexpr (KIND == kAddRms) {
+    Pack<T, N> rv[VPT];
+#pragma unroll
+    for (int it = 0; it < VPT; ++it)
+      if (mine(it)) {
+        xv[it] = LoadRowPack<T, N, true>(p.x + base, col(it), p.cols);
+        rv[it] = LoadRowPack<T, N, true>(p.res + base, col(it), p.cols);
+      }
+#pragma unroll
+    for (int it = 0; it < VPT; ++it)
+      if (mine(it)) {
+        float f[N];
+#pragma unroll
+        for (int j = 0; j < N; ++j) f[j] = xv[it].get(j) + rv[it].get(j);
+        xv[it] = MakePack<T, N>(f);
+        StoreRowPack<T, N, true>(p.sum + base, col(it), p.cols, xv[it]);
+      }
+  } else {
+#pragma unroll
+    for (int it = 0; it < VPT; ++it)
+      if (mine(it)) xv[it] = LoadRowPack<T, N, true>(p.x + base, col(it), p.cols);
+  }
+  // The cluster-wide sum of every block's `v` (each block's threads reduce first).
+  auto cluster_sum = [&](float v, int slot) {
+    v = RowReduce<SumOp>(v, tpb, smem, phase);
+    if (threadIdx.x == 0) share[slot] = v;
+    cluster.sync();  // every block's part is written
+    float t = 0.0f;
+#pragma unroll
+    for (int k = 0; k < C; ++k) t += *cluster.map_shared_rank(&share[slot], k);
+    return t;
+  };
+  float mean = 0.0f, acc = 0.0f;
+  if constexpr (KIND == kLayer) {
+#pragma unroll
+    for (int it = 0; it < VPT; ++it)
+      if (mine(it))
+#pragma unroll
+        for (int j = 0; j < N; ++j) acc += xv[it].get(j);  // outside the row: 0
+    mean = cluster_sum(acc, 0) * p.inv_cols;
+#pragma unroll
+    for (int it = 0; it < VPT; ++it) Launder(xv[it]);
+    acc = 0.0f;
+#pragma unroll
+    for (int it = 0; it < VPT; ++it)
+      if (mine(it))
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+          const float d = xv[it].get(j) - mean;
+          if (col(it) + j >= 0 && col(it) + j < p.cols) acc += d * d;
+        }
+  } else {
+#pragma unroll
+    for (int it = 0; it < VPT; ++it)
+      if (mine(it))
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+          const float f = xv[it].get(j);
+          acc += f * f;
+        }
+  }
+  const float inv = rsqrtf(cluster_sum(acc, 1) * p.inv_cols + p.eps);
+#pragma unroll
+  for (int it = 0; it < VPT; ++it) Launder(xv[it]);
+#pragma unroll
+  for (int it = 0; it < VPT; ++it)
+    if (mine(it)) Finish<T, N, true>(p, xv[it], base, col(it), mean, inv);
+  cluster.sync();  // the blocks stay until every block has read their shared memory
 }
 
 // Looped path: the row streamed in steps of U vectors per thread.
@@ -314,13 +414,17 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
   } else {
     s = ChooseRowShape(rows, access.window_cols, access.vec, dev, lim);
   }
-  if (access.shifted && s.looped) {  // the looped kernel reads unaligned rows element by element
+  // Rows past the register path, fewer than SMs: split over a cluster (target::ChooseRowSplit).
+  std::optional<target::RowSplit> split;
+  if (s.looped && !opt.shape && aligned) split = target::ChooseRowSplit(rows, cols, DTypeSize(dt), dev);
+  if (access.shifted && s.looped && !split) {  // the looped kernel reads unaligned rows element by element
     access = target::ChooseRowAccess(cols, DTypeSize(dt), false);
     s = ChooseRowShape(rows, cols, 1, dev, lim);
   }
   const int vec = access.vec;
   const double eps = AttrFloat(n.attrs, "eps", kind == kLayer ? 1e-5 : 1e-6);
-  const std::string name = fmt::format("lib:{}_{}_{}{}", op, DTypeName(dt), s.ToString(), access.shifted ? "_sh" : "");
+  const std::string name = split ? fmt::format("lib:{}_{}_{}", op, DTypeName(dt), split->ToString())
+                                 : fmt::format("lib:{}_{}_{}{}", op, DTypeName(dt), s.ToString(), access.shifted ? "_sh" : "");
   const dim3 grid(GridFor((rows + s.rows_per_block - 1) / s.rows_per_block)), block(s.block());
 
   return DispatchFloat(dt, [&](auto tag) -> StatusOr<std::vector<cuda::KernelLaunch>> {
@@ -337,6 +441,27 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
     p.tpr = s.threads_per_row;
     p.eps = static_cast<float>(eps);
     p.inv_cols = static_cast<float>(1.0 / static_cast<double>(cols));
+    constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+    if (split) {
+      p.chunk = static_cast<int>(split->chunk);
+      auto make_split = [&](auto kernel) {
+        return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(name, kernel, dim3(static_cast<unsigned>(rows * split->blocks)),
+                                                                        dim3(split->threads), 0, p).Pdl()};
+      };
+      auto by_vpt = [&](auto vpt_c) -> std::vector<cuda::KernelLaunch> {
+        constexpr int V = decltype(vpt_c)::value;
+        switch (kind) {
+          case kRms: return make_split(NormSplitKernel<T, kVec, V, kRms>);
+          case kAddRms: return make_split(NormSplitKernel<T, kVec, V, kAddRms>);
+          default: return make_split(NormSplitKernel<T, kVec, V, kLayer>);
+        }
+      };
+      switch (split->vpt) {
+        case 2: return by_vpt(std::integral_constant<int, 2>{});
+        case 4: return by_vpt(std::integral_constant<int, 4>{});
+        default: return by_vpt(std::integral_constant<int, 8>{});
+      }
+    }
     auto make = [&](auto kernel) { return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(name, kernel, grid, block, 0, p).Pdl()}; };
     auto by_kind = [&](auto n_c, auto vpt_c, auto looped_c) -> std::vector<cuda::KernelLaunch> {
       constexpr int N = decltype(n_c)::value, V = decltype(vpt_c)::value;
@@ -363,7 +488,6 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
         }
       }
     };
-    constexpr int kVec = 16 / static_cast<int>(sizeof(T));
     using One = std::integral_constant<int, 1>;
     using VecN = std::integral_constant<int, kVec>;
     // The exact-cover fast path (fused_common.cuh); not rms_norm at 4 vectors per thread (its prefill

@@ -96,7 +96,7 @@ RowAccess ChooseRowAccess(int64_t cols, int elem_bytes, bool all_aligned);
 // aligned window (cols + vec - 1 columns where the row starts are off the 16-byte grid, as shifted
 // rows) in registers — `vpt` vectors of `vec` per
 // thread, `threads` per block — the row's reductions combined through distributed shared memory, so
-// the row is read once and written once (softmax.cu). Only for fewer rows than SMs: there the looped
+// the row is read once and written once (softmax.cu, norm.cu). Only for fewer rows than SMs: there the looped
 // path (one block per row) leaves SMs idle and the split is faster; from one row per SM on, the looped
 // path kept pace or was faster (docs/BENCHMARKS.md, the untuned sweep). nullopt also
 // before sm_90 (clusters) and when a block's share needs more than kRowSplitMaxThreads x

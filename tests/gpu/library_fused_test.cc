@@ -150,9 +150,14 @@ TEST(LibraryFusedPlan, NormLaunchesAndPaths) {
     ASSERT_TRUE(smm.ok()) << smm.status().ToString();
     EXPECT_NE((*smm)[0].name().find("_t64x4_p2"), std::string::npos) << (*smm)[0].name();
   }
+  // Past the register path: fewer rows than SMs split over a cluster of 8 blocks per row, more loop.
   auto wide = plan(3, 20000, 0);
   ASSERT_TRUE(wide.ok());
-  EXPECT_NE((*wide)[0].name().find("_looped"), std::string::npos) << (*wide)[0].name();
+  EXPECT_NE((*wide)[0].name().find("cluster8"), std::string::npos) << (*wide)[0].name();
+  EXPECT_EQ((*wide)[0].grid().x, 24u);
+  auto wide_many = plan(200, 20000, 0);
+  ASSERT_TRUE(wide_many.ok());
+  EXPECT_NE((*wide_many)[0].name().find("_looped"), std::string::npos) << (*wide_many)[0].name();
   auto empty = plan(0, 2048, 0);
   ASSERT_TRUE(empty.ok());
   EXPECT_TRUE(empty->empty());
@@ -426,7 +431,7 @@ std::vector<FusedCase> NormCases() {
       for (int64_t rows : {1, 3, 32, 513})
         for (int64_t cols : kWidths) {
           FusedCase c = NormCase(op, dt, rows, cols);
-          if (cols == 20000) c.expect = "_looped";
+          if (cols == 20000) c.expect = target::ChooseRowSplit(rows, cols, DTypeSize(dt), FakeH200()) ? "cluster8" : "_looped";
           v.push_back(c);
         }
   // Prefill row counts (bf16, and f32 on one width).
@@ -452,11 +457,27 @@ std::vector<FusedCase> NormCases() {
         c.name += "_shifted";
         v.push_back(c);
       }
-      FusedCase c = NormCase(op, dt, 2, 16383);
+      FusedCase c = NormCase(op, dt, 2, 16383);  // past the register path: split rows, shifted window
+      c.expect = "cluster8";
+      c.name += "_shifted_window_split";
+      v.push_back(c);
+      c = NormCase(op, dt, 200, 16383);  // as many rows as SMs and more: the 1-element looped kernel
       c.expect = "_v1_t";
       c.name += "_shifted_window_too_wide";
       v.push_back(c);
     }
+  // Rows past the register path, fewer than SMs: split over a cluster of 8 blocks (vocabulary-wide
+  // rows, odd widths in the aligned window); f32 at 169249 columns is past the split's reach (looped).
+  for (OpKind op : {OpKind::kRmsNorm, OpKind::kAddRmsNorm, OpKind::kLayerNorm})
+    for (DType dt : kDtypes)
+      for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{1, 128256}, {3, 32000}, {2, 16385}, {5, 169249}, {17, 50000}, {2, 99991}}) {
+        FusedCase c = NormCase(op, dt, rows, cols);
+        c.expect = target::ChooseRowSplit(rows, cols, DTypeSize(dt), FakeH200()) ? "cluster8" : "_looped";
+        c.name += "_split";
+        v.push_back(c);
+      }
+  v.push_back(NormCase(OpKind::kRmsNorm, DType::kBF16, 3, 32000, false));      // split, no weight
+  v.push_back(NormCase(OpKind::kLayerNorm, DType::kF16, 3, 32001, true, false));  // split, shifted, no bias
   v.push_back(NormCase(OpKind::kRmsNorm, DType::kBF16, 9, 4999, false));      // shifted, no weight
   v.push_back(NormCase(OpKind::kLayerNorm, DType::kF16, 9, 4999, true, false));  // shifted, no bias
   // Optional operands and a non-default eps.
