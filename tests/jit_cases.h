@@ -65,6 +65,14 @@ inline const JitCase kJitCases[] = {
     // narrow rows (a row group of 8 threads at both shapes: one function) at a decode row count above
     // a decode-sized block's rows: every row of the function's compiled block must be launched.
     {"generic_row_narrow_logsumexp", "graph g\ninput x: bf16[T, 20]\nm = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\nl = log(s)\ny = add(l, m)\noutput y\n", {{"T", 17}}},
+    // rows past the register path at a static width: the looped kernel (kLoopedRowThreads threads, several
+    // vectors per thread per step, a partial last step): odd width (1-element vectors), f32 4-element
+    // vectors, two 16-byte inputs with two outputs.
+    {"generic_wide_logsumexp", "graph g\ninput x: bf16[T, 20011]\nm = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\nl = log(s)\ny = add(l, m)\noutput y\n", {{"T", 3}}},
+    {"layer_norm_wide_f32", "graph g\ninput x: f32[T, 40000]\nparam w: f32[40000]\nparam b: f32[40000]\ny = layer_norm(x, w, b)\noutput y\n", {{"T", 2}}},
+    // a prefill row group of 96 threads (3072 bf16: 384 vectors, 4 per thread): the block holds whole row groups only
+    {"rms_norm_tpr96", "graph g\ninput x: bf16[T, 3072]\nparam w: bf16[3072]\ny = rms_norm(x, w)\noutput y\n", {{"T", 7}}},
+    {"add_rms_norm_very_wide", "graph g\ninput x: bf16[T, 70000]\ninput r: bf16[T, 70000]\nparam w: bf16[70000]\ny, s = add_rms_norm(x, r, w)\noutput y, s\n", {{"T", 2}}},
 };
 
 // The kernel of a graph whose every node forms one fused group (how each case is written).

@@ -93,7 +93,10 @@ class Emitter {
     out.row_in_registers = reg_rows_;
     out.function = fmt::format("{}_v{}", k_.name, vec_);
     if (reg_rows_) {
-      out.threads = std::max(tpr_p_, kPrefillRowBlock);
+      // Whole row groups only: the function computes its rows per block as blockDim.x / TPR and every
+      // thread of the block belongs to one (a row group of 96 in a block of 128 would leave 32 threads
+      // reading and writing past their row).
+      out.threads = tpr_p_ >= kPrefillRowBlock ? tpr_p_ : (kPrefillRowBlock / tpr_p_) * tpr_p_;
       out.rows_per_block = out.threads / tpr_p_;
       out.threads_per_row = tpr_p_;
       out.vectors_per_thread = vpt_p_;
@@ -261,7 +264,13 @@ class Emitter {
     const int target = std::clamp(want / words, 1, 8);
     const int tpr = RoundThreads(std::max(CeilDiv(v, target), std::min<int64_t>(v, 8)));
     const int vpt = tpr ? SmallestVpt(CeilDiv(v, tpr)) : 0;
-    if (tpr == 0 || vpt == 0) return;  // wider than 1024 x 8 vectors: looped
+    if (tpr == 0 || vpt == 0) {  // wider than 1024 x 8 vectors: looped, one block per row
+      // Vectors narrower than 16 bytes (odd widths: 1 element): kLoopedRowThreads threads, so a block
+      // still has its bytes in flight; 16-byte vectors keep max_threads, so more rows share an SM (338
+      // rows of 128256 bf16 in blocks of 1024 ran in 1.3 waves, 2.5x slower than in blocks of 256).
+      if (vec_ * max_size_ < 16) threads_ = kLoopedRowThreads;
+      return;
+    }
     tpr_p_ = tpr;
     vpt_p_ = vpt;
     // Decode (few rows): the fewest vectors per thread whose row group fits decode_row_threads, so
@@ -797,10 +806,27 @@ class Emitter {
   // One block per row, each pass streams the row (re-read from L2), block reductions.
   void EmitLoopedLoop(std::string& s, const std::vector<int>& targets, const std::function<void(std::string&)>& pre,
                       const std::function<void(std::string&)>& inner, const std::function<void(std::string&)>& after_vec) {
+    // U vectors per thread per step, every load of the step issued before the first use: one row per
+    // block leaves few blocks per SM, and one narrow load in flight per thread is far below the bytes
+    // in flight an SM needs to cover the memory latency. U: as many as keep kLoopedRowFloats values of
+    // the step in registers (half of what a thread has at kLoopedRowThreads), at most kLoopedUnroll.
     auto used = UsedVectorInputs(targets);
-    s += fmt::format("    for (long long c0 = (long long)threadIdx.x * {0}; c0 < C; c0 += (long long)blockDim.x * {0}) {{\n", vec_);
-    s += "      {\n";
-    for (int in : used) s += fmt::format("        float x{}[{}];\n        {}\n", in, vec_, LoadVec(in, fmt::format("x{}", in), "r", "c0"));
+    // 16-byte vectors keep one per thread per step: with U of them, 338 rows x 128256 bf16 (softmax,
+    // the norms) ran 15-40 % slower; narrower vectors (odd widths) gain 5-8x (docs/BENCHMARKS.md).
+    const int U = vec_ * max_size_ >= 16 ? 1
+                                         : std::clamp(kLoopedRowFloats / std::max(1, vec_ * static_cast<int>(used.size())), 1, kLoopedUnroll);
+    s += fmt::format("    for (long long cb = (long long)threadIdx.x * {0}; cb < C; cb += (long long)blockDim.x * {1}) {{\n", vec_,
+                     vec_ * U);
+    for (int in : used) s += fmt::format("      float xu{}[{}][{}];\n", in, U, vec_);
+    s += fmt::format("#pragma unroll\n      for (int u = 0; u < {}; ++u) {{\n", U);
+    s += fmt::format("        const long long c0 = cb + (long long)u * blockDim.x * {};\n", vec_);
+    s += "        if (c0 < C) {\n";
+    for (int in : used) s += fmt::format("          {}\n", LoadVec(in, fmt::format("xu{}[u]", in), "r", "c0"));
+    s += "        }\n      }\n";
+    s += fmt::format("#pragma unroll\n      for (int u = 0; u < {}; ++u) {{\n", U);
+    s += fmt::format("        const long long c0 = cb + (long long)u * blockDim.x * {};\n", vec_);
+    s += "        if (c0 >= C) break;\n";
+    for (int in : used) s += fmt::format("        const float* x{0} = xu{0}[u];\n", in);
     EmitRotHalfLoads(s, targets, "        ");
     pre(s);
     s += fmt::format("#pragma unroll\n        for (int j = 0; j < {}; ++j) {{\n          const long long c = c0 + j;\n          (void)c;\n", vec_);

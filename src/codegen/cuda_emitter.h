@@ -42,7 +42,14 @@
 
 namespace opfuse::codegen {
 
-inline constexpr int kEmitterVersion = 11;
+inline constexpr int kEmitterVersion = 12;
+// Looped row kernels (rows wider than the register path, static width): threads per block where the
+// vectors are narrower than 16 bytes (one block per row), and the vectors per thread per step (loads
+// first): at most kLoopedUnroll, as many as keep kLoopedRowFloats loaded values per thread. A block's
+// bytes in flight are threads x vectors per step x vector bytes.
+inline constexpr int kLoopedRowThreads = 1024;
+inline constexpr int kLoopedUnroll = 8;
+inline constexpr int kLoopedRowFloats = 32;
 inline constexpr int kPrefillRowBlock = 128;   // prefill row kernels: rows per block fill ~this many threads
 inline constexpr int kDecodeRowsPerSm = 4;     // rows < this x SMs: the decode function (as the library)
 // Decode row groups up to 256 threads: on an H200 (CUDA-graph replay, rows 1/8/32, h2048/h4096 bf16)
