@@ -19,6 +19,12 @@ inline target::DeviceInfo FakeDevice(int sms = 132, int major = 9) {
   d.max_threads_per_sm = 2048;
   return d;
 }
-inline target::DeviceInfo FakeH200() { return FakeDevice(132, 9); }
+// An H200 as QueryDevice reports it (132 SMs, 60 MiB of L2).
+inline target::DeviceInfo FakeH200() {
+  target::DeviceInfo d = FakeDevice(132, 9);
+  d.name = "fake H200";
+  d.l2_bytes = int64_t{60} << 20;
+  return d;
+}
 
 }  // namespace opfuse::testing_device

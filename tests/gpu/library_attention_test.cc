@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "opfuse/graph.h"
+#include "fake_device.h"
 #include "runtime/cpu/cpu_executor.h"
 #include "ir/host_tensor.h"
 
@@ -115,16 +116,7 @@ Node AttentionNode(bool causal, double scale) {
 
 // ------------------------------------------------------------------ host-only planner tests
 
-cuda::DeviceInfo FakeH200() {
-  cuda::DeviceInfo d;
-  d.name = "fake";
-  d.major = 9;
-  d.arch = "sm_90";
-  d.sm_count = 132;
-  d.max_shared_mem_per_block = 48 * 1024;
-  d.max_shared_mem_per_block_optin = 227 * 1024;
-  return d;
-}
+using testing_device::FakeH200;  // tests/fake_device.h
 
 std::vector<TensorRef> Refs(DType t, int64_t T, int64_t S, int64_t Hq, int64_t Hkv, int64_t D, void* base = nullptr) {
   char* b = static_cast<char*>(base);

@@ -40,6 +40,7 @@
 #include "kernels/fused.h"
 #include "kernels/library.h"
 #include "gpu/gpu_test_util.h"
+#include "fake_device.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device.h"
 #endif
@@ -87,17 +88,7 @@ std::string Dt(DType t) { return DTypeName(t); }
 
 // ------------------------------------------------------------------ planning (no GPU needed)
 
-cuda::DeviceInfo FakeH200() {
-  cuda::DeviceInfo d;
-  d.name = "fake H200";
-  d.major = 9;
-  d.arch = "sm_90";
-  d.sm_count = 132;
-  d.l2_bytes = int64_t{60} << 20;
-  d.max_shared_mem_per_block = 48 << 10;
-  d.max_threads_per_sm = 2048;
-  return d;
-}
+using testing_device::FakeH200;  // tests/fake_device.h
 
 // Fake, 256-byte aligned device addresses: planning never dereferences them.
 void* FakePtr(int i, size_t offset = 0) { return reinterpret_cast<void*>(0x7f0000000000ULL + (uint64_t(i) << 32) + offset); }

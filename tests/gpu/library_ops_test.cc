@@ -38,6 +38,7 @@
 
 #include "jit_cases.h"
 #include "opfuse/graph.h"
+#include "fake_device.h"
 #include "runtime/cpu/cpu_executor.h"
 #include "ir/host_tensor.h"
 
@@ -317,18 +318,7 @@ TEST(LibraryOpsHost, FastDivmodIsExact) {
   }
 }
 
-cuda::DeviceInfo FakeH200() {
-  cuda::DeviceInfo d;
-  d.name = "fake H200 (host-only planning)";
-  d.major = 9;
-  d.arch = "sm_90";
-  d.sm_count = 132;
-  d.l2_bytes = int64_t{60} << 20;
-  d.max_shared_mem_per_block = 48 << 10;
-  d.max_shared_mem_per_block_optin = 227 << 10;
-  d.max_threads_per_sm = 2048;
-  return d;
-}
+using testing_device::FakeH200;  // tests/fake_device.h
 
 // Plans the single node of `text` on fake pointers (never dereferenced): `misalign` bytes added to
 // every pointer.
