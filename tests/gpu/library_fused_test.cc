@@ -30,6 +30,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/op_suite.h"
 #include "jit_cases.h"
 #include "runtime/cpu/cpu_executor.h"
 #include "ir/host_tensor.h"
@@ -761,7 +762,35 @@ std::string CaseName(const ::testing::TestParamInfo<FusedCase>& info) {
   return s;
 }
 
+// The untuned sweep as a test (issue 30): 200 (rows, width) pairs drawn with a fixed seed by the
+// bench's own sampler (model sizes, primes, log-uniform widths up to 262144), rows cut so a tensor
+// stays under 2^20 elements (the CPU reference's time), for every fused library op; dtypes in turn,
+// every fourth case with unaligned pointers. Each case is checked like the hand-written ones above.
+std::vector<FusedCase> SweepCases() {
+  constexpr uint64_t kSeed = 30;
+  constexpr int64_t kMaxElements = int64_t{1} << 20;
+  const DType dts[] = {DType::kBF16, DType::kF16, DType::kF32};
+  std::vector<FusedCase> v;
+  int i = 0;
+  for (const bench::ShapeSample& sh : bench::RandomShapes(200, kSeed)) {
+    const int64_t cols = sh.width, rows = std::max<int64_t>(1, std::min(sh.rows, kMaxElements / cols));
+    const DType dt = dts[i % 3];
+    std::vector<FusedCase> cs = {NormCase(OpKind::kRmsNorm, dt, rows, cols), NormCase(OpKind::kAddRmsNorm, dt, rows, cols),
+                                 NormCase(OpKind::kLayerNorm, dt, rows, cols), SoftmaxCase(dt, {rows, cols}, std::nullopt, 0.125),
+                                 SoftmaxCase(dt, {1, rows, cols}, std::nullopt, 1.0, true), GluCase(OpKind::kSwiglu, dt, {rows, cols}),
+                                 GluCase(OpKind::kGeglu, dt, {rows, cols})};
+    for (FusedCase& c : cs) {
+      c.unaligned = i % 4 == 3;
+      c.name = fmt::format("sweep{}_{}{}", i, c.name, c.unaligned ? "_unaligned" : "");
+      v.push_back(std::move(c));
+    }
+    ++i;
+  }
+  return v;
+}
+
 INSTANTIATE_TEST_SUITE_P(Norm, LibraryFusedGpu, ::testing::ValuesIn(NormCases()), CaseName);
+INSTANTIATE_TEST_SUITE_P(Sweep, LibraryFusedGpu, ::testing::ValuesIn(SweepCases()), CaseName);
 INSTANTIATE_TEST_SUITE_P(Inplace, LibraryFusedGpu, ::testing::ValuesIn(InplaceCases()), CaseName);
 INSTANTIATE_TEST_SUITE_P(Softmax, LibraryFusedGpu, ::testing::ValuesIn(SoftmaxCases()), CaseName);
 INSTANTIATE_TEST_SUITE_P(Forced, LibraryFusedGpu, ::testing::ValuesIn(ForcedShapeCases()), CaseName);
