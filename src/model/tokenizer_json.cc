@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "util/quote.h"
 #include "util/files.h"
 
 namespace opfuse {
@@ -899,7 +900,8 @@ class Loader {
   Loader(JsonBpeTokenizer::Impl& impl, std::string label) : t_(impl), label_(std::move(label)) {}
 
   Status Bad(const std::string& path, const std::string& msg) const {
-    return InvalidArgument(path.empty() ? fmt::format("{}: {}", label_, msg) : fmt::format("{}: {}: {}", label_, path, msg));
+    // Tokens and keys are the file's text (a token may be a newline): the message is made one line.
+    return InvalidArgument(OneLine(path.empty() ? fmt::format("{}: {}", label_, msg) : fmt::format("{}: {}: {}", label_, path, msg)));
   }
   Status Unsupported(const std::string& path, const char* what, const std::string& type, const char* supported) const {
     return Bad(path, fmt::format("unsupported {} type \"{}\" (supported: {})", what, type, supported));

@@ -32,4 +32,27 @@ std::string PathKey(std::string_view key) {
   return plain ? std::string(key) : JsonString(key);
 }
 
+std::string OneLine(std::string_view message) {
+  std::string out;
+  out.reserve(message.size());
+  for (char c : message) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u != 0x7f) {
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      static const char* kHex = "0123456789abcdef";
+      out += "\\u00";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    }
+  }
+  return out;
+}
+
 }  // namespace opfuse

@@ -7,6 +7,9 @@
 //                                                  invalid UTF-8 replaced), so it stays one line
 //   PathKey("hidden")     -> hidden                a JSON path component: bare when [A-Za-z0-9_]+
 //   PathKey("a.b")        -> "a.b"                 else a JSON string
+//   OneLine("x \"a\nb\"")   -> x "a\nb"              a finished message: control characters (a
+//                                                  newline, a tab, ...) escaped as \n, \t, \u00XX;
+//                                                  the last resort for messages that print user text
 #pragma once
 #include <string>
 #include <string_view>
@@ -15,5 +18,6 @@ namespace opfuse {
 
 std::string Quote(std::string_view s);
 std::string PathKey(std::string_view key);
+std::string OneLine(std::string_view message);
 
 }  // namespace opfuse

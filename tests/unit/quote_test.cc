@@ -34,3 +34,17 @@ TEST(PathKey, IdentifiersBareOthersQuoted) {
 
 }  // namespace
 }  // namespace opfuse
+
+namespace opfuse {
+namespace {
+
+TEST(OneLine, EscapesControlCharactersAndKeepsTheRest) {
+  EXPECT_EQ(OneLine("plain text, 'quoted' and \"double\""), "plain text, 'quoted' and \"double\"");
+  EXPECT_EQ(OneLine("id 4 is given to both \"\n\" and \"\""), "id 4 is given to both \"\\n\" and \"\"");
+  EXPECT_EQ(OneLine(std::string("a\tb\rc\x01" "d\x7f", 8)), "a\\tb\\rc\\u0001d\\u007f");
+  EXPECT_EQ(OneLine("\xe2\x96\x81 UTF-8 stays"), "\xe2\x96\x81 UTF-8 stays");
+  EXPECT_EQ(OneLine("x\ny").find('\n'), std::string::npos);
+}
+
+}  // namespace
+}  // namespace opfuse

@@ -268,6 +268,8 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"VocabHugeId", "model.vocab.c", "4000000000", "id 4000000000 of \"c\" is out of range"},
         ErrorCase{"VocabFloatId", "model.vocab.c", "5.5", "model.vocab[\"c\"]: expected an integer id"},
         ErrorCase{"VocabDuplicateId", "model.vocab.c", "1", "id 1 is given to both"},
+        // a token that is a newline, in the message too: escaped, the message stays one line (a fuzzer find)
+        ErrorCase{"VocabDuplicateIdNewlineToken", "model.vocab.\n", "1", "id 1 is given to both \"\\n\" and \"b\""},
         ErrorCase{"UnkNotInVocab", "model.unk_token", R"("<unk>")", "model.unk_token: \"<unk>\" is not in the vocabulary"},
         ErrorCase{"AddedIdMismatch", "added_tokens[0].id", "9", "added_tokens[0].id: \"<s>\" has id 9 but Hugging Face assigns it 6"},
         ErrorCase{"AddedSingleWord", "added_tokens[0].single_word", "true", "added_tokens[0].single_word: true is not supported"},
