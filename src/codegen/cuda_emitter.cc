@@ -266,8 +266,8 @@ class Emitter {
     const int vpt = tpr ? SmallestVpt(CeilDiv(v, tpr)) : 0;
     if (tpr == 0 || vpt == 0) {  // wider than 1024 x 8 vectors: looped, one block per row
       // Vectors narrower than 16 bytes (odd widths: 1 element): kLoopedRowThreads threads, so a block
-      // still has its bytes in flight; 16-byte vectors keep max_threads, so more rows share an SM (338
-      // rows of 128256 bf16 in blocks of 1024 ran in 1.3 waves, 2.5x slower than in blocks of 256).
+      // still has its bytes in flight; 16-byte vectors keep max_threads, so more rows share an SM
+      // (blocks of 1024 left a last partial wave of rows and measured slower; docs/BENCHMARKS.md).
       if (vec_ * max_size_ < 16) threads_ = kLoopedRowThreads;
       return;
     }
@@ -811,8 +811,8 @@ class Emitter {
     // in flight an SM needs to cover the memory latency. U: as many as keep kLoopedRowFloats values of
     // the step in registers (half of what a thread has at kLoopedRowThreads), at most kLoopedUnroll.
     auto used = UsedVectorInputs(targets);
-    // 16-byte vectors keep one per thread per step: with U of them, 338 rows x 128256 bf16 (softmax,
-    // the norms) ran 15-40 % slower; narrower vectors (odd widths) gain 5-8x (docs/BENCHMARKS.md).
+    // 16-byte vectors keep one per thread per step: the unroll measured slower for them and faster
+    // for narrower vectors (odd widths) (docs/BENCHMARKS.md, the untuned sweep).
     const int U = vec_ * max_size_ >= 16 ? 1
                                          : std::clamp(kLoopedRowFloats / std::max(1, vec_ * static_cast<int>(used.size())), 1, kLoopedUnroll);
     s += fmt::format("    for (long long cb = (long long)threadIdx.x * {0}; cb < C; cb += (long long)blockDim.x * {1}) {{\n", vec_,

@@ -49,11 +49,6 @@ namespace opfuse::kernels::ew {
     __device__ __forceinline__ static bool I(int64_t a, int64_t b) { return fz::iop_##name(a, b); } \
   };
 #include "ops/scalar_math.def"
-#undef OPFUSE_SCALAR_UNARY_F
-#undef OPFUSE_SCALAR_UNARY_FI
-#undef OPFUSE_SCALAR_BINARY_F
-#undef OPFUSE_SCALAR_BINARY_FI
-#undef OPFUSE_SCALAR_COMPARE
 
 // ------------------------------------------------------------------ element functors
 // E: kArity operands of storage types S0..S2 (unused slots repeat S0), output storage Out, and

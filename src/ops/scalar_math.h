@@ -104,10 +104,5 @@ FZ_FN long long imod_floor(long long a, long long b) {
   FZ_FN bool op_##name(float a, float b) { return expr; }    \
   FZ_FN bool iop_##name(long long a, long long b) { return expr; }
 #include "ops/scalar_math.def"
-#undef OPFUSE_SCALAR_UNARY_F
-#undef OPFUSE_SCALAR_UNARY_FI
-#undef OPFUSE_SCALAR_BINARY_F
-#undef OPFUSE_SCALAR_BINARY_FI
-#undef OPFUSE_SCALAR_COMPARE
 
 }  // namespace fz

@@ -17,32 +17,15 @@ inline float ScalarUnary(OpKind op, float x) {
   switch (op) {
 #define OPFUSE_SCALAR_UNARY_F(K, name, fexpr) case OpKind::k##K: return fz::op_##name(x);
 #define OPFUSE_SCALAR_UNARY_FI(K, name, fexpr, iexpr) case OpKind::k##K: return fz::op_##name(x);
-#define OPFUSE_SCALAR_BINARY_F(K, name, fexpr)
-#define OPFUSE_SCALAR_BINARY_FI(K, name, fexpr, iexpr)
-#define OPFUSE_SCALAR_COMPARE(K, name, expr)
 #include "ops/scalar_math.def"
-#undef OPFUSE_SCALAR_UNARY_F
-#undef OPFUSE_SCALAR_UNARY_FI
-#undef OPFUSE_SCALAR_BINARY_F
-#undef OPFUSE_SCALAR_BINARY_FI
-#undef OPFUSE_SCALAR_COMPARE
     default: return std::nanf("");
   }
 }
 
 inline int64_t ScalarUnaryInt(OpKind op, int64_t x) {
   switch (op) {
-#define OPFUSE_SCALAR_UNARY_F(K, name, fexpr)
 #define OPFUSE_SCALAR_UNARY_FI(K, name, fexpr, iexpr) case OpKind::k##K: return fz::iop_##name(x);
-#define OPFUSE_SCALAR_BINARY_F(K, name, fexpr)
-#define OPFUSE_SCALAR_BINARY_FI(K, name, fexpr, iexpr)
-#define OPFUSE_SCALAR_COMPARE(K, name, expr)
 #include "ops/scalar_math.def"
-#undef OPFUSE_SCALAR_UNARY_F
-#undef OPFUSE_SCALAR_UNARY_FI
-#undef OPFUSE_SCALAR_BINARY_F
-#undef OPFUSE_SCALAR_BINARY_FI
-#undef OPFUSE_SCALAR_COMPARE
     default: return x;
   }
 }
@@ -50,34 +33,19 @@ inline int64_t ScalarUnaryInt(OpKind op, int64_t x) {
 // Binary op in f32; comparisons return 0/1.
 inline float ScalarBinary(OpKind op, float a, float b) {
   switch (op) {
-#define OPFUSE_SCALAR_UNARY_F(K, name, fexpr)
-#define OPFUSE_SCALAR_UNARY_FI(K, name, fexpr, iexpr)
 #define OPFUSE_SCALAR_BINARY_F(K, name, fexpr) case OpKind::k##K: return fz::op_##name(a, b);
 #define OPFUSE_SCALAR_BINARY_FI(K, name, fexpr, iexpr) case OpKind::k##K: return fz::op_##name(a, b);
 #define OPFUSE_SCALAR_COMPARE(K, name, expr) case OpKind::k##K: return fz::op_##name(a, b) ? 1.0f : 0.0f;
 #include "ops/scalar_math.def"
-#undef OPFUSE_SCALAR_UNARY_F
-#undef OPFUSE_SCALAR_UNARY_FI
-#undef OPFUSE_SCALAR_BINARY_F
-#undef OPFUSE_SCALAR_BINARY_FI
-#undef OPFUSE_SCALAR_COMPARE
     default: return std::nanf("");
   }
 }
 
 inline int64_t ScalarBinaryInt(OpKind op, int64_t a, int64_t b) {
   switch (op) {
-#define OPFUSE_SCALAR_UNARY_F(K, name, fexpr)
-#define OPFUSE_SCALAR_UNARY_FI(K, name, fexpr, iexpr)
-#define OPFUSE_SCALAR_BINARY_F(K, name, fexpr)
 #define OPFUSE_SCALAR_BINARY_FI(K, name, fexpr, iexpr) case OpKind::k##K: return fz::iop_##name(a, b);
 #define OPFUSE_SCALAR_COMPARE(K, name, expr) case OpKind::k##K: return fz::iop_##name(a, b) ? 1 : 0;
 #include "ops/scalar_math.def"
-#undef OPFUSE_SCALAR_UNARY_F
-#undef OPFUSE_SCALAR_UNARY_FI
-#undef OPFUSE_SCALAR_BINARY_F
-#undef OPFUSE_SCALAR_BINARY_FI
-#undef OPFUSE_SCALAR_COMPARE
     default: return 0;
   }
 }
@@ -93,11 +61,6 @@ inline const char* CudaScalarExpr(OpKind op) {
 #define OPFUSE_SCALAR_BINARY_FI(K, name, fexpr, iexpr) case OpKind::k##K: return "fz::op_" #name "($0, $1)";
 #define OPFUSE_SCALAR_COMPARE(K, name, expr) case OpKind::k##K: return "(float)fz::op_" #name "($0, $1)";
 #include "ops/scalar_math.def"
-#undef OPFUSE_SCALAR_UNARY_F
-#undef OPFUSE_SCALAR_UNARY_FI
-#undef OPFUSE_SCALAR_BINARY_F
-#undef OPFUSE_SCALAR_BINARY_FI
-#undef OPFUSE_SCALAR_COMPARE
     case OpKind::kWhere: return "($0 != 0.0f ? $1 : $2)";
     default: return nullptr;
   }
