@@ -71,7 +71,7 @@ if [ "${OPFUSE_SKIP_ASAN:-0}" != 1 ]; then
     [ -e "$f" ] && fuzzers+=("$(basename "$f" .cc)")
   done
   step cmake --preset asan -DOPFUSE_FUZZ_SECONDS="$FUZZ_SECONDS"
-  step cmake --build --preset asan -j "$JOBS" --target opfuse_cli test_unit test_error "${fuzzers[@]}"
+  step cmake --build --preset asan -j "$JOBS" --target opfuse_cli test_unit test_public_api test_error "${fuzzers[@]}"
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
   step ctest --preset asan -j "$JOBS" -L '^(unit|error)$'
