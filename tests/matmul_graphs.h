@@ -11,7 +11,8 @@ namespace opfuse::testing_graphs {
 // A decoder-like block of width h over M rows, norms written as primitives (fuse_patterns finds
 // them): rms_norm(x) -> q [h] and k [h/8] (with biases when qk_bias); add_rms_norm(x, r) -> gate/up
 // [11h/4] + SwiGLU, its sum s1 also an output; rms_norm(r) -> one `head`-row matmul (an LM head).
-inline std::string NormedBlock(const char* dt, int64_t h, int64_t head, bool qk_bias) {
+// `up_first`: the up projection is written before the gate (the GEMV must still take gate first).
+inline std::string NormedBlock(const char* dt, int64_t h, int64_t head, bool qk_bias, bool up_first = false) {
   return fmt::format(R"(graph normed
 input x: {0}[M, {1}]
 input r: {0}[M, {1}]
@@ -39,9 +40,7 @@ mse2 = add(ms2, eps)
 inv2 = rsqrt(mse2)
 xn2 = mul(s1, inv2)
 h2 = mul(xn2, n2)
-g = matmul(h2, wg) {{transpose_b=1}}
-u = matmul(h2, wu) {{transpose_b=1}}
-sg = silu(g)
+{8}sg = silu(g)
 act = mul(sg, u)
 sq3 = mul(r, r)
 ms3 = mean(sq3)
@@ -54,7 +53,9 @@ output q, k, act, logits, s1
 )",
                      dt, h, h / 8, h * 11 / 4, head,
                      qk_bias ? fmt::format("param bq: {0}[{1}]\nparam bk: {0}[{2}]\n", dt, h, h / 8) : "",
-                     qk_bias ? ", bq" : "", qk_bias ? ", bk" : "");
+                     qk_bias ? ", bq" : "", qk_bias ? ", bk" : "",
+                     up_first ? "u = matmul(h2, wu) {transpose_b=1}\ng = matmul(h2, wg) {transpose_b=1}\n"
+                              : "g = matmul(h2, wg) {transpose_b=1}\nu = matmul(h2, wu) {transpose_b=1}\n");
 }
 
 }  // namespace opfuse::testing_graphs

@@ -122,12 +122,34 @@ struct FusionDecision {
   std::string ToString() const { return (fuse ? "fuse: " : "no: ") + reason; }
 };
 
+// How a group runs. kAuto on a group: not scheduled yet; as a requested variant (the executor's
+// option): whatever the schedule pass picks.
+enum class Variant {
+  kAuto,
+  kUnfused,  // op by op: one library kernel per node, composites decomposed into primitives first
+  kLibrary,  // the hand-written fused kernel (a fused group), or each node's library kernel
+  kJit,      // a generated kernel for the whole group
+};
+const char* VariantName(Variant v);                    // "auto" | "unfused" | "library" | "jit"
+StatusOr<Variant> ParseVariant(std::string_view s);    // the inverse; anything else is an error
+
+// fuse_matmul's plan of a "matmul:" group (passes/fuse_matmul.cc), in the order the decode GEMV
+// consumes it: node ids of the graph the group belongs to.
+struct MatmulGroupPlan {
+  int norm = -1;              // rms_norm / add_rms_norm computed as the prologue, or -1
+  std::vector<int> matmuls;   // one GEMV segment each, in column order; with swiglu: {gate, up}
+  std::vector<int> ropes;     // parallel to matmuls: the rope applied to that matmul's output, or -1
+  std::vector<int> views;     // the reshapes between a matmul and its rope (views, no kernel)
+  int swiglu = -1;            // the swiglu epilogue reading matmuls[0] (gate) and matmuls[1] (up), or -1
+};
+
 struct FusionGroup {
   std::vector<int> nodes;     // node ids, topological order
-  std::string kind;           // "pattern:<name>" | "generic" | "single"
+  std::string kind;           // "pattern:<name>" | "generic" | "single" | "matmul:<form>"
   FusionDecision decision;
-  std::string variant;        // "library" | "jit" | "unfused" | "" (not yet scheduled)
+  Variant variant = Variant::kAuto;  // set by the schedule pass
   std::string name;           // kernel-style name, e.g. fz_add_rms_norm_bf16_h2048
+  std::optional<MatmulGroupPlan> matmul;  // "matmul:" groups only
 };
 
 class Graph {

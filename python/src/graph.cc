@@ -232,7 +232,7 @@ py::dict ShouldFuse(const py::object& nodes, const py::object& input_names, cons
     d["values"] = fusion::GroupValueNames(g, grp.nodes);
     d["fuse"] = grp.decision.fuse;
     d["reason"] = grp.decision.reason;
-    d["variant"] = grp.variant;
+    d["variant"] = grp.variant == Variant::kAuto ? "" : VariantName(grp.variant);
     d["name"] = grp.name;
     if (i < ctx.choices.size()) {
       d["source"] = scheduler::SourceName(ctx.choices[i].source);

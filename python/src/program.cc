@@ -402,7 +402,7 @@ class Program {
       d["kind"] = grp.kind;
       d["fuse"] = grp.decision.fuse;
       d["reason"] = grp.decision.reason;
-      d["variant"] = grp.variant;
+      d["variant"] = grp.variant == Variant::kAuto ? "" : VariantName(grp.variant);
       d["name"] = grp.name;
       out.push_back(d);
     }

@@ -57,7 +57,7 @@ std::string UtcNow() {
 nlohmann::json GroupSummary(const Graph& g) {
   std::map<std::string, int> count;
   for (const auto& grp : g.groups)
-    if (grp.decision.fuse) ++count[grp.kind + " (" + (grp.variant.empty() ? "?" : grp.variant) + ")"];
+    if (grp.decision.fuse) ++count[grp.kind + " (" + (grp.variant == Variant::kAuto ? "?" : VariantName(grp.variant)) + ")"];
   nlohmann::json out = nlohmann::json::object();
   for (const auto& [k, n] : count) out[k] = n;
   return out;

@@ -135,7 +135,7 @@ int ExplainMain(const ExplainOptions& o) {
                                    {"kind", grp.kind},
                                    {"decision", grp.decision.fuse ? "fuse" : "no"},
                                    {"reason", grp.decision.reason},
-                                   {"variant", grp.variant},
+                                   {"variant", grp.variant == Variant::kAuto ? "" : VariantName(grp.variant)},
                                    {"name", grp.name}};
       if (i < ctx.choices.size()) {
         const auto& c = ctx.choices[i];
@@ -181,7 +181,7 @@ int ExplainMain(const ExplainOptions& o) {
     const auto vals = fusion::GroupValueNames(g, grp.nodes);
     std::cout << fmt::format("  [{}] {}  ops: {}  ({})\n", i, grp.kind, Join(ops, ", "), Join(vals, ", "));
     std::cout << fmt::format("      {}\n", grp.decision.ToString());
-    std::cout << fmt::format("      variant: {}  kernel: {}\n", grp.variant.empty() ? "-" : grp.variant, grp.name);
+    std::cout << fmt::format("      variant: {}  kernel: {}\n", grp.variant == Variant::kAuto ? "-" : VariantName(grp.variant), grp.name);
     if (ctx.profile && i < ctx.choices.size())
       std::cout << fmt::format("      source: {}  expected saved: {:.2f} us\n", scheduler::SourceName(ctx.choices[i].source),
                                ctx.choices[i].expected_us_saved);

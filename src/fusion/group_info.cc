@@ -147,6 +147,11 @@ std::string SingleReason(const Graph& g, int node, const FusionConfig& config, c
   return r + "; " + detail;
 }
 
+bool HasFusedLibraryKernel(const Graph& g, const FusionGroup& grp) {
+  if (grp.matmul) return true;
+  return grp.nodes.size() == 1 && GetOpInfo(g.nodes[grp.nodes[0]].op).kind == FusionKind::kComposite;
+}
+
 bool IsGenericFusible(OpKind op) {
   const OpInfo& info = GetOpInfo(op);
   if (info.kind == FusionKind::kElementwise || info.kind == FusionKind::kBroadcast) return true;

@@ -42,4 +42,9 @@ std::string SingleReason(const Graph& g, int node, const FusionConfig& config, c
 // reductions producing values (argmax's integer index is not fused).
 bool IsGenericFusible(OpKind op);
 
+// Whether a fused group has a hand-written fused kernel (the "library" variant): fuse_matmul's
+// groups (the decode GEMV) and a group of one composite op (every composite has its library
+// kernel: kernels::HasLibraryKernel, checked by LibraryOpsHost.EveryCompositeHasALibraryKernel).
+bool HasFusedLibraryKernel(const Graph& g, const FusionGroup& grp);
+
 }  // namespace opfuse::fusion

@@ -62,6 +62,22 @@ std::optional<DType> DTypeFromName(std::string_view name) {
   return std::nullopt;
 }
 
+// ------------------------------------------------------------------ variants
+namespace {
+constexpr std::pair<Variant, const char*> kVariants[] = {
+    {Variant::kAuto, "auto"}, {Variant::kUnfused, "unfused"}, {Variant::kLibrary, "library"}, {Variant::kJit, "jit"}};
+}  // namespace
+const char* VariantName(Variant v) {
+  for (const auto& [k, name] : kVariants)
+    if (k == v) return name;
+  return "?";
+}
+StatusOr<Variant> ParseVariant(std::string_view s) {
+  for (const auto& [k, name] : kVariants)
+    if (s == name) return k;
+  return InvalidArgument(fmt::format("unknown variant '{}' (expected auto, unfused, library or jit)", s));
+}
+
 // ------------------------------------------------------------------ dims and shapes
 std::string Dim::ToString() const { return is_static() ? std::to_string(value) : sym; }
 

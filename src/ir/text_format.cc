@@ -36,7 +36,7 @@ std::string PrintGraph(const Graph& g, bool with_groups) {
     if (auto it = group_of_first.find(static_cast<int>(i)); it != group_of_first.end()) {
       const FusionGroup& grp = g.groups[it->second];
       out += fmt::format("# group {} [{}] {}{}{}\n", it->second, grp.kind, grp.decision.ToString(),
-                         grp.variant.empty() ? "" : " variant=" + grp.variant, grp.name.empty() ? "" : " kernel=" + grp.name);
+                         grp.variant == Variant::kAuto ? "" : std::string(" variant=") + VariantName(grp.variant), grp.name.empty() ? "" : " kernel=" + grp.name);
     }
     std::string lhs;
     for (size_t k = 0; k < n.outputs.size(); ++k) {

@@ -39,11 +39,10 @@ struct AttentionPlanOptions {
   size_t counter_count = 0;
   // kv_attention's general kernel (decode) may read pos and the cache rows below pos[b] before its PDL wait
   // (overlapping the previous kernel): only when no earlier kernel of the same run writes them —
-  // pos is an input of the run and no other step touches the caches. PlanKvAttention takes it from
-  // the node attribute kEarlyReadsAttr, which the CUDA executor sets when that holds.
+  // pos is an input of the run and no other step touches the caches. The CUDA executor says so
+  // through PlanLibraryNode's LibraryPlanOptions::early_reads.
   bool early_reads = false;
 };
-inline constexpr const char* kEarlyReadsAttr = "_early_reads";
 
 // Launches computing attention node `n` (see PlanAttention in library.h) with explicit options.
 StatusOr<std::vector<cuda::KernelLaunch>> PlanAttentionWith(const Node& n, const std::vector<TensorRef>& in,

@@ -15,7 +15,7 @@ PlanFn PlannerFor(OpKind op) {
     case OpKind::kSwiglu: case OpKind::kGeglu: return PlanGlu;
     case OpKind::kRope: return PlanRope;
     case OpKind::kAttention: return PlanAttention;
-    case OpKind::kKvAttention: return PlanKvAttention;
+    case OpKind::kKvAttention: return nullptr;  // PlanKvAttention, with the run's options (below)
     case OpKind::kEmbedding: return PlanEmbedding;
     case OpKind::kMatmul: case OpKind::kConstant: return nullptr;  // cuBLASLt / host constant, in the executor
     default: break;
@@ -29,11 +29,12 @@ PlanFn PlannerFor(OpKind op) {
 }
 }  // namespace
 
-bool HasLibraryKernel(OpKind op) { return PlannerFor(op) != nullptr; }
+bool HasLibraryKernel(OpKind op) { return op == OpKind::kKvAttention || PlannerFor(op) != nullptr; }
 
 StatusOr<std::vector<cuda::KernelLaunch>> PlanLibraryNode(const Node& n, const std::vector<TensorRef>& in,
                                                           const std::vector<TensorRef>& out,
-                                                          const cuda::DeviceInfo& dev) {
+                                                          const cuda::DeviceInfo& dev, const LibraryPlanOptions& opts) {
+  if (n.op == OpKind::kKvAttention) return PlanKvAttention(n, in, out, dev, opts.early_reads);
   PlanFn fn = PlannerFor(n.op);
   if (!fn) return Unimplemented(fmt::format("{}: no library kernel", OpName(n.op)));
   return fn(n, in, out, dev);

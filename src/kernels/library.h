@@ -37,12 +37,20 @@
 
 namespace opfuse::kernels {
 
+// Facts about the run a node's planner cannot see from the node itself (the executor's plan).
+struct LibraryPlanOptions {
+  // kv_attention: no kernel of the same run writes pos or the caches, so the decode kernel may read
+  // them before its PDL wait (AttentionPlanOptions::early_reads).
+  bool early_reads = false;
+};
+
 // Launches that compute node `n` (op + attrs) from `in` into `out` (shapes already bound and
 // checked by the executor; outputs allocated). Unimplemented("<op>: <why>") when no library
 // kernel covers the case.
 StatusOr<std::vector<cuda::KernelLaunch>> PlanLibraryNode(const Node& n, const std::vector<TensorRef>& in,
                                                           const std::vector<TensorRef>& out,
-                                                          const cuda::DeviceInfo& dev);
+                                                          const cuda::DeviceInfo& dev,
+                                                          const LibraryPlanOptions& opts = {});
 
 // Whether PlanLibraryNode has a kernel for `op` at all (dtype/shape limits may still refuse).
 bool HasLibraryKernel(OpKind op);
@@ -73,7 +81,9 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanAttention(const Node& n, const std
 
 // kv_attention (src/kernels/attention.h): in = q, k, v, k_cache, v_cache, pos [, scratch]; writes
 // the caches in place, reads pos on the device. AttentionWorkspaceBytes also sizes its scratch.
+// `early_reads`: LibraryPlanOptions::early_reads.
 StatusOr<std::vector<cuda::KernelLaunch>> PlanKvAttention(const Node& n, const std::vector<TensorRef>& in,
-                                                          const std::vector<TensorRef>& out, const cuda::DeviceInfo& dev);
+                                                          const std::vector<TensorRef>& out, const cuda::DeviceInfo& dev,
+                                                          bool early_reads = false);
 
 }  // namespace opfuse::kernels

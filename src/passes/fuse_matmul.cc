@@ -21,6 +21,9 @@
 // The rewrites apply to bf16/f16 matmuls (the GEMV's types). When the bound row count is above
 // kDecodeGemvMaxRows (opfuse/config.h; prefill) the executor runs the group's matmuls through cuBLASLt one by
 // one (and the swiglu kernel after them): the group then only names what the decode step does.
+// Each group carries its MatmulGroupPlan (opfuse/graph.h): norm prologue, the matmuls in segment
+// order (gate before up), the rope of each, the swiglu epilogue — the executor builds the GEMV's
+// arguments from it and never re-derives the group's structure.
 // Off with OPFUSE_DISABLE=fuse_matmul (or enable_fusion=false).
 #include <algorithm>
 #include <map>
@@ -100,10 +103,13 @@ Status FuseMatmul(Graph& g, const PassContext& ctx) {
       if (auto it = group_of.find(n); it != group_of.end()) drop[it->second] = 1;
       taken.insert(n);
     }
-    std::vector<int> nodes = {gate, up, grp.nodes[0]};
+    const int sw_id = grp.nodes[0];
+    std::vector<int> nodes = {gate, up, sw_id};
     std::sort(nodes.begin(), nodes.end());
     grp.nodes = nodes;
     grp.kind = "matmul:swiglu";
+    // The GEMV's swiglu epilogue reads segment 0 as gate and 1 as up, whatever their graph order.
+    grp.matmul = MatmulGroupPlan{.matmuls = {gate, up}, .ropes = {-1, -1}, .swiglu = sw_id};
     grp.decision = FusionDecision::Yes(reason);
     grp.name.clear();
   }
@@ -135,7 +141,8 @@ Status FuseMatmul(Graph& g, const PassContext& ctx) {
         "horizontal: {} matmuls ({}) read {}; one GEMV launch over {} concatenated columns when rows <= {} "
         "(decode); cuBLASLt per matmul above",
         nodes.size(), Names(g, nodes), g.values[key.first].name, cols, kDecodeGemvMaxRows);
-    added.push_back({nodes, "matmul:siblings", FusionDecision::Yes(reason), "", ""});
+    added.push_back({nodes, "matmul:siblings", FusionDecision::Yes(reason), Variant::kAuto, "",
+                     MatmulGroupPlan{.matmuls = nodes, .ropes = std::vector<int>(nodes.size(), -1)}});
   }
 
   // 3. Norm prologue: the activations of a matmul group (or of one free weight matmul, e.g. the LM
@@ -159,6 +166,7 @@ Status FuseMatmul(Graph& g, const PassContext& ctx) {
       return false;
     }
     drop[it->second] = 1;
+    grp.matmul->norm = pn;
     grp.nodes.push_back(pn);
     std::sort(grp.nodes.begin(), grp.nodes.end());
     grp.kind = grp.kind == "matmul:swiglu" ? "matmul:norm_swiglu" : grp.kind == "matmul:siblings" ? "matmul:norm_siblings" : "matmul:norm";
@@ -186,7 +194,8 @@ Status FuseMatmul(Graph& g, const PassContext& ctx) {
     const std::string reason = fmt::format("matmul {} reads [{}, {}] weights", g.values[g.nodes[n].outputs[0]].name,
                                            g.values[g.nodes[n].inputs[1]].type.shape[0].ToString(),
                                            g.values[g.nodes[n].inputs[1]].type.shape[1].ToString());
-    FusionGroup mg{{n}, "matmul:single", FusionDecision::Yes(reason), "", ""};
+    FusionGroup mg{{n}, "matmul:single", FusionDecision::Yes(reason), Variant::kAuto, "",
+                   MatmulGroupPlan{.matmuls = {n}, .ropes = {-1}}};
     if (absorb_norm(mg, {n})) {
       drop[gi] = 1;
       taken.insert(n);
@@ -206,9 +215,9 @@ Status FuseMatmul(Graph& g, const PassContext& ctx) {
   auto absorb_rope = [&](FusionGroup& grp) {
     if (!rope_on) return;
     std::vector<int> ropes;
-    for (int m : std::vector<int>(grp.nodes)) {
-      const Node& mm = g.nodes[m];
-      if (mm.op != OpKind::kMatmul) continue;
+    MatmulGroupPlan& plan = *grp.matmul;
+    for (size_t i = 0; i < plan.matmuls.size(); ++i) {
+      const Node& mm = g.nodes[plan.matmuls[i]];
       const int out = mm.outputs[0];
       if (users[out].size() != 1 || g.IsGraphOutput(out)) continue;
       const int rn = users[out][0];
@@ -242,6 +251,8 @@ Status FuseMatmul(Graph& g, const PassContext& ctx) {
       drop[rg] = drop[pg] = 1;
       grp.nodes.push_back(rn);
       grp.nodes.push_back(pn);
+      plan.ropes[i] = pn;
+      plan.views.push_back(rn);
       ropes.push_back(pn);
     }
     if (ropes.empty()) return;

@@ -28,6 +28,15 @@ struct PassContext {
   mutable std::vector<PassNote> notes;   // appended to by passes
   // The measured profile the schedule pass consults (null: config rules only); not owned.
   const scheduler::ProfileDb* profile = nullptr;
+  // The variant requested for every fused group (the executor's option): kAuto keeps should_fuse's
+  // pick; otherwise the schedule pass applies the request where the group can run it and says in
+  // FusionChoice::substitution what it ran instead where not (a matmul group has no JIT form, a
+  // generic group no library kernel).
+  Variant variant = Variant::kAuto;
+  // With variant kJit: groups of one op that are not fused run as a one-node JIT kernel too
+  // (benchmarking the JIT on single ops); the executor runs the op's library kernel where the JIT
+  // cannot lower it.
+  bool jit_single_ops = false;
   // Written by the schedule pass: should_fuse's full answer for each group, parallel to g.groups.
   mutable std::vector<scheduler::FusionChoice> choices;
 

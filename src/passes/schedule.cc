@@ -19,6 +19,28 @@
 
 namespace opfuse {
 
+namespace {
+
+// The variant the group runs: should_fuse's pick, or the requested one where the group has it.
+Variant Resolve(const Graph& g, const FusionGroup& grp, scheduler::FusionChoice& choice, const PassContext& ctx) {
+  const Variant want = ctx.variant;
+  if (want == Variant::kAuto) return choice.variant;
+  if (!grp.decision.fuse) {
+    const bool one_op = grp.nodes.size() == 1 && g.nodes[grp.nodes[0]].op != OpKind::kConstant;
+    return want == Variant::kJit && ctx.jit_single_ops && one_op ? Variant::kJit : choice.variant;
+  }
+  auto substitute = [&](Variant runs, const std::string& why) {
+    choice.substitution = fmt::format("{} -> {}: {}", VariantName(want), VariantName(runs), why);
+    return runs;
+  };
+  if (grp.matmul) return want == Variant::kLibrary ? want : substitute(Variant::kLibrary, "a matmul group runs the GEMV library kernel (no JIT form)");
+  if (want == Variant::kLibrary && !fusion::HasFusedLibraryKernel(g, grp))
+    return substitute(Variant::kJit, grp.nodes.size() == 1 ? "no library kernel for this op" : "no library kernel for a generic group");
+  return want;
+}
+
+}  // namespace
+
 
 Status Schedule(Graph& g, const PassContext& ctx) {
   // Ops no earlier pass grouped (fuse_generic switched off).
@@ -31,7 +53,7 @@ Status Schedule(Graph& g, const PassContext& ctx) {
     std::string reason = fusion::IsGenericFusible(g.nodes[n].op) || g.nodes[n].op == OpKind::kConstant
                              ? "fuse_generic disabled by OPFUSE_DISABLE"
                              : fusion::SingleReason(g, id, ctx.config);
-    g.groups.push_back({{id}, "single", FusionDecision::No(reason), "", ""});
+    g.groups.push_back({{id}, "single", FusionDecision::No(reason), Variant::kAuto, ""});
   }
   std::sort(g.groups.begin(), g.groups.end(),
             [](const FusionGroup& a, const FusionGroup& b) { return a.nodes.front() < b.nodes.front(); });
@@ -42,7 +64,7 @@ Status Schedule(Graph& g, const PassContext& ctx) {
   for (auto& grp : g.groups) {
     scheduler::FusionChoice choice = scheduler::ShouldFuse(g, grp, ctx.bindings, ctx.config, opts);
     grp.decision = choice.decision;
-    grp.variant = scheduler::VariantName(choice.variant);
+    grp.variant = Resolve(g, grp, choice, ctx);
     if (grp.name.empty()) grp.name = fusion::KernelName(g, grp);
     ctx.choices.push_back(std::move(choice));
   }

@@ -11,15 +11,6 @@
 
 namespace opfuse::scheduler {
 
-const char* VariantName(Variant v) {
-  switch (v) {
-    case Variant::kUnfused: return "unfused";
-    case Variant::kLibrary: return "library";
-    case Variant::kJit: return "jit";
-  }
-  return "?";
-}
-
 const char* SourceName(DecisionSource s) {
   switch (s) {
     case DecisionSource::kConfig: return "config";

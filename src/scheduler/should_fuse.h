@@ -22,8 +22,8 @@
 
 namespace opfuse::scheduler {
 
-enum class Variant { kUnfused, kLibrary, kJit };
-const char* VariantName(Variant v);   // "unfused" | "library" | "jit"
+using opfuse::Variant;      // graph.h; a choice is never kAuto
+using opfuse::VariantName;
 enum class DecisionSource { kConfig, kProfile, kCostModel };
 const char* SourceName(DecisionSource s);  // "config" | "profile" | "cost_model"
 
@@ -52,6 +52,9 @@ struct FusionChoice {
   std::string evidence;                  // the profile point / interpolation / cost terms used ("" for config)
   bool compile_in_background = false;    // JIT kernel not cached: run `run_now` while it compiles
   Variant run_now = Variant::kUnfused;   // what runs right now (== variant unless compiling)
+  // Set by the schedule pass when a requested variant (PassContext::variant) cannot run this group:
+  // "<requested> -> <runs>: <why>"; the group's FusionGroup::variant is the one that runs.
+  std::string substitution;
 };
 
 // The group's profile key: pattern name for pattern groups ("add_rms_norm"), "generic:<op>_<op>..."

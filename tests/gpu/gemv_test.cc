@@ -183,6 +183,8 @@ TEST_F(GemvTest, NormPrologueGroups) {
   // Above the GEMV's rows: member by member (norm kernel + cuBLASLt per matmul + swiglu): 3 + 4 + 2.
   EXPECT_EQ(RunAndCompare("normed m=max+1", kNormed, {{"M", kernels::kGemvMaxRows + 1}}), 9);
   EXPECT_EQ(RunAndCompare("normed f16 m=1", testing_graphs::NormedBlock("f16", 512, 1000, true), {{"M", 1}}), 3);
+  // up written before gate: the swiglu epilogue still takes gate as its first segment.
+  EXPECT_EQ(RunAndCompare("normed up-first m=1", testing_graphs::NormedBlock("bf16", 512, 1000, true, true), {{"M", 1}}), 3);
 }
 
 // q/k/v with RoPE epilogues on q and k (with biases, as in Qwen2: the pair's second column has its own)

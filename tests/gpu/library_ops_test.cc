@@ -298,6 +298,19 @@ TEST(LibraryOpsHost, EveryFamilyOpHasAKernelAndACase) {
   for (const auto& c : Cases()) EXPECT_TRUE(names.insert(c.name).second) << "duplicate case " << c.name;
 }
 
+// fusion::HasFusedLibraryKernel (the schedule pass's "library" variant) assumes every composite op
+// has its fused library kernel.
+TEST(LibraryOpsHost, EveryCompositeHasALibraryKernel) {
+  int n = 0;
+  for (int i = 0; i < kNumOps; ++i) {
+    const OpKind op = static_cast<OpKind>(i);
+    if (GetOpInfo(op).kind != FusionKind::kComposite) continue;
+    ++n;
+    EXPECT_TRUE(kernels::HasLibraryKernel(op)) << OpName(op);
+  }
+  EXPECT_GE(n, 7);
+}
+
 TEST(LibraryOpsHost, FastDivmodIsExact) {
   std::mt19937_64 rng(std::random_device{}());
   const uint32_t lim = static_cast<uint32_t>(kernels::kFastIndexLimit);

@@ -128,7 +128,7 @@ TEST(Examples, LlamaDecoderLayer) {
   int single_matmuls = 0;
   for (const auto* grp : r.Kind("single"))
     if (r.g.nodes[grp->nodes[0]].op == OpKind::kMatmul) {
-      EXPECT_EQ(grp->variant, "library");
+      EXPECT_EQ(grp->variant, Variant::kLibrary);
       ++single_matmuls;
     }
   EXPECT_EQ(single_matmuls, 2) << r.Dump();  // o_proj and down_proj

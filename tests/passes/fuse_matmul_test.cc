@@ -44,8 +44,8 @@ TEST(FuseMatmul, SiblingsAndSwigluEpilogue) {
   EXPECT_NE(sib[0]->decision.reason.find("horizontal: 3 matmuls (q, k, v) read x"), std::string::npos)
       << sib[0]->decision.reason;
   EXPECT_NE(swi[0]->decision.reason.find("matmul epilogue: g and u read x"), std::string::npos) << swi[0]->decision.reason;
-  EXPECT_EQ(sib[0]->variant, "library");
-  EXPECT_EQ(swi[0]->variant, "library");
+  EXPECT_EQ(sib[0]->variant, Variant::kLibrary);
+  EXPECT_EQ(swi[0]->variant, Variant::kLibrary);
   // The gate/up matmuls are in the swiglu group, not among the siblings.
   EXPECT_EQ(r.GroupOf("g"), swi[0]);
   EXPECT_EQ(r.GroupOf("q"), sib[0]);
@@ -125,6 +125,34 @@ TEST(FuseMatmul, NormPrologueJoinsTheGroups) {
   PipelineRun off = RunText(kNormed, Disabled({"matmul_norm"}));
   EXPECT_TRUE(off.Kind("matmul:norm_siblings").empty() && off.Kind("matmul:norm").empty()) << off.Dump();
   EXPECT_EQ(off.Kind("matmul:siblings").size(), 1u) << off.Dump();
+}
+
+// The typed plan the executor consumes: norm, matmuls in GEMV segment order (gate before up even
+// when up is written first), the swiglu epilogue; no ropes here.
+TEST(FuseMatmul, GroupsCarryTheirPlan) {
+  for (bool up_first : {false, true}) {
+    PipelineRun r = RunText(testing_graphs::NormedBlock("bf16", 256, 512, false, up_first));
+    auto swi = r.Kind("matmul:norm_swiglu");
+    ASSERT_EQ(swi.size(), 1u) << r.Dump();
+    ASSERT_TRUE(swi[0]->matmul.has_value());
+    const MatmulGroupPlan& p = *swi[0]->matmul;
+    ASSERT_EQ(p.matmuls.size(), 2u);
+    auto out_name = [&](int n) { return r.g.values[r.g.nodes[n].outputs[0]].name; };
+    EXPECT_EQ(out_name(p.matmuls[0]), "g") << "up_first=" << up_first;
+    EXPECT_EQ(out_name(p.matmuls[1]), "u") << "up_first=" << up_first;
+    ASSERT_GE(p.swiglu, 0);
+    EXPECT_EQ(r.g.nodes[p.swiglu].op, OpKind::kSwiglu);
+    ASSERT_GE(p.norm, 0);
+    EXPECT_EQ(r.g.nodes[p.norm].op, OpKind::kAddRmsNorm);
+    EXPECT_EQ(p.ropes, (std::vector<int>{-1, -1}));
+    auto head = r.Kind("matmul:norm");
+    ASSERT_EQ(head.size(), 1u) << r.Dump();
+    ASSERT_TRUE(head[0]->matmul.has_value());
+    EXPECT_EQ(head[0]->matmul->matmuls.size(), 1u);
+    EXPECT_EQ(r.g.nodes[head[0]->matmul->norm].op, OpKind::kRmsNorm);
+    for (const auto& grp : r.g.groups)
+      EXPECT_EQ(grp.matmul.has_value(), grp.kind.rfind("matmul:", 0) == 0) << grp.kind;
+  }
 }
 
 TEST(FuseMatmul, FusedGroupsComputeTheSameOnTheCpu) {

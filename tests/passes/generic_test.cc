@@ -21,7 +21,7 @@ output c
   EXPECT_EQ(grp.kind, "generic");
   EXPECT_TRUE(grp.decision.fuse);
   EXPECT_EQ(grp.decision.reason, "elementwise chain of 3 ops: exp, mul, add; size depends on T");
-  EXPECT_EQ(grp.variant, "jit");
+  EXPECT_EQ(grp.variant, Variant::kJit);
   EXPECT_EQ(grp.name, "fz_exp_mul_add_f32_w4096");
   EXPECT_EQ(grp.nodes.size(), 4u);  // the constant rides along as a scalar
 }
@@ -69,11 +69,11 @@ output c
 )");
   ASSERT_EQ(r.g.groups.size(), 6u) << r.Dump();
   EXPECT_EQ(r.GroupOf("m")->decision.reason, "matmul is a library op (cuBLASLt)");
-  EXPECT_EQ(r.GroupOf("m")->variant, "library");
+  EXPECT_EQ(r.GroupOf("m")->variant, Variant::kLibrary);
   EXPECT_EQ(r.GroupOf("r")->decision.reason, "view op (reshape) moves no data");
   EXPECT_EQ(r.GroupOf("s")->decision.reason, "view op (slice) copies");
   EXPECT_EQ(r.GroupOf("a")->decision.reason, "single elementwise op: nothing to fuse with (min_nodes_for_fusion=2)");
-  EXPECT_EQ(r.GroupOf("a")->variant, "unfused");
+  EXPECT_EQ(r.GroupOf("a")->variant, Variant::kUnfused);
 }
 
 TEST(GenericFusion, NoCycleThroughAView) {
@@ -129,12 +129,12 @@ TEST(Schedule, MinTensorElementsUsesBindings) {
   ASSERT_EQ(small.g.groups.size(), 1u);
   EXPECT_FALSE(small.g.groups[0].decision.fuse);
   EXPECT_EQ(small.g.groups[0].decision.reason, "tensor has 512 elements < min_tensor_elements 1024 (at T=4)");
-  EXPECT_EQ(small.g.groups[0].variant, "unfused");
+  EXPECT_EQ(small.g.groups[0].variant, Variant::kUnfused);
 
   PipelineRun big = RunText(kSmall, {}, {{"T", 64}});
   EXPECT_TRUE(big.g.groups[0].decision.fuse);
   EXPECT_EQ(big.g.groups[0].decision.reason, "elementwise chain of 2 ops: exp, neg");
-  EXPECT_EQ(big.g.groups[0].variant, "jit");
+  EXPECT_EQ(big.g.groups[0].variant, Variant::kJit);
 
   PipelineRun unbound = RunText(kSmall);
   EXPECT_TRUE(unbound.g.groups[0].decision.fuse);
@@ -148,7 +148,7 @@ TEST(Schedule, MinTensorElementsAppliesToPatternsToo) {
   EXPECT_EQ(r.g.groups[0].kind, "pattern:swiglu");
   EXPECT_FALSE(r.g.groups[0].decision.fuse);
   EXPECT_EQ(r.g.groups[0].decision.reason, "tensor has 128 elements < min_tensor_elements 1024 (at T=2)");
-  EXPECT_EQ(r.g.groups[0].variant, "unfused");
+  EXPECT_EQ(r.g.groups[0].variant, Variant::kUnfused);
 }
 
 TEST(Schedule, MinNodesForFusion) {
@@ -157,7 +157,7 @@ TEST(Schedule, MinNodesForFusion) {
   PipelineRun r = RunText(kSmall, c);
   EXPECT_FALSE(r.g.groups[0].decision.fuse);
   EXPECT_EQ(r.g.groups[0].decision.reason, "group of 2 ops < min_nodes_for_fusion 3");
-  EXPECT_EQ(r.g.groups[0].variant, "unfused");
+  EXPECT_EQ(r.g.groups[0].variant, Variant::kUnfused);
 }
 
 TEST(Schedule, FusionDisabled) {

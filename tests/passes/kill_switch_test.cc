@@ -66,7 +66,7 @@ TEST(KillSwitch, DisabledPatternLeavesItsOpsUnfused) {
   EXPECT_FALSE(grp.decision.fuse);
   EXPECT_EQ(grp.decision.reason.rfind("pattern swiglu disabled by OPFUSE_DISABLE", 0), 0u) << grp.decision.reason;
   EXPECT_EQ(r.Ops(grp), "silu,mul");
-  EXPECT_EQ(grp.variant, "unfused");
+  EXPECT_EQ(grp.variant, Variant::kUnfused);
   EXPECT_EQ(r.CountOp(OpKind::kSwiglu), 0);
 }
 
@@ -131,7 +131,7 @@ TEST(KillSwitch, CausalSoftmaxHasNoPrimitiveForm) {
   EXPECT_EQ(r.CountOp(OpKind::kSoftmax), 1);
   EXPECT_FALSE(grp.decision.fuse);
   EXPECT_NE(grp.decision.reason.find("causal softmax has no primitive form"), std::string::npos) << grp.decision.reason;
-  EXPECT_EQ(grp.variant, "library");
+  EXPECT_EQ(grp.variant, Variant::kLibrary);
   EXPECT_TRUE(r.HasNote("no primitive form")) << r.Notes();
 }
 

@@ -102,7 +102,9 @@ struct PipelineRun {
   std::string Dump() const { return PrintGraph(g) + Notes(); }
 };
 
-inline PipelineRun RunText(const std::string& text, FusionConfig config = {}, Bindings bindings = {}) {
+// `requested`, `jit_single_ops`: PassContext::variant / jit_single_ops (the executor's request).
+inline PipelineRun RunText(const std::string& text, FusionConfig config = {}, Bindings bindings = {},
+                           Variant requested = Variant::kAuto, bool jit_single_ops = false) {
   PipelineRun r;
   auto parsed = ParseGraph(text);
   EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
@@ -111,6 +113,8 @@ inline PipelineRun RunText(const std::string& text, FusionConfig config = {}, Bi
   r.original = *parsed;
   r.ctx.config = std::move(config);
   r.ctx.bindings = std::move(bindings);
+  r.ctx.variant = requested;
+  r.ctx.jit_single_ops = jit_single_ops;
   Status s = RunPipeline(r.g, r.ctx, [&](const std::string& pass, const Graph&) { r.passes_seen.push_back(pass); });
   EXPECT_TRUE(s.ok()) << s.ToString();
   Graph copy = r.g;
@@ -120,7 +124,7 @@ inline PipelineRun RunText(const std::string& text, FusionConfig config = {}, Bi
   EXPECT_TRUE(GroupsAcyclic(r.g)) << PrintGraph(r.g);
   for (const auto& grp : r.g.groups) {
     EXPECT_FALSE(grp.decision.reason.empty()) << PrintGraph(r.g);
-    EXPECT_FALSE(grp.variant.empty()) << PrintGraph(r.g);
+    EXPECT_NE(grp.variant, Variant::kAuto) << PrintGraph(r.g);
     EXPECT_FALSE(grp.name.empty()) << PrintGraph(r.g);
   }
   return r;

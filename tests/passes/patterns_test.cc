@@ -22,7 +22,7 @@ TEST(SwigluPattern, BothOperandOrders) {
     EXPECT_TRUE(grp.decision.fuse);
     EXPECT_EQ(grp.decision.reason.rfind("matched silu(gate) * up", 0), 0u) << grp.decision.reason;
     EXPECT_EQ(r.Ops(grp), "swiglu");
-    EXPECT_EQ(grp.variant, "library");
+    EXPECT_EQ(grp.variant, Variant::kLibrary);
     EXPECT_EQ(grp.name, "fz_swiglu_bf16_h256");
     EXPECT_EQ(r.g.groups.size(), 1u) << r.Dump();
     EXPECT_EQ(r.g.values[r.g.outputs[0]].name, "out");  // output names survive the rewrite
@@ -379,7 +379,7 @@ output y
   for (const auto& grp : r.g.groups) {
     EXPECT_TRUE(grp.decision.fuse);
     EXPECT_NE(grp.decision.reason.find("given in the input"), std::string::npos);
-    EXPECT_EQ(grp.variant, "library");
+    EXPECT_EQ(grp.variant, Variant::kLibrary);
   }
 }
 

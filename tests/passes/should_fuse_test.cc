@@ -215,9 +215,9 @@ TEST(SchedulePass, UsesTheProfileWhenGivenAndNothingElseChangesWithout) {
   auto swiglu = with.Kind("pattern:swiglu");
   ASSERT_EQ(swiglu.size(), 1u);
   EXPECT_FALSE(swiglu[0]->decision.fuse) << swiglu[0]->decision.reason;
-  EXPECT_EQ(swiglu[0]->variant, "unfused");
+  EXPECT_EQ(swiglu[0]->variant, Variant::kUnfused);
   EXPECT_TRUE(plain.Kind("pattern:swiglu")[0]->decision.fuse);
-  EXPECT_EQ(plain.Kind("pattern:swiglu")[0]->variant, "library");
+  EXPECT_EQ(plain.Kind("pattern:swiglu")[0]->variant, Variant::kLibrary);
   for (size_t i = 0; i < plain.g.groups.size(); ++i) {
     EXPECT_EQ(plain.ctx.choices[i].source, DecisionSource::kConfig);  // no profile: config rules only
     if (with.ctx.choices[i].source == DecisionSource::kConfig) {

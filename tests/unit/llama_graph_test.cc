@@ -102,6 +102,31 @@ TEST(LlamaGraph, FusionFindsTheLlamaPatterns) {
   EXPECT_EQ(fused["norm_siblings_rope"], L);
   EXPECT_EQ(fused["swiglu"] + fused["siblings"], 0);
   EXPECT_TRUE(PatternCounts(Compiled(*g, Strategy::kNeverFuse)).empty());
+  // The typed plan of each q/k/v group: the norm, three segments, ropes on q and k (with the
+  // reshape before each as a view), none on v.
+  const Graph cg = Compiled(*g, Strategy::kAlwaysFuse);
+  int checked = 0;
+  for (const auto& grp : cg.groups) {
+    if (grp.kind != "matmul:norm_siblings_rope") continue;
+    ASSERT_TRUE(grp.matmul.has_value());
+    const MatmulGroupPlan& p = *grp.matmul;
+    ASSERT_EQ(p.matmuls.size(), 3u);
+    ASSERT_EQ(p.ropes.size(), 3u);
+    EXPECT_GE(p.norm, 0);
+    EXPECT_GE(p.ropes[0], 0);
+    EXPECT_GE(p.ropes[1], 0);
+    EXPECT_EQ(p.ropes[2], -1);
+    EXPECT_EQ(p.views.size(), 2u);
+    for (int i = 0; i < 2; ++i) {  // rope i rotates (a view of) matmul i's output
+      const Node& rope = cg.nodes[p.ropes[i]];
+      const int view = cg.values[rope.inputs[0]].producer;
+      ASSERT_GE(view, 0);
+      EXPECT_EQ(cg.nodes[view].op, OpKind::kReshape);
+      EXPECT_EQ(cg.nodes[view].inputs[0], cg.nodes[p.matmuls[i]].outputs[0]);
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, L);
 }
 
 TEST(LlamaGraph, BiasTiedAndMha) {

@@ -230,7 +230,7 @@ TEST(TextFormat, GroupsPrintAsComments) {
   grp.nodes = {0, 1};
   grp.kind = "generic";
   grp.decision = FusionDecision::Yes("elementwise chain");
-  grp.variant = "jit";
+  grp.variant = Variant::kJit;
   g->groups.push_back(grp);
   const std::string with = PrintGraph(*g, true);
   EXPECT_NE(with.find("# group 0 [generic] fuse: elementwise chain variant=jit\na: f32[4] = neg(x)\n"),

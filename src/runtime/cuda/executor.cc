@@ -26,6 +26,7 @@
 #include "kernels/gemv.h"
 #include "kernels/library.h"
 #include "ops/op_def.h"
+#include "fusion/group_info.h"
 #include "passes/decompose_node.h"
 #include "passes/pipeline.h"
 #include "runtime/cpu/cpu_executor.h"
@@ -35,24 +36,6 @@
 #include "jit/background_compiler.h"
 
 namespace opfuse::cuda {
-
-const char* VariantName(Variant v) {
-  switch (v) {
-    case Variant::kAuto: return "auto";
-    case Variant::kUnfused: return "unfused";
-    case Variant::kLibrary: return "library";
-    case Variant::kJit: return "jit";
-  }
-  return "?";
-}
-
-StatusOr<Variant> ParseVariant(const std::string& s) {
-  if (s == "auto") return Variant::kAuto;
-  if (s == "unfused") return Variant::kUnfused;
-  if (s == "library") return Variant::kLibrary;
-  if (s == "jit") return Variant::kJit;
-  return InvalidArgument(fmt::format("unknown variant '{}' (expected auto, unfused, library or jit)", s));
-}
 
 namespace {
 
@@ -81,10 +64,15 @@ struct Step {
   std::vector<int> jit_inputs, jit_outputs;  // exec value ids in kernel order
   // kCopy: node.inputs[0] -> node.outputs[0] (output_index >= 0: into graph output slot)
   int output_index = -1;
-  // kGemvGroup (fuse_matmul's groups): the member nodes (exec value ids), matmuls first, then the
-  // swiglu of a "matmul:swiglu" group. One GEMV launch when it applies, else member by member.
-  std::vector<Node> members;
-  bool swiglu = false;
+  // kGemvGroup (fuse_matmul's groups): the group's MatmulGroupPlan as nodes (exec value ids). One
+  // GEMV launch when it applies, else member by member: norm, matmuls, swiglu, ropes.
+  std::optional<Node> norm;
+  std::vector<Node> matmuls;               // GEMV segments in order (with swiglu: gate, up)
+  std::vector<std::optional<Node>> ropes;  // parallel to matmuls
+  std::optional<Node> swiglu;
+  // kLibrary kv_attention: no step of this executable writes pos or the caches, so the kernel may
+  // read them before its PDL wait (kernels::LibraryPlanOptions::early_reads).
+  bool early_reads = false;
   // Background compile (ExecutorOptions::background_compile): slot >= 0 guards the step by a
   // BackgroundSwaps slot; the JIT step (when_ready) runs once it holds a kernel, the group's
   // fallback steps (!when_ready) until then, and for good if the compile fails.
@@ -92,16 +80,7 @@ struct Step {
   bool when_ready = false;
 };
 
-bool IsMatmulGroup(const FusionGroup& grp) { return grp.kind.rfind("matmul:", 0) == 0 && grp.decision.fuse; }
-
 bool IsCompositeOp(OpKind op) { return GetOpInfo(op).kind == FusionKind::kComposite; }
-
-// A group that is one composite op with a hand-written fused kernel (the "library" variant).
-bool HasLibraryFusedKernel(const Graph& g, const FusionGroup& grp) {
-  if (IsMatmulGroup(grp)) return true;  // the GEMV (src/kernels/gemv.h)
-  return grp.nodes.size() == 1 && IsCompositeOp(g.nodes[grp.nodes[0]].op) &&
-         kernels::HasLibraryKernel(g.nodes[grp.nodes[0]].op);
-}
 
 int64_t Numel(const std::vector<int64_t>& s) {
   int64_t n = 1;
@@ -291,6 +270,8 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
   ctx.config = opts.config;
   ctx.bindings = opts.schedule_bindings;
   if (opts.variant == Variant::kAuto) ctx.profile = opts.profile;
+  ctx.variant = opts.variant;
+  ctx.jit_single_ops = opts.jit_single_ops && opts.variant == Variant::kJit;
   OPFUSE_RETURN_IF_ERROR(RunPipeline(g, ctx));
 
   for (const auto& v : g.values) im.AddValue(v.name, v.type);
@@ -392,55 +373,45 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
 
   OPFUSE_ASSIGN_OR_RETURN(std::vector<int> order, OrderGroups(g));
 
-  // 1. What each group wants. Groups that want the JIT get their kernel IR built here.
+  // 1. How each group runs: the schedule pass resolved its variant (FusionGroup::variant, with a
+  //    substitution noted where a requested variant does not apply). Groups that run the JIT get
+  //    their kernel IR built here; one the JIT cannot lower falls back (loudly for a fused group).
   enum class GroupPlan { kUnfused, kLibraryNodes, kLibraryFused, kJit };
+  // What runs where the JIT does not: the group's library kernel, else op by op.
+  auto without_jit = [&](int gi) {
+    const FusionGroup& grp = g.groups[gi];
+    if (!grp.decision.fuse) return ctx.choices[gi].variant == Variant::kLibrary ? GroupPlan::kLibraryNodes : GroupPlan::kUnfused;
+    return fusion::HasFusedLibraryKernel(g, grp) ? GroupPlan::kLibraryFused : GroupPlan::kUnfused;
+  };
+  auto plan_name = [](GroupPlan p) { return p == GroupPlan::kLibraryFused || p == GroupPlan::kLibraryNodes ? "library" : "unfused"; };
   std::vector<GroupPlan> want(g.groups.size(), GroupPlan::kUnfused);
   std::map<int, codegen::Kernel> kernels_ir;
   for (int gi : order) {
     FusionGroup& grp = g.groups[gi];
-    const Node& first = g.nodes[grp.nodes[0]];
-    const bool single_composite = grp.nodes.size() == 1 && IsCompositeOp(first.op);
-    const bool has_lib = HasLibraryFusedKernel(g, grp);
-    if (!grp.decision.fuse) {
-      bool library = false;
-      for (int n : grp.nodes) library |= GetOpInfo(g.nodes[n].op).kind == FusionKind::kLibrary;
-      want[gi] = grp.variant == "library" || library ? GroupPlan::kLibraryNodes : GroupPlan::kUnfused;
-      // jit_single_ops: one-node kernels for whatever the JIT lowers (benchmarking the JIT on single ops).
-      if (opts.variant == Variant::kJit && opts.jit_single_ops && grp.nodes.size() == 1 && first.op != OpKind::kConstant) {
-        auto k = codegen::BuildKernel(g, grp.nodes);
+    if (const std::string& sub = ctx.choices[gi].substitution; !sub.empty()) {
+      std::string line = fmt::format("group {} {}: {}", gi, grp.name, sub);
+      ex->fallbacks_.push_back(std::move(line));
+    }
+    switch (grp.variant) {
+      case Variant::kJit: {
+        auto k = grp.decision.fuse ? codegen::BuildKernel(g, grp) : codegen::BuildKernel(g, grp.nodes);
         if (k.ok()) {
           kernels_ir.emplace(gi, std::move(*k));
           want[gi] = GroupPlan::kJit;
         } else {
-          fallback(grp, gi, "jit", "library", k.status(), false);
+          want[gi] = without_jit(gi);
+          fallback(grp, gi, "jit", plan_name(want[gi]), k.status(), grp.decision.fuse);
+          grp.variant = want[gi] == GroupPlan::kUnfused ? Variant::kUnfused : Variant::kLibrary;
         }
+        break;
       }
-      continue;
-    }
-    std::string v = opts.variant == Variant::kAuto ? grp.variant : VariantName(opts.variant);
-    if (IsMatmulGroup(grp)) {  // fuse_matmul's groups: only the GEMV library kernel exists
-      if (v != "library")
-        fallback(grp, gi, v, "library", Unimplemented("a matmul group runs the GEMV library kernel (no JIT form)"), false);
-      want[gi] = GroupPlan::kLibraryFused;
-      continue;
-    }
-    if (v == "library" && !has_lib) {
-      fallback(grp, gi, "library", "jit",
-               Unimplemented(single_composite ? "no library kernel for this op" : "no library kernel for a generic group"),
-               false);
-      v = "jit";
-    }
-    if (v == "library") {
-      want[gi] = GroupPlan::kLibraryFused;
-    } else if (v == "jit") {
-      auto k = codegen::BuildKernel(g, grp);
-      if (k.ok()) {
-        kernels_ir.emplace(gi, std::move(*k));
-        want[gi] = GroupPlan::kJit;
-      } else {
-        want[gi] = has_lib ? GroupPlan::kLibraryFused : GroupPlan::kUnfused;
-        fallback(grp, gi, "jit", has_lib ? "library" : "unfused", k.status(), true);
-      }
+      case Variant::kLibrary:
+        want[gi] = grp.decision.fuse ? GroupPlan::kLibraryFused : GroupPlan::kLibraryNodes;
+        break;
+      case Variant::kUnfused:
+      case Variant::kAuto:
+        want[gi] = GroupPlan::kUnfused;
+        break;
     }
   }
 
@@ -455,8 +426,7 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
       auto key = im.jit->KeyForKernel(k, true);
       if (!key.ok() || im.cache->Contains(*key)) continue;  // cached (or not emittable: step 2 reports it)
       const FusionGroup& grp = g.groups[gi];
-      const bool has_lib = grp.decision.fuse && HasLibraryFusedKernel(g, grp);
-      want[gi] = has_lib ? GroupPlan::kLibraryFused : grp.decision.fuse ? GroupPlan::kUnfused : GroupPlan::kLibraryNodes;
+      want[gi] = without_jit(gi);
       auto kernel = std::make_shared<const codegen::Kernel>(k);
       const jit::JitCompiler* jc = im.jit.get();
       const std::string name = fmt::format("{} ({})", k.name, key->Digest().substr(0, 16));
@@ -465,7 +435,7 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
         return jc->CompileKernel(*kernel, /*aligned=*/true);
       });
       bg_slot[gi] = slot;
-      im.background.push_back({gi, grp.name, has_lib ? "library" : "unfused", slot});
+      im.background.push_back({gi, grp.name, plan_name(want[gi]), slot});
     }
   }
   std::vector<int> todo;
@@ -495,10 +465,10 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
         }
         why = l.status();
       }
-      const FusionGroup& grp = g.groups[gi];
-      const bool has_lib = grp.decision.fuse && HasLibraryFusedKernel(g, grp);
-      want[gi] = has_lib ? GroupPlan::kLibraryFused : grp.decision.fuse ? GroupPlan::kUnfused : GroupPlan::kLibraryNodes;
-      fallback(grp, gi, "jit", has_lib ? "library" : "unfused", why, true);
+      FusionGroup& grp = g.groups[gi];
+      want[gi] = without_jit(gi);
+      fallback(grp, gi, "jit", plan_name(want[gi]), why, true);
+      grp.variant = want[gi] == GroupPlan::kUnfused ? Variant::kUnfused : Variant::kLibrary;
     }
   }
   ex->compile_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -521,56 +491,53 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
         st.aligned.tried = true;
         st.aligned.loaded = loaded.at(gi);
         im.steps.push_back(std::move(st));
-        grp.variant = "jit";
         break;
       }
       case GroupPlan::kLibraryFused:
-        if (IsMatmulGroup(grp)) {
+        if (grp.matmul) {
+          // fuse_matmul's plan, as the GEMV consumes it; the reshapes before its ropes stay views
+          // (alias steps after the group's step).
+          const MatmulGroupPlan& mp = *grp.matmul;
           Step st;
           st.kind = StepKind::kGemvGroup;
           st.name = "gemv:" + grp.name;
           st.graph_nodes = grp.nodes;
-          std::set<int> seen_in;
-          std::vector<int> views;  // reshapes between a matmul and its rope epilogue: alias steps after the group's
-          for (int n : grp.nodes) {
-            if (g.nodes[n].op == OpKind::kReshape) views.push_back(n);
-            else st.members.push_back(g.nodes[n]);
+          if (mp.norm >= 0) st.norm = g.nodes[mp.norm];
+          for (size_t i = 0; i < mp.matmuls.size(); ++i) {
+            st.matmuls.push_back(g.nodes[mp.matmuls[i]]);
+            st.ropes.push_back(i < mp.ropes.size() && mp.ropes[i] >= 0 ? std::optional<Node>(g.nodes[mp.ropes[i]]) : std::nullopt);
           }
-          // the norm prologue first, then the matmuls (graph order), then the swiglu / ropes
-          auto rank = [](const Node& m) {
-            return m.op == OpKind::kMatmul ? 1 : m.op == OpKind::kSwiglu || m.op == OpKind::kRope ? 2 : 0;
-          };
-          std::stable_sort(st.members.begin(), st.members.end(),
-                           [&](const Node& a, const Node& b) { return rank(a) < rank(b); });
-          st.swiglu = st.members.back().op == OpKind::kSwiglu;
-          for (const Node& m : st.members) {
+          if (mp.swiglu >= 0) st.swiglu = g.nodes[mp.swiglu];
+          std::set<int> seen_in;
+          auto add_io = [&](const Node& m) {
             for (int v : m.inputs)
               if (seen_in.insert(v).second && std::find(st.node.outputs.begin(), st.node.outputs.end(), v) == st.node.outputs.end())
                 st.node.inputs.push_back(v);
             for (int v : m.outputs) st.node.outputs.push_back(v);
-          }
+          };
+          if (st.norm) add_io(*st.norm);
+          for (const Node& m : st.matmuls) add_io(m);
+          if (st.swiglu) add_io(*st.swiglu);
+          for (const auto& r : st.ropes)
+            if (r) add_io(*r);
           st.node.op = OpKind::kMatmul;
           im.steps.push_back(std::move(st));
-          for (int n : views) OPFUSE_RETURN_IF_ERROR(add_node_steps(g.nodes[n], {n}));
-          grp.variant = "library";
+          for (int n : mp.views) OPFUSE_RETURN_IF_ERROR(add_node_steps(g.nodes[n], {n}));
           break;
         }
         OPFUSE_RETURN_IF_ERROR(add_node_steps(g.nodes[grp.nodes[0]], grp.nodes));
         im.steps.back().name = "lib:" + grp.name;
-        grp.variant = "library";
         break;
       case GroupPlan::kLibraryNodes:
         for (int n : grp.nodes) OPFUSE_RETURN_IF_ERROR(add_node_steps(g.nodes[n], {n}));
-        if (grp.decision.fuse) grp.variant = "unfused";
         break;
       case GroupPlan::kUnfused:
         OPFUSE_RETURN_IF_ERROR(add_unfused(grp));
-        if (grp.decision.fuse) grp.variant = "unfused";
         break;
     }
     if (bg != bg_slot.end()) {
       for (size_t i = fallback_from; i < im.steps.size(); ++i) im.steps[i].slot = bg->second;
-      grp.variant = "jit";  // what runs once compiled; fallbacks() says while it is pending
+      // grp.variant stays kJit: what runs once compiled; fallbacks() says while it is pending
     }
   }
 
@@ -621,7 +588,7 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
       for (int v : o.node.inputs) stable = stable && im.alias_root[v] != kc && im.alias_root[v] != vc;
       for (int v : o.node.outputs) stable = stable && im.alias_root[v] != kc && im.alias_root[v] != vc;
     }
-    if (stable) st.node.attrs[kernels::kEarlyReadsAttr] = int64_t{1};
+    st.early_reads = stable;
   }
 
   std::set<std::string> syms;
@@ -823,9 +790,9 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
         OPFUSE_RETURN_IF_ERROR(plan_matmul(st.node));
         break;
       case StepKind::kGemvGroup: {
-        // One GEMV launch over every member matmul (+ the norm prologue, + the swiglu epilogue) when it applies.
-        const Node* norm = st.members.front().op == OpKind::kMatmul ? nullptr : &st.members.front();
-        const Node& first = st.members[norm ? 1 : 0];
+        // One GEMV launch over the plan's matmuls (+ the norm prologue, + the swiglu or rope epilogues) when it applies.
+        const Node* norm = st.norm ? &*st.norm : nullptr;
+        const Node& first = st.matmuls.front();
         const auto& as = arena->shapes[first.inputs[0]];
         kernels::GemvArgs ga;
         ga.tuning = opts.gemv_tuning;
@@ -848,26 +815,25 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
           }
         }
         Status ok = Status::Ok();
-        for (const Node& m : st.members) {
-          if (m.op != OpKind::kMatmul) continue;
+        for (size_t i = 0; i < st.matmuls.size(); ++i) {
+          const Node& m = st.matmuls[i];
           kernels::GemvSegment seg{resolve(m.inputs[1]), m.inputs.size() > 2 ? resolve(m.inputs[2]) : nullptr,
                                    resolve(m.outputs[0]), arena->shapes[m.inputs[1]][0]};
-          for (const Node& r : st.members) {  // its rope epilogue: the rope reads a view of this output
-            if (r.op != OpKind::kRope || alias_root[r.inputs[0]] != alias_root[m.outputs[0]]) continue;
-            const auto& xs = arena->shapes[r.inputs[0]];
+          if (const auto& r = st.ropes[i]) {  // its rope epilogue: the rope reads a view of this output
+            const auto& xs = arena->shapes[r->inputs[0]];
             const int64_t hd = xs.empty() ? 0 : xs.back();
-            for (int t : {r.inputs[1], r.inputs[2]}) {  // cos/sin rows must be the GEMV rows: [m, head_dim] elements
+            for (int t : {r->inputs[1], r->inputs[2]}) {  // cos/sin rows must be the GEMV rows: [m, head_dim] elements
               if (Numel(arena->shapes[t]) != ga.m * hd || values[t].type.dtype != ga.dtype)
                 ok = Unimplemented("gemv: rope tables are not one [head_dim] row per GEMV row");
             }
-            seg.out = resolve(r.outputs[0]);
+            seg.out = resolve(r->outputs[0]);
             seg.rope_half = hd / 2;
-            seg.cos = resolve(r.inputs[1]);
-            seg.sin = resolve(r.inputs[2]);
+            seg.cos = resolve(r->inputs[1]);
+            seg.sin = resolve(r->inputs[2]);
           }
           ga.segments.push_back(seg);
         }
-        if (st.swiglu) ga.segments[0].out = resolve(st.members.back().outputs[0]);
+        if (st.swiglu) ga.segments[0].out = resolve(st.swiglu->outputs[0]);
         if (ok.ok()) ok = use_gemv ? kernels::GemvSupported(ga) : Unimplemented("gemv disabled");
         if (ok.ok() && ga.m > 0) {
           OPFUSE_ASSIGN_OR_RETURN(KernelLaunch l, kernels::PlanGemv(ga, dev));
@@ -876,18 +842,20 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
         }
         if (ga.m == 0) break;
         // Above the GEMV's row limit (prefill) or a case it does not take: member by member.
-        for (const Node& m : st.members) {
-          if (m.op == OpKind::kMatmul) {
-            OPFUSE_RETURN_IF_ERROR(plan_matmul(m));
-            continue;
-          }
+        auto plan_node = [&](const Node& m) -> Status {
           std::vector<kernels::TensorRef> ins, outs;
           for (int v : m.inputs) ins.push_back(ref(v));
           for (int v : m.outputs) outs.push_back(ref(v));
           auto l = kernels::PlanLibraryNode(m, ins, outs, dev);
           if (!l.ok()) return Status(l.status().code(), fmt::format("{}: {}", st.name, l.status().message()));
           for (auto& x : *l) plan->launches.push_back(std::move(x));
-        }
+          return Status::Ok();
+        };
+        if (norm) OPFUSE_RETURN_IF_ERROR(plan_node(*norm));
+        for (const Node& m : st.matmuls) OPFUSE_RETURN_IF_ERROR(plan_matmul(m));
+        if (st.swiglu) OPFUSE_RETURN_IF_ERROR(plan_node(*st.swiglu));
+        for (const auto& r : st.ropes)
+          if (r) OPFUSE_RETURN_IF_ERROR(plan_node(*r));
         break;
       }
       case StepKind::kLibrary: {
@@ -900,7 +868,7 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
           if (auto c = arena->counters.find(si); c != arena->counters.end())  // and its arrival counters
             ins.push_back({static_cast<char*>(arena->buffer.get()) + c->second.first, DType::kI32, {c->second.second}});
         }
-        auto l = kernels::PlanLibraryNode(st.node, ins, outs, dev);
+        auto l = kernels::PlanLibraryNode(st.node, ins, outs, dev, {.early_reads = st.early_reads});
         if (!l.ok()) return Status(l.status().code(), fmt::format("{}: {}", st.name, l.status().message()));
         for (auto& x : *l) plan->launches.push_back(std::move(x));
         break;

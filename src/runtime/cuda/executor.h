@@ -39,14 +39,13 @@
 
 namespace opfuse::cuda {
 
-enum class Variant {
-  kAuto,      // each fused group's scheduled variant (FusionGroup::variant)
-  kUnfused,   // every group op by op (library kernel per primitive)
-  kLibrary,   // hand-written fused kernel where one exists, else JIT (reason recorded)
-  kJit,       // generated kernel for every fused group
-};
-const char* VariantName(Variant v);
-StatusOr<Variant> ParseVariant(const std::string& s);  // "auto" | "unfused" | "library" | "jit"
+// The variant requested for every fused group (opfuse::Variant, graph.h): kAuto runs each group's
+// scheduled variant; kUnfused every group op by op; kLibrary the hand-written fused kernel where
+// one exists, else JIT; kJit a generated kernel for every fused group. The schedule pass resolves
+// the request per group (PassContext::variant) and records why where it cannot be honoured.
+using opfuse::Variant;
+using opfuse::VariantName;
+using opfuse::ParseVariant;
 
 struct ExecutorOptions {
   FusionConfig config;              // pipeline config; enable_fusion = false is never-fuse

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Behaviour and speed before and after a change, in one device call (the same GPU, the same run):
+# `opfuse bench ops` (patterns suite, library and jit) and `opfuse bench e2e` (TinyLlama-1.1B shapes,
+# never and always, decode batch 1 and 8, prefill 2048), each binary in turn, then a table of
+# after/before ratios (tools/before_after_table.py).
+#   here:   OPFUSE_BEFORE=DIR bash tools/before_after.sh --pack   (DIR: a stripped `opfuse` built at the
+#           earlier commit, with its libopfuse_sentencepiece.so beside it; packs build/ba.tar.xz with
+#           build/carry's opfuse as "after"; the GPU check runs from build/carry.tar.xz)
+#   device: bash tools/before_after.sh                            (carry ["build/ba.tar.xz"])
+# Env: BA_OPS (bench ops flags, default "--suite patterns --variants library,jit"), BA_RUNS (e2e runs, 3).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+if [ "${1:-}" = --pack ]; then
+  [ -x "${OPFUSE_BEFORE:-}/opfuse" ] || { echo "before_after.sh: OPFUSE_BEFORE=DIR with DIR/opfuse required" >&2; exit 2; }
+  rm -rf build/ba && mkdir -p build/ba/before build/ba/after
+  cp "$OPFUSE_BEFORE"/* build/ba/before/
+  cp build/carry/opfuse build/carry/libopfuse_sentencepiece.so build/carry/libsentencepiece.so* build/ba/after/
+  tar -C build/ba -cf - . | xz -T2 -6 > build/ba.tar.xz
+  du -sh build/ba.tar.xz
+  exit 0
+fi
+W=${OUT:-/tmp/before_after}
+mkdir -p "$W" build/ba
+python3 -c "import tarfile; tarfile.open('build/ba.tar.xz').extractall('build/ba')" || exit 1
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$W/device.txt" || true
+MODEL=/tmp/ba_tinyllama_bf16
+build/ba/after/opfuse init-weights --config tinyllama-1.1b --dtype bf16 --out "$MODEL" > "$W/init.log" 2>&1 || { cat "$W/init.log"; exit 1; }
+for which in before after; do
+  B=build/ba/$which
+  export OPFUSE_CACHE_DIR=/tmp/ba_cache_$which
+  t=$SECONDS
+  # shellcheck disable=SC2086  # BA_OPS is a list of flags
+  "$B/opfuse" bench ops --out "$W/ops_$which" ${BA_OPS:---suite patterns --variants library,jit} \
+    > "$W/ops_$which.md" 2> "$W/ops_$which.log" || echo "$which: bench ops rc $?"
+  echo "$which: bench ops $((SECONDS - t)) s"
+  t=$SECONDS
+  "$B/opfuse" bench e2e --model "$MODEL" --backend cuda --strategies never,always --runs "${BA_RUNS:-3}" \
+    --cases '[prefill=128, decode=32]' --cases '[prefill=128, decode=32, batch=8]' --cases '[prefill=2048, decode=0]' \
+    --output "$W/e2e_$which.json" > "$W/e2e_$which.md" 2> "$W/e2e_$which.log" || echo "$which: bench e2e rc $?"
+  echo "$which: bench e2e $((SECONDS - t)) s"
+done
+python3 tools/before_after_table.py "$W" | tee "$W/table.md"

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Table of after/before ratios from tools/before_after.sh's directory.
+
+Per `opfuse bench ops` variant: the geometric mean and the range of after_us / before_us over the cases
+both runs measured (below 1: after is faster), and how many cases changed correctness. Per e2e case and
+strategy: decode ms/token (or prefill ms) before, after, ratio, and the kernels per step of each.
+
+Usage: python3 tools/before_after_table.py DIR   (exit 2 when DIR lacks the runs' JSON)
+"""
+import json
+import math
+import sys
+from pathlib import Path
+
+
+def load(path):
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        print(f"before_after_table.py: {path}: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+def ops_table(d):
+    runs = {w: load(d / f"ops_{w}" / "bench_report.json") for w in ("before", "after")}
+    per = {}
+    for w, j in runs.items():
+        for c in j["cases"]:
+            for v, r in (c.get("variants") or {}).items():
+                if r.get("us") and not r.get("error"):
+                    per.setdefault(v, {}).setdefault(c["id"], {})[w] = (r["us"], r.get("correct"))
+    out = ["| bench ops variant | cases | geomean after/before | min | max | correctness changed |", "|---|---:|---:|---:|---:|---:|"]
+    for v, cases in sorted(per.items()):
+        ratios, changed = [], 0
+        for both in cases.values():
+            if "before" in both and "after" in both:
+                ratios.append(both["after"][0] / both["before"][0])
+                changed += both["after"][1] != both["before"][1]
+        if ratios:
+            g = math.exp(sum(map(math.log, ratios)) / len(ratios))
+            out.append(f"| {v} | {len(ratios)} | {g:.3f} | {min(ratios):.3f} | {max(ratios):.3f} | {changed} |")
+    return out
+
+
+def e2e_table(d):
+    runs = {w: load(d / f"e2e_{w}.json")["results"] for w in ("before", "after")}
+    out = ["| e2e strategy | case | before | after | after/before | kernels/step before, after |", "|---|---|---:|---:|---:|---|"]
+    for s in sorted(runs["after"]):
+        for case, a in sorted(runs["after"][s].items()):
+            b = runs["before"].get(s, {}).get(case)
+            if not b:
+                continue
+            key = "decode_ms_per_token" if a.get("decode_ms_per_token") else "prefill_ms"
+            unit = "ms/token" if key == "decode_ms_per_token" else "ms prefill"
+            out.append(f"| {s} | {case} | {b[key]:.3f} {unit} | {a[key]:.3f} | {a[key] / b[key]:.3f} | "
+                       f"{b.get('kernels_per_decode_step')}, {a.get('kernels_per_decode_step')} |")
+    return out
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    d = Path(sys.argv[1])
+    device = (d / "device.txt").read_text().strip() if (d / "device.txt").exists() else "?"
+    print(f"device: {device}\n")
+    print("\n".join(ops_table(d)))
+    print()
+    print("\n".join(e2e_table(d)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
