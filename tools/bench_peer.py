@@ -57,7 +57,11 @@ DTYPES = ("bf16", "f16", "f32", "f64", "i32", "i64", "bool")
 FLOAT_DTYPES = ("bf16", "f16", "f32", "f64")
 INT_DTYPES = ("i32", "i64")
 # Relative-L2 bounds per dtype, as tests/jit_cases.h Bound().
-BOUNDS = {"bf16": 3e-2, "f16": 5e-3, "f32": 2e-5, "f64": 1e-12}
+# The measuring constants of opfuse's harness (src/bench/harness.h): read from the "harness" block of
+# the cases.json being timed (configure_harness), never kept here, so the two harnesses cannot drift.
+# The correctness bound of each case is its "bound" (opfuse's ErrorBound).
+HARNESS = None
+HARNESS_KEYS = ("gate_lead_us", "gate_max_us", "l2_factor", "max_sets")
 PHASES = ("decode", "prefill")
 
 # Filled by load_torch(); the op builders read them at call time, so this module imports without torch.
@@ -789,6 +793,9 @@ def validate_case(case, index):
             _fail(cid, f"{key} must be a non-negative integer, got {case[key]!r}")
     if "attrs" in case and not isinstance(case["attrs"], dict):
         _fail(cid, "attrs must be an object")
+    b = case.get("bound")
+    if isinstance(b, bool) or not isinstance(b, (int, float)) or not math.isfinite(b) or b < 0:
+        _fail(cid, f"bound must be a non-negative number (opfuse's rel_err bound), got {b!r}")
     _check_tensor_list(cid, "inputs", case.get("inputs"))
     _check_tensor_list(cid, "outputs", case.get("outputs"))
     spec = OPS.get(case["op"])
@@ -804,8 +811,27 @@ def validate_case(case, index):
     return None
 
 
+def configure_harness(block, where):
+    """Takes opfuse's harness constants from a cases.json / problems.json "harness" block. Raises CasesError."""
+    global HARNESS
+    if not isinstance(block, dict):
+        raise CasesError(f"{where}: no 'harness' block (written by an older opfuse: run it again)")
+    for k in HARNESS_KEYS:
+        v = block.get(k)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise CasesError(f"{where}: harness.{k} must be a positive number, got {v!r}")
+    HARNESS = {k: block[k] for k in HARNESS_KEYS}
+
+
+def harness(key):
+    if HARNESS is None:
+        raise RuntimeError("bench_peer: the harness constants were not loaded (configure_harness)")
+    return HARNESS[key]
+
+
 def load_cases(path):
-    """Returns (cases, unsupported: {id: reason}). Raises CasesError."""
+    """Returns (cases, unsupported: {id: reason}) and takes the harness constants (configure_harness).
+    Raises CasesError."""
     try:
         with open(path, "rb") as f:
             raw = f.read()
@@ -822,6 +848,7 @@ def load_cases(path):
     cases = doc.get("cases")
     if not isinstance(cases, list):
         raise CasesError(f"{path}: 'cases' must be a list")
+    configure_harness(doc.get("harness"), path)
     seen = set()
     unsupported = {}
     for i, case in enumerate(cases):
@@ -910,11 +937,11 @@ def plan_sets(case, l2_bytes, budget_bytes, max_sets):
     """(K, flush), opfuse's rule (src/bench/cuda/op_runner.cc AllocateCase): rotated bytes = the
     non-shared inputs + the outputs; K = ceil(2 L2 / rotated) within [1, max_sets] and the memory
     budget (which the shared inputs use first); flush L2 before each sample when K sets together
-    stay under 2 L2. Raises Unsupported when not even one set fits."""
+    stay under 2 L2 (2: harness l2_factor). Raises Unsupported when not even one set fits."""
     rotated = max(1, sum(tensor_bytes(t) for t in case["inputs"] if not is_shared(case, t))
                   + sum(tensor_bytes(t) for t in case["outputs"]))
     shared = sum(tensor_bytes(t) for t in case["inputs"] if is_shared(case, t))
-    target = 2 * l2_bytes
+    target = harness("l2_factor") * l2_bytes
     k = min(max(1, -(-target // rotated)), max(1, max_sets)) if l2_bytes > 0 else min(2, max(1, max_sets))
     k = min(k, (budget_bytes - shared) // rotated)
     if k < 1:
@@ -943,8 +970,8 @@ def rel_err(out, ref):
 
 
 def case_bound(case):
-    dts = [t["dtype"] for t in case["inputs"] + case["outputs"] if t["dtype"] in FLOAT_DTYPES]
-    return max((BOUNDS[d] for d in dts), default=0.0)
+    """The rel_err bound opfuse checks the case against (cases.json "bound", its ErrorBound)."""
+    return float(case["bound"])
 
 
 def as_tuple(out):
@@ -1037,8 +1064,6 @@ DONE:
     ret;
 }
 """
-GATE_LEAD_US = 5.0        # opfuse's kGateLeadUs: the host opens the gate this long after the GPU waits there
-GATE_MAX_NS = 2_000_000_000
 
 
 _CUDA = None
@@ -1094,10 +1119,10 @@ class PtxKernel:
 class Gate:
     """Holds the current stream before a timed sample until the host opens it (see GATE_PTX). The
     host enqueues gate, start event, the call and the end event, waits until the GPU is at the gate,
-    GATE_LEAD_US more, and opens it: every call — torch.compile's (~45 µs of host work) and opfuse's
+    harness gate_lead_us more, and opens it: every call — torch.compile's (~45 µs of host work) and opfuse's
     (~15) alike — has been queued the same short time when its start event fires. With a fixed spin
     instead, a call enqueued long before the spin ended measured 0.3-0.5 µs slower on an H200
-    (dev/kernel_ab/peer_ab.py --delay-us, session 11; removed, see git history), which favoured slow host paths."""
+    (dev/kernel_ab/peer_ab.py --delay-us; removed, see git history), which favoured slow host paths."""
 
     def __init__(self):
         import ctypes
@@ -1122,18 +1147,19 @@ class Gate:
     def enqueue(self, stream):
         """Queues the next gate on `stream` (a cudaStream_t as int); returns its ticket."""
         self.ticket += 1
-        self.kernel.launch(1, 1, stream, [self.dev, self.dev + 8, self.ticket, GATE_MAX_NS, self.dev + 16])
+        self.kernel.launch(1, 1, stream, [self.dev, self.dev + 8, self.ticket, int(harness("gate_max_us") * 1000),
+                                          self.dev + 16])
         return self.ticket
 
     def open(self, ticket, wait=True):
-        """Opens gate `ticket`: first (wait=True) until the GPU is at it, then GATE_LEAD_US more."""
+        """Opens gate `ticket`: first (wait=True) until the GPU is at it, then harness gate_lead_us more."""
         if wait:
             t_end = time.perf_counter() + 1.0
             while self.running.value < ticket:
                 if self.timed_out.value or time.perf_counter() > t_end:
                     self.release.value = ticket
                     raise RuntimeError("gate: the GPU did not reach the gate within 1 s")
-            t_end = time.perf_counter() + GATE_LEAD_US * 1e-6
+            t_end = time.perf_counter() + harness("gate_lead_us") * 1e-6
             while time.perf_counter() < t_end:
                 pass
         self.release.value = ticket
@@ -1249,7 +1275,8 @@ class Timer:
             mode = getattr(args, "l2_tags", "demote")
             if mode != "keep":
                 self.l2_tags = L2Tags(mode)
-            self.flush_buf = torch.empty(max(2 * l2_bytes, 1 << 20), dtype=torch.uint8, device=device)
+            self.flush_buf = torch.empty(max(int(harness("l2_factor") * l2_bytes), 1 << 20), dtype=torch.uint8,
+                                         device=device)
             self.cycles_per_us = self._calibrate_spin()
             if not getattr(args, "no_gate", False):
                 self.gate = Gate()
@@ -1279,7 +1306,7 @@ class Timer:
         if not self.cuda:
             return "no spin (cpu)"
         if self.gate:
-            return (f"a gate kernel (PTX, mapped host flags) before the start event, opened {GATE_LEAD_US:g} us after "
+            return (f"a gate kernel (PTX, mapped host flags) before the start event, opened {harness('gate_lead_us'):g} us after "
                     f"the GPU waits at it with the call already enqueued")
         if self.cycles_per_us is None:
             return "no spin kernel (torch.cuda._sleep missing): events may include launch latency"
@@ -1534,7 +1561,7 @@ def run_case(case, ctx):
     try:
         fn, res["impl"] = spec.build(case, feat, device)
         budget = ctx["budget"]()
-        k, flush = plan_sets(case, timer.l2, budget, args.max_sets)
+        k, flush = plan_sets(case, timer.l2, budget, args.max_sets or harness("max_sets"))
         gen = torch.Generator(device=device)
         gen.manual_seed(args.seed)
         sets = [make_inputs(case, device, gen)]
@@ -1784,7 +1811,8 @@ def parse_args(argv):
     p.add_argument("--interleave", type=int, default=1,
                    help="time torch.compile and each opfuse variant in this many rounds, in turn, and keep each one's "
                         "median over the rounds (default 1: one measurement each)")
-    p.add_argument("--max-sets", type=int, default=32, help="most rotated input sets per case (default 32, as opfuse)")
+    p.add_argument("--max-sets", type=int, default=None,
+                   help="most rotated input sets per case (default: opfuse's, cases.json harness.max_sets)")
     p.add_argument("--max-sets-mib", type=int, default=None,
                    help="memory budget for one case's input/output sets, MiB (default: half the free device memory)")
     p.add_argument("--seed", type=int, default=1234, help="torch.Generator seed for the inputs (default 1234)")
@@ -1858,7 +1886,7 @@ def method_string(args, timer, feat):
                   if timer.gate else
                   f"a spin kernel (1.5x host time + 5 us, at least {SPIN_FLOOR_US:g} us, before a call, "
                   f"{SPIN_FLOOR_US:g} us before a replay; {timer.spin_note()}) so events time device work only"))
-    return (f"{dev}; sets: K = ceil(2 L2 / rotated bytes) <= {args.max_sets}, weights (matmul b, attention k/v, "
+    return (f"{dev}; sets: K = ceil({harness('l2_factor'):g} L2 / rotated bytes) <= {args.max_sets or harness('max_sets')}, weights (matmul b, attention k/v, "
             f"norm w/b, gather table) shared; {args.warmup} warm-up calls per set; inputs torch.randn seed "
             f"{args.seed} (|x|+0.5 where positive); host: perf_counter over {args.host_calls} back-to-back calls "
             f"without sync / {args.host_calls}; torch.compile(fn, dynamic=False, fullgraph=True) default mode, "

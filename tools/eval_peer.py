@@ -265,7 +265,7 @@ def run_problem(p, ctx):
     try:
         fn, _, _ = translate(case["graph"])
         free, _ = torch.cuda.mem_get_info(device)
-        k, flush = bp.plan_sets(case, timer.l2, free // 2, args.max_sets)
+        k, flush = bp.plan_sets(case, timer.l2, free // 2, args.max_sets or bp.harness("max_sets"))
         gen = torch.Generator(device=device)
         gen.manual_seed(args.seed)
         sets = [make_inputs(case, device, gen)]
@@ -325,7 +325,7 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--host-calls", type=int, default=200)
     p.add_argument("--graph-calls", type=int, default=64)
-    p.add_argument("--max-sets", type=int, default=32)
+    p.add_argument("--max-sets", type=int, default=None, help="most rotated input sets (default: opfuse's, harness.max_sets)")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--no-graph", action="store_true")
     p.add_argument("--no-rotate-outputs", action="store_true",
@@ -344,11 +344,12 @@ def main(argv=None):
         problems = doc["problems"]
         if doc.get("schema") != 1 or not isinstance(problems, list):
             raise ValueError("expected {\"schema\": 1, \"problems\": [...]}")
+        bp.configure_harness(doc.get("harness"), args.problems)
         if args.names:
             problems = [p for p in problems if re.search(args.names, p["name"])]
         for p in problems:
             translate(p["case"]["graph"])
-    except (OSError, ValueError, KeyError, TypeError, re.error) as e:
+    except (OSError, ValueError, KeyError, TypeError, re.error, bp.CasesError) as e:
         print(f"eval_peer.py: {args.problems}: {e}", file=sys.stderr)
         return EXIT_USAGE
     if args.check:

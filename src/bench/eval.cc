@@ -16,6 +16,7 @@
 
 #include "bench/fill_values.h"
 #include "bench/group_cases.h"
+#include "bench/harness.h"
 #include "opfuse/config.h"
 #include "runtime/cpu/cpu_executor.h"
 #include "util/files.h"
@@ -193,7 +194,7 @@ nlohmann::json ProblemsToJson(const std::vector<EvalProblem>& ps) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& p : ps)
     a.push_back({{"name", p.name}, {"path", p.path}, {"description", p.description}, {"case", CaseToJson(p.c)}});
-  return {{"schema", 1}, {"problems", a}};
+  return {{"schema", 1}, {"harness", HarnessJson()}, {"problems", a}};
 }
 
 // ---------------------------------------------------------------- results

@@ -17,6 +17,8 @@
 
 #include <fmt/format.h>
 
+#include "bench/harness.h"
+
 namespace opfuse::bench {
 
 int64_t TensorSpec::numel() const {
@@ -424,17 +426,20 @@ nlohmann::json CaseToJson(const OpCase& c) {
     }
     return a;
   };
+  // "bound": the rel_err every output must stay under (ErrorBound), so the peer checks what opfuse checks.
+  double bound = 0;
+  for (const auto& o : c.outputs) bound = std::max(bound, ErrorBound(o.dtype, c.op));
   return {{"id", c.id},         {"suite", c.suite},   {"op", c.op},       {"dtype", DTypeName(c.dtype)},
           {"phase", c.phase},   {"rows", c.rows},     {"width", c.width}, {"inputs", tensors(c.inputs, true)},
           {"outputs", tensors(c.outputs, false)}, {"attrs", c.attrs}, {"bytes", c.bytes}, {"flops", c.flops},
-          {"graph", c.graph}};
+          {"bound", bound},     {"graph", c.graph}};
 }
 
 nlohmann::json SuiteToJson(const OpSuite& s) {
   nlohmann::json cases = nlohmann::json::array(), skipped = nlohmann::json::array();
   for (const auto& c : s.cases) cases.push_back(CaseToJson(c));
   for (const auto& k : s.skipped) skipped.push_back({{"id", k.id}, {"reason", k.reason}});
-  nlohmann::json j = {{"schema", 1}, {"cases", cases}, {"skipped", skipped}};
+  nlohmann::json j = {{"schema", 1}, {"harness", HarnessJson()}, {"cases", cases}, {"skipped", skipped}};
   if (!s.shapes.empty()) j["shapes"] = s.shapes;
   return j;
 }

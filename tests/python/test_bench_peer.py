@@ -180,8 +180,16 @@ def _mutations():
         c = next(c for c in doc["cases"] if c["op"] == "add_rmsnorm")
         c["outputs"] = c["outputs"][:1]
 
+    def no_harness(doc):
+        del doc["harness"]
+
     return [
         ("schema", setp(["schema"], 2), "schema"),
+        ("no_harness", no_harness, "no 'harness' block"),
+        ("harness_gate_lead", setp(["harness", "gate_lead_us"], "5"), "harness.gate_lead_us must be a positive number"),
+        ("harness_max_sets", setp(["harness", "max_sets"], 0), "harness.max_sets must be a positive number"),
+        ("bound_missing", setp(["cases", 0, "bound"], None), "bound must be a non-negative number"),
+        ("bound_negative", setp(["cases", 0, "bound"], -1e-3), "bound must be a non-negative number"),
         ("cases_not_list", setp(["cases"], {}), "'cases' must be a list"),
         ("case_not_object", setp(["cases", 0], 7), "cases[0] must be an object"),
         ("no_id", setp(["cases", 0, "id"], ""), "cases[0].id"),
@@ -217,6 +225,26 @@ def test_malformed_cases_exit_2(tmp_path, label, mutate, needle):
     assert list(tmp_path.iterdir()) == [bad]     # no temp file left behind either
     with pytest.raises(bp.CasesError):           # and the library call agrees
         bp.load_cases(bad)
+
+
+def test_harness_constants_come_from_cases_json(tmp_path):
+    """The peer keeps no copy of opfuse's measuring constants or bounds: they are the cases.json's."""
+    doc = copy.deepcopy(sample_doc())
+    doc["harness"] = {"gate_lead_us": 7.5, "gate_max_us": 1e6, "l2_factor": 3, "max_sets": 5}
+    doc["cases"][0]["bound"] = 0.125
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps(doc))
+    cases, _ = bp.load_cases(path)
+    assert bp.harness("gate_lead_us") == 7.5 and bp.harness("l2_factor") == 3 and bp.harness("max_sets") == 5
+    assert bp.case_bound(cases[0]) == 0.125
+    # K = ceil(3 L2 / rotated) capped by max_sets: a case of 1 KiB rotated bytes and a 4 KiB "L2"
+    # needs 12 sets, gets 5 (the flush then runs: 5 KiB < 12 KiB).
+    case = {"inputs": [{"name": "x", "dtype": "f32", "shape": [128], "rotate": True}],
+            "outputs": [{"name": "y", "dtype": "f32", "shape": [128]}]}
+    assert bp.plan_sets(case, 4096, 1 << 30, bp.harness("max_sets")) == (5, True)
+    source = SCRIPT.read_text()
+    for copied in ("GATE_LEAD_US =", "BOUNDS =", "3e-2"):
+        assert copied not in source, f"bench_peer.py keeps its own {copied!r}"
 
 
 @pytest.mark.parametrize("content,needle", [
@@ -661,7 +689,6 @@ def test_gate_ptx_assembles():
         pytest.skip("ptxas not installed")
     params = re.search(r"\.entry opfuse_gate\((.*?)\)", bp.GATE_PTX, re.S).group(1)
     assert params.count(".param .u64") == 5
-    assert bp.GATE_LEAD_US > 0 and bp.GATE_MAX_NS >= 10**9
     for arch in ("sm_80", "sm_90"):
         p = subprocess.run([ptxas, f"-arch={arch}", "-", "-o", os.devnull], input=bp.GATE_PTX, text=True,
                            capture_output=True)

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "bench/fill_values.h"
+#include "bench/harness.h"
 #include "bench/op_suite.h"
 #include "runtime/cpu/cpu_executor.h"
 
@@ -261,12 +262,20 @@ TEST(BenchSuite, CasesJsonContract) {
   ASSERT_TRUE(s.ok());
   const nlohmann::json j = SuiteToJson(*s);
   EXPECT_EQ(j["schema"], 1);
+  // The peer (tools/bench_peer.py) takes opfuse's measuring constants and bounds from here.
+  EXPECT_EQ(j["harness"], HarnessJson());
+  EXPECT_EQ(j["harness"]["gate_lead_us"], kGateLeadUs);
+  EXPECT_EQ(j["harness"]["max_sets"], kMaxRotatedSets);
   ASSERT_TRUE(j["cases"].is_array());
   EXPECT_EQ(j["cases"].size(), s->cases.size());
-  for (const auto& c : j["cases"]) {
+  for (size_t i = 0; i < j["cases"].size(); ++i) {
+    const auto& c = j["cases"][i];
     for (const char* k : {"id", "suite", "op", "dtype", "phase", "rows", "width", "inputs", "outputs", "attrs", "bytes",
-                          "flops", "graph"})
+                          "flops", "bound", "graph"})
       EXPECT_TRUE(c.contains(k)) << c["id"] << " lacks " << k;
+    double want = 0;
+    for (const auto& o : s->cases[i].outputs) want = std::max(want, ErrorBound(o.dtype, s->cases[i].op));
+    EXPECT_EQ(c["bound"].get<double>(), want) << c["id"];
     for (const auto& t : c["inputs"]) {
       EXPECT_TRUE(t["name"].is_string());
       EXPECT_TRUE(t["dtype"].is_string());

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/harness.h"
 #include "bench/cuda/bench_kernels.h"
 #include "bench/fill_values.h"
 #include "runtime/cpu/cpu_executor.h"
@@ -151,7 +152,7 @@ struct SetPlan {
 };
 StatusOr<SetPlan> PlanSets(const std::string& what, int64_t rotated, int64_t shared, const Harness& h, const TimingOptions& t) {
   rotated = std::max<int64_t>(rotated, 1);
-  const int64_t flush_target = 2 * h.device().l2_bytes;
+  const int64_t flush_target = kL2Factor * h.device().l2_bytes;
   int64_t k = std::clamp<int64_t>((flush_target + rotated - 1) / rotated, 1, std::max(t.max_sets, 1));
   size_t free_b = 0, total_b = 0;
   OPFUSE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));

@@ -8,18 +8,15 @@
 #include <fmt/format.h>
 
 #include "bench/cuda/bench_kernels.h"
+#include "bench/harness.h"
 #include "cuda/cuda_check.h"
 
 namespace opfuse::bench {
 
 namespace {
-// How long the host waits, once the GPU is at a sample's gate, before it opens the gate: the timed
-// call's launch (submitted before, cudaStreamQuery) has reached the GPU by then. Every call is
-// queued this long (plus the ~1 µs the open takes to reach the GPU) when the start event fires.
-constexpr double kGateLeadUs = 5;
-// A gate nobody opens gives up after this much device time (the sample then fails): a host that
-// died or hung never leaves the GPU spinning.
-constexpr double kGateMaxUs = 2e6;
+// kGateLeadUs, kGateMaxUs: bench/harness.h. Every call is queued kGateLeadUs (plus the ~1 µs the
+// open takes to reach the GPU) when the start event fires; a host that died or hung never leaves
+// the GPU spinning past kGateMaxUs.
 using Clock = std::chrono::steady_clock;
 double UsSince(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
 }
@@ -60,7 +57,7 @@ StatusOr<std::unique_ptr<Harness>> Harness::Create(const cuda::DeviceInfo& dev, 
   h->dev_ = dev;
   h->stream_ = stream;
   h->alloc_ = &alloc;
-  const size_t flush = static_cast<size_t>(std::max<int64_t>(dev.l2_bytes, int64_t{1} << 20)) * 2;
+  const size_t flush = static_cast<size_t>(std::max<int64_t>(dev.l2_bytes, int64_t{1} << 20)) * kL2Factor;
   OPFUSE_ASSIGN_OR_RETURN(h->flush_, cuda::DeviceBuffer::Make(alloc, flush, stream));
   h->events_.resize(2, nullptr);
   for (auto& e : h->events_) OPFUSE_CUDA_CHECK(cudaEventCreate(&e));

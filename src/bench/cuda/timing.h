@@ -41,6 +41,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/harness.h"
 #include "bench/report.h"
 #include "runtime/cuda/allocator.h"
 #include "runtime/cuda/cublaslt_matmul.h"
@@ -55,7 +56,7 @@ struct TimingOptions {
   double budget_ms = 100;  // sampling continues past min_samples until this much wall time
   int graph_runs = 64;     // R: calls per captured graph (decode sizes); rounded up to a multiple of K
   int host_calls = 50;     // calls in the host-time loop
-  int max_sets = 32;       // rotated input sets at most (the executor keeps 64 plans)
+  int max_sets = kMaxRotatedSets;  // rotated input sets at most (bench/harness.h)
   nlohmann::json ToJson() const;
   static TimingOptions Quick();
 };
