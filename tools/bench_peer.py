@@ -1020,7 +1020,7 @@ def short_error(e, limit=600):
 # Timing (the rules of src/bench/cuda/timing.h, so both sides measure alike)
 # ---------------------------------------------------------------------------------------------
 
-# The shortest spin before a timed sample under --no-gate (the protocol before session 11): long
+# The shortest spin before a timed sample under --no-gate (the protocol before the gate): long
 # enough that the host has always finished enqueuing the call when the spin ends.
 SPIN_FLOOR_US = 100.0
 
@@ -1211,14 +1211,14 @@ class L2Tags:
     input with eviction_policy='evict_last' (for their second pass over the row); neither a memset flush
     nor a case bigger than L2 streaming through displaces such lines, so call i + 1 found part of call
     i's input still in L2 — for whatever read it next, torch.compile's kernel or opfuse's in this
-    process: ~1.6 µs of a 134 MB rms norm on an H200 (session 14, dev/kernel_ab/state_probe.sh,
+    process: ~1.6 µs of a 134 MB rms norm on an H200 (dev/kernel_ab/state_probe.sh,
     tags_ab.sh; removed, see git history). Modes:
       demote  (default) a kernel on the stream, before the gate, puts every line of the case's tensors
               (all input sets) back to evict_normal priority: the next sample's inputs are as cold as
               for a kernel that never tags, and nothing else changes;
       reset   cuCtxResetPersistingL2Cache with the stream idle (every tagged line in L2; its host time
               leaves the GPU idle longer before the sample, which read ~0.1-0.2 µs slower);
-      keep    nothing (the rule before session 14)."""
+      keep    nothing (the rule before demote)."""
 
     def __init__(self, mode):
         self.mode = mode
@@ -1258,7 +1258,7 @@ class Timer:
     calls) + end event, the gate opened (Gate) once the call and the end event are enqueued and the
     GPU waits at it: the start event never waits on the host (events time device work, not launch
     latency), and every call is queued the same short time when it starts, whatever its host cost.
-    With --no-gate, the protocol before session 11: a spin (torch.cuda._sleep, calibrated to µs at
+    With --no-gate, the protocol before the gate: a spin (torch.cuda._sleep, calibrated to µs at
     start) of 1.5 x the measured host time per call + 5 µs, at least SPIN_FLOOR_US (at most 2000),
     before an event-timed call, SPIN_FLOOR_US before a graph replay."""
 
@@ -1789,13 +1789,13 @@ def parse_args(argv):
                    help="prefill: drop each call's result at once (the allocator then reuses one output block, "
                         "L2-hot at sizes that fit); by default results are kept for K calls, as opfuse rotates outputs")
     p.add_argument("--no-gate", action="store_true",
-                   help="time with the fixed spin before each sample (the rule before session 11; opfuse's own "
+                   help="time with the fixed spin before each sample (the rule before the gate; opfuse's own "
                         "harness now opens a gate once the call is enqueued), for A/B")
     p.add_argument("--l2-tags", choices=["demote", "reset", "keep"], default="demote",
                    help="before each sample, undo L2::evict_last tags: torch.compile's reduction kernels load their "
                         "inputs so, and the tagged lines survive the flush into the next call. demote (default): a "
                         "kernel puts the case's tensors back to normal priority; reset: cuCtxResetPersistingL2Cache; "
-                        "keep: nothing (the rule before session 14), for A/B")
+                        "keep: nothing (the rule before demote), for A/B")
     p.add_argument("--opfuse-lib", help="libopfuse_capi.so (built with the cuda preset; tools/build_carry.sh packs it): "
                                         "also time opfuse's kernels in this process, with this script's Timer, "
                                         "beside torch.compile's (results opfuse_<variant>_us)")
