@@ -147,6 +147,14 @@ std::string SingleReason(const Graph& g, int node, const FusionConfig& config, c
   return r + "; " + detail;
 }
 
+FusionGroup SingleGroup(int node, FusionDecision why) {
+  FusionGroup grp;
+  grp.nodes = {node};
+  grp.kind = "single";
+  grp.decision = std::move(why);
+  return grp;
+}
+
 bool HasFusedLibraryKernel(const Graph& g, const FusionGroup& grp) {
   if (grp.matmul) return true;
   return grp.nodes.size() == 1 && GetOpInfo(g.nodes[grp.nodes[0]].op).kind == FusionKind::kComposite;

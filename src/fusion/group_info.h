@@ -38,6 +38,9 @@ std::string KernelName(const Graph& g, const FusionGroup& group);
 // `detail`, when given, says why it could not join a neighbour ("would create a cycle ...").
 std::string SingleReason(const Graph& g, int node, const FusionConfig& config, const std::string& detail = "");
 
+// A group of one node that is not fused ("single"), with the reason.
+FusionGroup SingleGroup(int node, FusionDecision why);
+
 // Whether the generic fuser may put this op in a group: elementwise/broadcast ops and last-axis
 // reductions producing values (argmax's integer index is not fused).
 bool IsGenericFusible(OpKind op);

@@ -45,7 +45,7 @@ Status FuseGeneric(Graph& g, const PassContext& ctx) {
   if (!ctx.config.enable_fusion) {
     for (int n = 0; n < nn; ++n)
       if (!g.nodes[n].dead && group_of[n] < 0)
-        g.groups.push_back({{n}, "single", FusionDecision::No("fusion disabled (enable_fusion=false)"), Variant::kAuto, ""});
+        g.groups.push_back(fusion::SingleGroup(n, FusionDecision::No("fusion disabled (enable_fusion=false)")));
   } else {
     const auto found = fusion::GroupGeneric(g, group_of, ctx.config);
     for (const auto& nodes : found.groups) {
@@ -77,7 +77,7 @@ Status FuseGeneric(Graph& g, const PassContext& ctx) {
     // The rest (library, view, leftover composite, lone constants) run alone.
     for (int n = 0; n < nn; ++n)
       if (!g.nodes[n].dead && group_of[n] < 0)
-        g.groups.push_back({{n}, "single", FusionDecision::No(fusion::SingleReason(g, n, ctx.config)), Variant::kAuto, ""});
+        g.groups.push_back(fusion::SingleGroup(n, FusionDecision::No(fusion::SingleReason(g, n, ctx.config))));
   }
   std::sort(g.groups.begin(), g.groups.end(),
             [](const FusionGroup& a, const FusionGroup& b) { return a.nodes.front() < b.nodes.front(); });

@@ -51,6 +51,16 @@ bool IsWeightMatmul(const Graph& g, int n) {
   return w.type.shape[0].is_static() && w.type.shape[1].is_static();
 }
 
+// A matmul group with an empty plan (filled by the caller).
+FusionGroup NewGroup(std::vector<int> nodes, std::string kind, FusionDecision decision) {
+  FusionGroup grp;
+  grp.nodes = std::move(nodes);
+  grp.kind = std::move(kind);
+  grp.decision = std::move(decision);
+  grp.matmul.emplace();
+  return grp;
+}
+
 std::string Names(const Graph& g, const std::vector<int>& nodes) {
   std::string s;
   for (int n : nodes) s += (s.empty() ? "" : ", ") + g.values[g.nodes[n].outputs[0]].name;
@@ -109,7 +119,10 @@ Status FuseMatmul(Graph& g, const PassContext& ctx) {
     grp.nodes = nodes;
     grp.kind = "matmul:swiglu";
     // The GEMV's swiglu epilogue reads segment 0 as gate and 1 as up, whatever their graph order.
-    grp.matmul = MatmulGroupPlan{.matmuls = {gate, up}, .ropes = {-1, -1}, .swiglu = sw_id};
+    grp.matmul.emplace();
+    grp.matmul->matmuls = {gate, up};
+    grp.matmul->ropes = {-1, -1};
+    grp.matmul->swiglu = sw_id;
     grp.decision = FusionDecision::Yes(reason);
     grp.name.clear();
   }
@@ -141,8 +154,10 @@ Status FuseMatmul(Graph& g, const PassContext& ctx) {
         "horizontal: {} matmuls ({}) read {}; one GEMV launch over {} concatenated columns when rows <= {} "
         "(decode); cuBLASLt per matmul above",
         nodes.size(), Names(g, nodes), g.values[key.first].name, cols, kDecodeGemvMaxRows);
-    added.push_back({nodes, "matmul:siblings", FusionDecision::Yes(reason), Variant::kAuto, "",
-                     MatmulGroupPlan{.matmuls = nodes, .ropes = std::vector<int>(nodes.size(), -1)}});
+    FusionGroup sg = NewGroup(nodes, "matmul:siblings", FusionDecision::Yes(reason));
+    sg.matmul->matmuls = nodes;
+    sg.matmul->ropes.assign(nodes.size(), -1);
+    added.push_back(std::move(sg));
   }
 
   // 3. Norm prologue: the activations of a matmul group (or of one free weight matmul, e.g. the LM
@@ -194,8 +209,9 @@ Status FuseMatmul(Graph& g, const PassContext& ctx) {
     const std::string reason = fmt::format("matmul {} reads [{}, {}] weights", g.values[g.nodes[n].outputs[0]].name,
                                            g.values[g.nodes[n].inputs[1]].type.shape[0].ToString(),
                                            g.values[g.nodes[n].inputs[1]].type.shape[1].ToString());
-    FusionGroup mg{{n}, "matmul:single", FusionDecision::Yes(reason), Variant::kAuto, "",
-                   MatmulGroupPlan{.matmuls = {n}, .ropes = {-1}}};
+    FusionGroup mg = NewGroup({n}, "matmul:single", FusionDecision::Yes(reason));
+    mg.matmul->matmuls = {n};
+    mg.matmul->ropes = {-1};
     if (absorb_norm(mg, {n})) {
       drop[gi] = 1;
       taken.insert(n);

@@ -53,7 +53,7 @@ Status Schedule(Graph& g, const PassContext& ctx) {
     std::string reason = fusion::IsGenericFusible(g.nodes[n].op) || g.nodes[n].op == OpKind::kConstant
                              ? "fuse_generic disabled by OPFUSE_DISABLE"
                              : fusion::SingleReason(g, id, ctx.config);
-    g.groups.push_back({{id}, "single", FusionDecision::No(reason), Variant::kAuto, ""});
+    g.groups.push_back(fusion::SingleGroup(id, FusionDecision::No(reason)));
   }
   std::sort(g.groups.begin(), g.groups.end(),
             [](const FusionGroup& a, const FusionGroup& b) { return a.nodes.front() < b.nodes.front(); });

@@ -41,7 +41,8 @@ class CpuBackend final : public Backend {
   std::string device() const override { return "cpu (reference, f32 accumulation)"; }
   StatusOr<std::unique_ptr<Executable>> Compile(const Graph& g, const CompileOptions& opts) override {
     Graph copy = g;
-    PassContext ctx{opts.config, {}, {}};
+    PassContext ctx;
+    ctx.config = opts.config;
     OPFUSE_RETURN_IF_ERROR(RunPipeline(copy, ctx));
     return std::unique_ptr<Executable>(new CpuExecutable(std::move(copy)));
   }

@@ -6,19 +6,19 @@
 namespace opfuse::testing {
 namespace {
 
-// A generic group (gelu chain), a pattern group (rms_norm: its output is also a graph output, so it
+// A generic group (exp, mul), a pattern group (rms_norm: its output is also a graph output, so it
 // stays outside the GEMV group), a GEMV group (two sibling matmuls).
 constexpr const char* kMixed = R"(graph mixed
 input x: bf16[T, 256]
 param w: bf16[256]
 param wa: bf16[128, 256]
 param wb: bf16[64, 256]
-a = gelu(x)
-b = mul(a, x)
-h = rms_norm(b, w) {eps=1e-05}
+a = exp(x)
+c = mul(a, a)
+h = rms_norm(x, w) {eps=1e-05}
 p = matmul(h, wa) {transpose_b=1}
 q = matmul(h, wb) {transpose_b=1}
-output p, q, b, h
+output p, q, c, h
 )";
 
 const FusionGroup* Find(const PipelineRun& r, const std::string& prefix) {

@@ -35,7 +35,8 @@ int CountOps(const Graph& g, OpKind op) {
 
 Graph Compiled(const Graph& g, Strategy s) {
   Graph copy = g;
-  PassContext ctx{StrategyConfig(s), {}, {}};
+  PassContext ctx;
+  ctx.config = StrategyConfig(s);
   Status st = RunPipeline(copy, ctx);
   EXPECT_TRUE(st.ok()) << st.message();
   return copy;

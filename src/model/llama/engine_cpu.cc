@@ -24,7 +24,10 @@ class CpuRunner final : public Runner {
   static StatusOr<std::unique_ptr<Runner>> Create(RunnerSetup s) {
     std::unique_ptr<CpuRunner> r(new CpuRunner());
     const auto t0 = std::chrono::steady_clock::now();
-    PassContext ctx{s.fusion, s.prefill_hint, {}, s.profile, {}};
+    PassContext ctx;
+    ctx.config = s.fusion;
+    ctx.bindings = s.prefill_hint;
+    ctx.profile = s.profile;
     r->prefill_ = std::move(s.prefill);
     OPFUSE_RETURN_IF_ERROR(RunPipeline(r->prefill_, ctx));
     ctx.bindings = {};
