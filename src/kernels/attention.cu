@@ -190,16 +190,20 @@ Status attn::PlanAttentionCore(const Dims& d, const Ptrs& ptr, bool causal, doub
 StatusOr<std::vector<cuda::KernelLaunch>> PlanAttention(const Node& n, const std::vector<TensorRef>& in,
                                                         const std::vector<TensorRef>& out,
                                                         const cuda::DeviceInfo& dev) {
+  return PlanAttentionWith(n, in, out, dev, attn::ScratchOptions(in, 3));
+}
+
+AttentionPlanOptions attn::ScratchOptions(const std::vector<TensorRef>& in, size_t first) {
   AttentionPlanOptions opts;
-  if (in.size() > 3) {  // optional scratch from the executor (AttentionWorkspaceBytes)
-    opts.workspace = in[3].data;
-    opts.workspace_bytes = static_cast<size_t>(in[3].numel()) * DTypeSize(in[3].dtype);
+  if (in.size() > first) {  // optional split-K scratch from the executor (AttentionWorkspaceBytes)
+    opts.workspace = in[first].data;
+    opts.workspace_bytes = static_cast<size_t>(in[first].numel()) * DTypeSize(in[first].dtype);
   }
-  if (in.size() > 4) {  // optional arrival counters (AttentionCounterCount), zero between runs
-    opts.counters = static_cast<unsigned*>(in[4].data);
-    opts.counter_count = static_cast<size_t>(in[4].numel());
+  if (in.size() > first + 1) {  // optional arrival counters (AttentionCounterCount), zero between runs
+    opts.counters = static_cast<unsigned*>(in[first + 1].data);
+    opts.counter_count = static_cast<size_t>(in[first + 1].numel());
   }
-  return PlanAttentionWith(n, in, out, dev, opts);
+  return opts;
 }
 
 }  // namespace opfuse::kernels

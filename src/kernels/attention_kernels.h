@@ -95,6 +95,10 @@ MmaFn PickMma(DType t, int64_t hd);
 // attention_kv.cu: the cache write of `unit_bytes` (16, 4 or 2) per thread.
 KvWriteFn PickKvWrite(int unit_bytes);
 
+// attention.cu: the options holding the executor's optional scratch TensorRefs — split-K workspace at
+// in[first], arrival counters at in[first + 1] (attention: first 3, kv_attention: first 6).
+AttentionPlanOptions ScratchOptions(const std::vector<TensorRef>& in, size_t first);
+
 // attention.cu: the launches of attention over Dims `d` (B sequences; with ptr.pos, sequence b has
 // min(S, pos[b] + T) keys, read on the device), appended to `launches`; kv_attention's planner
 // (attention_kv.cu) calls it after its cache write.

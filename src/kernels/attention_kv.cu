@@ -112,15 +112,7 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanKvAttentionWith(const Node& n, con
 StatusOr<std::vector<cuda::KernelLaunch>> PlanKvAttention(const Node& n, const std::vector<TensorRef>& in,
                                                           const std::vector<TensorRef>& out,
                                                           const cuda::DeviceInfo& dev, bool early_reads) {
-  AttentionPlanOptions opts;
-  if (in.size() > 6) {  // optional split-K scratch from the executor (AttentionWorkspaceBytes)
-    opts.workspace = in[6].data;
-    opts.workspace_bytes = static_cast<size_t>(in[6].numel()) * DTypeSize(in[6].dtype);
-  }
-  if (in.size() > 7) {  // optional arrival counters (AttentionCounterCount), zero between runs
-    opts.counters = static_cast<unsigned*>(in[7].data);
-    opts.counter_count = static_cast<size_t>(in[7].numel());
-  }
+  AttentionPlanOptions opts = ScratchOptions(in, 6);
   opts.early_reads = early_reads;
   return PlanKvAttentionWith(n, in, out, dev, opts);
 }

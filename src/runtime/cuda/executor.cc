@@ -377,6 +377,7 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
   //    substitution noted where a requested variant does not apply). Groups that run the JIT get
   //    their kernel IR built here; one the JIT cannot lower falls back (loudly for a fused group).
   enum class GroupPlan { kUnfused, kLibraryNodes, kLibraryFused, kJit };
+  std::vector<GroupPlan> want(g.groups.size(), GroupPlan::kUnfused);
   // What runs where the JIT does not: the group's library kernel, else op by op.
   auto without_jit = [&](int gi) {
     const FusionGroup& grp = g.groups[gi];
@@ -384,7 +385,13 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
     return fusion::HasFusedLibraryKernel(g, grp) ? GroupPlan::kLibraryFused : GroupPlan::kUnfused;
   };
   auto plan_name = [](GroupPlan p) { return p == GroupPlan::kLibraryFused || p == GroupPlan::kLibraryNodes ? "library" : "unfused"; };
-  std::vector<GroupPlan> want(g.groups.size(), GroupPlan::kUnfused);
+  // The JIT kernel cannot be built or loaded: the group runs without it, and says why.
+  auto fall_back_from_jit = [&](int gi, const Status& why, bool loud) {
+    FusionGroup& grp = g.groups[gi];
+    want[gi] = without_jit(gi);
+    fallback(grp, gi, "jit", plan_name(want[gi]), why, loud);
+    grp.variant = want[gi] == GroupPlan::kUnfused ? Variant::kUnfused : Variant::kLibrary;
+  };
   std::map<int, codegen::Kernel> kernels_ir;
   for (int gi : order) {
     FusionGroup& grp = g.groups[gi];
@@ -399,9 +406,7 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
           kernels_ir.emplace(gi, std::move(*k));
           want[gi] = GroupPlan::kJit;
         } else {
-          want[gi] = without_jit(gi);
-          fallback(grp, gi, "jit", plan_name(want[gi]), k.status(), grp.decision.fuse);
-          grp.variant = want[gi] == GroupPlan::kUnfused ? Variant::kUnfused : Variant::kLibrary;
+          fall_back_from_jit(gi, k.status(), grp.decision.fuse);
         }
         break;
       }
@@ -465,10 +470,7 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
         }
         why = l.status();
       }
-      FusionGroup& grp = g.groups[gi];
-      want[gi] = without_jit(gi);
-      fallback(grp, gi, "jit", plan_name(want[gi]), why, true);
-      grp.variant = want[gi] == GroupPlan::kUnfused ? Variant::kUnfused : Variant::kLibrary;
+      fall_back_from_jit(gi, why, true);
     }
   }
   ex->compile_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
