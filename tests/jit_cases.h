@@ -73,6 +73,16 @@ inline const JitCase kJitCases[] = {
     // a prefill row group of 96 threads (3072 bf16: 384 vectors, 4 per thread): the block holds whole row groups only
     {"rms_norm_tpr96", "graph g\ninput x: bf16[T, 3072]\nparam w: bf16[3072]\ny = rms_norm(x, w)\noutput y\n", {{"T", 7}}},
     {"add_rms_norm_very_wide", "graph g\ninput x: bf16[T, 70000]\ninput r: bf16[T, 70000]\nparam w: bf16[70000]\ny, s = add_rms_norm(x, r, w)\noutput y, s\n", {{"T", 2}}},
+    // odd widths (1-element vectors): the prefill function with per-column weight and bias, the decode
+    // function with early stores kept as packs, a row scalar output, f32, and the split function over
+    // an odd vocabulary width (many vectors per thread)
+    {"layer_norm_odd_prefill", "graph g\ninput x: bf16[T, 3251]\nparam w: bf16[3251]\nparam b: bf16[3251]\ny = layer_norm(x, w, b)\noutput y\n", {{"T", 600}}},
+    {"add_rms_norm_odd_decode", "graph g\ninput x: bf16[T, 4999]\ninput r: bf16[T, 4999]\nparam w: bf16[4999]\ny, s = add_rms_norm(x, r, w)\noutput y, s\n", {{"T", 3}}},
+    {"logsumexp_odd_prefill", "graph g\ninput x: bf16[T, 863]\nm = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\nl = log(s)\ny = add(l, m)\noutput y\n", {{"T", 600}}},
+    {"softmax_odd_f32", "graph g\ninput x: f32[T, 1001]\nm = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\ny = div(e, s)\noutput y\n", {{"T", 7}}},
+    {"softmax_odd_split", "graph g\ninput x: bf16[T, 147823]\nm = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\ny = div(e, s)\noutput y\n", {{"T", 3}}},
+    // many rows past the register path: one or two blocks per row
+    {"rms_norm_split_many", "graph g\ninput x: bf16[T, 32000]\nparam w: bf16[32000]\ny = rms_norm(x, w)\noutput y\n", {{"T", 300}}},
 };
 
 // The kernel of a graph whose every node forms one fused group (how each case is written).

@@ -7,7 +7,10 @@
 #           earlier commit, with its libopfuse_sentencepiece.so beside it; packs build/ba.tar.xz with
 #           build/carry's opfuse as "after"; the GPU check runs from build/carry.tar.xz)
 #   device: bash tools/before_after.sh                            (carry ["build/ba.tar.xz"])
-# Env: BA_OPS (bench ops flags, default "--suite patterns --variants library,jit"), BA_RUNS (e2e runs, 3).
+# Env: BA_OPS (bench ops flags, default "--suite patterns --variants library,jit"), BA_RUNS (e2e runs, 3),
+# BA_E2E=0 (no e2e part), BA_PER_CASE=1 (the table lists each case that moved by more than 3 %);
+# when packing, BA_WITH_TESTS=1 adds tests/test_gpu to "after" (then BUILD=build/ba/after bash tools/gpu_check.sh
+# runs from the same carry).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = --pack ]; then
@@ -15,6 +18,8 @@ if [ "${1:-}" = --pack ]; then
   rm -rf build/ba && mkdir -p build/ba/before build/ba/after
   cp "$OPFUSE_BEFORE"/* build/ba/before/
   cp build/carry/opfuse build/carry/libopfuse_sentencepiece.so build/carry/libsentencepiece.so* build/ba/after/
+  # BA_WITH_TESTS=1: the GPU tests too, so one carry serves tools/gpu_check.sh (BUILD=build/ba/after)
+  if [ "${BA_WITH_TESTS:-0}" = 1 ]; then mkdir -p build/ba/after/tests && cp build/carry/tests/test_gpu build/ba/after/tests/; fi
   tar -C build/ba -cf - . | xz -T2 -6 > build/ba.tar.xz
   du -sh build/ba.tar.xz
   exit 0
@@ -24,7 +29,9 @@ mkdir -p "$W" build/ba
 python3 -c "import tarfile; tarfile.open('build/ba.tar.xz').extractall('build/ba')" || exit 1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$W/device.txt" || true
 MODEL=/tmp/ba_tinyllama_bf16
-build/ba/after/opfuse init-weights --config tinyllama-1.1b --dtype bf16 --out "$MODEL" > "$W/init.log" 2>&1 || { cat "$W/init.log"; exit 1; }
+if [ "${BA_E2E:-1}" != 0 ]; then
+  build/ba/after/opfuse init-weights --config tinyllama-1.1b --dtype bf16 --out "$MODEL" > "$W/init.log" 2>&1 || { cat "$W/init.log"; exit 1; }
+fi
 for which in before after; do
   B=build/ba/$which
   export OPFUSE_CACHE_DIR=/tmp/ba_cache_$which
@@ -33,10 +40,13 @@ for which in before after; do
   "$B/opfuse" bench ops --out "$W/ops_$which" ${BA_OPS:---suite patterns --variants library,jit} \
     > "$W/ops_$which.md" 2> "$W/ops_$which.log" || echo "$which: bench ops rc $?"
   echo "$which: bench ops $((SECONDS - t)) s"
+  [ "${BA_E2E:-1}" = 0 ] && continue
   t=$SECONDS
   "$B/opfuse" bench e2e --model "$MODEL" --backend cuda --strategies never,always --runs "${BA_RUNS:-3}" \
     --cases '[prefill=128, decode=32]' --cases '[prefill=128, decode=32, batch=8]' --cases '[prefill=2048, decode=0]' \
     --output "$W/e2e_$which.json" > "$W/e2e_$which.md" 2> "$W/e2e_$which.log" || echo "$which: bench e2e rc $?"
   echo "$which: bench e2e $((SECONDS - t)) s"
 done
-python3 tools/before_after_table.py "$W" | tee "$W/table.md"
+python3 tools/before_after_table.py "$W" $([ "${BA_PER_CASE:-0}" = 1 ] && echo --per-case) | tee "$W/table.md"
+# the device tool returns a few files only: the reports travel as one archive
+(cd "$W" && tar -czf reports.tgz ops_*/bench_report.json $(ls e2e_*.json 2>/dev/null)) || true

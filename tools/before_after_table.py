@@ -5,7 +5,9 @@ Per `opfuse bench ops` variant: the geometric mean and the range of after_us / b
 both runs measured (below 1: after is faster), and how many cases changed correctness. Per e2e case and
 strategy: decode ms/token (or prefill ms) before, after, ratio, and the kernels per step of each.
 
-Usage: python3 tools/before_after_table.py DIR   (exit 2 when DIR lacks the runs' JSON)
+Usage: python3 tools/before_after_table.py DIR [--per-case]   (exit 2 when DIR lacks the runs' JSON)
+  --per-case  also list every bench ops case whose time moved by more than 3 %, biggest change first
+The e2e table is left out when the run had no e2e part (BA_E2E=0: no e2e_*.json).
 """
 import json
 import math
@@ -21,7 +23,8 @@ def load(path):
         sys.exit(2)
 
 
-def ops_table(d):
+def variant_times(d):
+    """{variant: {case id: {"before"|"after": (us, correct)}}} over the cases each run measured."""
     runs = {w: load(d / f"ops_{w}" / "bench_report.json") for w in ("before", "after")}
     per = {}
     for w, j in runs.items():
@@ -29,8 +32,12 @@ def ops_table(d):
             for v, r in (c.get("variants") or {}).items():
                 if r.get("us") and not r.get("error"):
                     per.setdefault(v, {}).setdefault(c["id"], {})[w] = (r["us"], r.get("correct"))
+    return per
+
+
+def ops_table(d):
     out = ["| bench ops variant | cases | geomean after/before | min | max | correctness changed |", "|---|---:|---:|---:|---:|---:|"]
-    for v, cases in sorted(per.items()):
+    for v, cases in sorted(variant_times(d).items()):
         ratios, changed = [], 0
         for both in cases.values():
             if "before" in both and "after" in both:
@@ -39,6 +46,18 @@ def ops_table(d):
         if ratios:
             g = math.exp(sum(map(math.log, ratios)) / len(ratios))
             out.append(f"| {v} | {len(ratios)} | {g:.3f} | {min(ratios):.3f} | {max(ratios):.3f} | {changed} |")
+    return out
+
+
+def per_case_table(d):
+    rows = []
+    for v, cases in variant_times(d).items():
+        for cid, t in cases.items():
+            if "before" in t and "after" in t:
+                rows.append((cid, v, t["before"][0], t["after"][0]))
+    rows = sorted((r for r in rows if abs(r[3] / r[2] - 1) > 0.03), key=lambda r: abs(math.log(r[3] / r[2])), reverse=True)
+    out = ["| case | variant | before µs | after µs | after/before |", "|---|---|---:|---:|---:|"]
+    out += [f"| {cid} | {v} | {b:.1f} | {a:.1f} | {a / b:.3f} |" for cid, v, b, a in rows]
     return out
 
 
@@ -58,15 +77,22 @@ def e2e_table(d):
 
 
 def main():
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    per_case = "--per-case" in args
+    args = [a for a in args if a != "--per-case"]
+    if len(args) != 1:
         print(__doc__, file=sys.stderr)
         return 2
-    d = Path(sys.argv[1])
+    d = Path(args[0])
     device = (d / "device.txt").read_text().strip() if (d / "device.txt").exists() else "?"
     print(f"device: {device}\n")
     print("\n".join(ops_table(d)))
-    print()
-    print("\n".join(e2e_table(d)))
+    if per_case:
+        print()
+        print("\n".join(per_case_table(d)))
+    if (d / "e2e_after.json").exists() or (d / "e2e_before.json").exists():
+        print()
+        print("\n".join(e2e_table(d)))
     return 0
 
 

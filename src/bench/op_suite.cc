@@ -305,6 +305,32 @@ StatusOr<RandomShapesSpec> ParseRandomShapes(const std::string& text) {
   return spec;
 }
 
+StatusOr<std::vector<ShapeSample>> ParseShapeList(const std::string& text) {
+  const std::string usage = fmt::format("--shapes '{}': expected random:N[:SEED] or ROWSxWIDTH[,ROWSxWIDTH...]", text);
+  std::vector<ShapeSample> out;
+  for (size_t pos = 0; pos <= text.size();) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = text.substr(pos, comma - pos);
+    pos = comma + 1;
+    const size_t x = item.find('x');
+    auto parse = [](const std::string& t, int64_t* v) {
+      if (t.empty() || t.size() > 12 || t.find_first_not_of("0123456789") != std::string::npos) return false;
+      *v = std::stoll(t);
+      return *v >= 1;
+    };
+    ShapeSample sh;
+    if (x == std::string::npos || !parse(item.substr(0, x), &sh.rows) || !parse(item.substr(x + 1), &sh.width))
+      return InvalidArgument(usage);
+    if (sh.rows * sh.width > kMaxRandomElements)
+      return InvalidArgument(fmt::format("--shapes '{}': {}x{} has more than {} elements", text, sh.rows, sh.width, kMaxRandomElements));
+    if (static_cast<int>(out.size()) >= kMaxRandomShapes) return InvalidArgument(fmt::format("--shapes: more than {} shapes", kMaxRandomShapes));
+    out.push_back(sh);
+  }
+  if (out.empty()) return InvalidArgument(usage);
+  return out;
+}
+
 std::vector<ShapeSample> RandomShapes(int count, uint64_t seed) {
   // Widths: a third model sizes (hidden, intermediate, vocabulary), a third primes, a third
   // log-uniform in [1, kMaxRandomWidth]; rows log-uniform in [1, kMaxRandomRows]. A pair whose

@@ -108,6 +108,9 @@ struct RandomShapesSpec {
   std::optional<uint64_t> seed;  // unset: the caller draws one and prints it
 };
 StatusOr<RandomShapesSpec> ParseRandomShapes(const std::string& text);
+// `--shapes ROWSxWIDTH[,ROWSxWIDTH...]`: the sweep ops at these shapes (rows and width >= 1, each
+// [rows, width] tensor at most kMaxRandomElements elements), e.g. to re-run the cases of a sweep.
+StatusOr<std::vector<ShapeSample>> ParseShapeList(const std::string& text);
 std::vector<ShapeSample> RandomShapes(int count, uint64_t seed);
 // The ops of the random sweep: the row kernels (norms, softmax plain / scaled / causal), the gated
 // activations and a generic row reduction (logsumexp).
@@ -120,7 +123,7 @@ struct SuiteFilter {
   std::vector<int64_t> widths; // keep only cases of these widths; empty = all
   DType dtype = DType::kBF16;
   std::vector<ShapeSample> shapes;  // non-empty: the sweep ops at these shapes instead of the grid
-  std::string shapes_spec;          // "random:N:SEED" that drew `shapes` (recorded in cases.json)
+  std::string shapes_spec;          // "random:N:SEED" that drew `shapes`, or the list given (recorded in cases.json)
 };
 
 inline constexpr int64_t kMaxDecodeRows = 64;      // rows <= this are "decode" (timed by graph replay)

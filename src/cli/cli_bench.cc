@@ -58,7 +58,10 @@ StatusOr<bench::SuiteFilter> MakeFilter(const OpsArgs& a) {
   if (!a.widths.empty()) {
     OPFUSE_ASSIGN_OR_RETURN(f.widths, bench::ParseIntList(a.widths, "--widths"));
   }
-  if (!a.shapes.empty()) {
+  if (!a.shapes.empty() && a.shapes.rfind("random:", 0) != 0) {
+    OPFUSE_ASSIGN_OR_RETURN(f.shapes, bench::ParseShapeList(a.shapes));
+    f.shapes_spec = a.shapes;
+  } else if (!a.shapes.empty()) {
     OPFUSE_ASSIGN_OR_RETURN(bench::RandomShapesSpec spec, bench::ParseRandomShapes(a.shapes));
     // A fresh seed per run unless one is given: a sweep nobody tuned on. Printed so that the run
     // can be repeated (--shapes random:N:SEED), and part of the recorded command.
@@ -125,7 +128,7 @@ int RunOps(const OpsArgs& a) {
   o.seed = a.seed;
   o.measure_copy_same = !a.no_copy_reference;
   o.command = CommandLine("opfuse bench ops");
-  if (!filter->shapes_spec.empty()) o.command += fmt::format(" (drew --shapes {})", filter->shapes_spec);
+  if (filter->shapes_spec.rfind("random:", 0) == 0) o.command += fmt::format(" (drew --shapes {})", filter->shapes_spec);
   Progress progress;
   const auto t0 = std::chrono::steady_clock::now();
   o.on_case_start = [&](int i, int n, const std::string& id) { progress.Start(i, n, id); };
@@ -189,7 +192,8 @@ void RegisterBenchOps(CLI::App& bench) {
   cmd->add_option("--shapes", a->shapes,
                   "random:N[:SEED] — instead of the grid, N random (rows, width) pairs (widths 1..262144: model sizes, "
                   "primes, log-uniform; rows 1..65536) for the sweep ops (norms, softmax plain/scaled/causal, swiglu, "
-                  "geglu, logsumexp); without SEED a fresh one, printed");
+                  "geglu, logsumexp); without SEED a fresh one, printed. Or ROWSxWIDTH[,ROWSxWIDTH...]: the sweep ops "
+                  "at these shapes (e.g. 172x169249,61x49152)");
   cmd->add_option("--dtype", a->dtype, "bf16 (default), f16 or f32")->check(CLI::IsMember({"bf16", "f16", "f32"}));
   cmd->add_option("--variants", a->variants, "comma-separated subset of unfused,library,jit (default all three)");
   cmd->add_option("--out", a->out, "output directory (default bench_out)");

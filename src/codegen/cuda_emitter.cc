@@ -5,11 +5,13 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "ops/scalar_ops.h"
+#include "target/launch_shape.h"
 
 // src/codegen/device/jit_preamble.cuh with its includes inlined (generated at build time by
 // cmake/embed_text.cmake).
@@ -160,6 +162,16 @@ class Emitter {
         if (k_.is_row()) EmitRowLooped(b);
         else EmitPointwise(b, false);
       });
+      if (split_) {
+        out.split_function = out.function + "_split";
+        out.split_vpt = split_->vpt;
+        out.split_min_blocks = split_->min_blocks;
+        out.split_many_rows = vec_ * max_size_ >= 16;
+        s += fmt::format("// {}: a cluster of {} to {} blocks per row (the launch's), {} vectors of {} per thread\n",
+                         out.split_function, split_->min_blocks, target::kRowSplitBlocks, split_->vpt, vec_);
+        EmitFunction(s, out.split_function, target::kRowSplitMaxThreads, out.PdlIn(out.split_function),
+                     [&](std::string& b) { EmitRowRegisters(b, 0, split_->vpt, 1, false, true); });
+      }
       if (!out.decode_function.empty())
         EmitDecodeFunction(s, out.decode_function, out.decode_threads, out.decode_vec, out.PdlIn(out.decode_function),
                            [&](std::string& b) { EmitPointwise(b, true); });
@@ -269,6 +281,7 @@ class Emitter {
       // still has its bytes in flight; 16-byte vectors keep max_threads, so more rows share an SM
       // (blocks of 1024 left a last partial wave of rows and measured slower; docs/BENCHMARKS.md).
       if (vec_ * max_size_ < 16) threads_ = kLoopedRowThreads;
+      if (o_.clusters) split_ = target::PlanRowSplit(c.value, vec_, vec_ * max_size_, SplitWordsPerVector(), kSplitMaxVpt);
       return;
     }
     tpr_p_ = tpr;
@@ -586,7 +599,7 @@ class Emitter {
     const std::set<int> cached = CachedInputs();
     const std::set<int>& channels = reg_channels_;
     s += "#pragma unroll\n    for (int it = 0; it < VPT; ++it) {\n";
-    s += fmt::format("      const {0} c0 = (({0})it * TPR + t) * {1};\n", ix_, vec_);
+    s += fmt::format("      const {} c0 = {};\n", ix_, C0Expr());
     s += fmt::format("      if ({}) {{\n", guard);
     for (int in : UsedVectorInputs(targets, kept)) {
       if (cached.count(in))
@@ -613,7 +626,7 @@ class Emitter {
                      const std::string& ind, bool evict_first = false) const {
     for (int in : inputs) s += fmt::format("{}fz_pack<{}, {}> {}{}[VPT];\n", ind, CType(k_.inputs[in].type.dtype), vec_, prefix, in);
     s += fmt::format("#pragma unroll\n{}for (int it = 0; it < VPT; ++it) {{\n", ind);
-    s += fmt::format("{0}  const {1} c0 = (({1})it * TPR + t) * {2};\n", ind, ix_, vec_);
+    s += fmt::format("{}  const {} c0 = {};\n", ind, ix_, C0Expr());
     s += fmt::format("{}  if ({}) {{\n", ind, ColGuard());
     for (int in : inputs)
       s += evict_first ? fmt::format("{}    {}{}[it].load_ef(in{}, {}, pol);\n", ind, prefix, in, in, Index(in, r, "c0"))
@@ -621,9 +634,18 @@ class Emitter {
     s += fmt::format("{}  }}\n{}}}\n", ind, ind);
   }
 
+  // The first column of vector `it` of thread `t` (the register path's layout; in the split function
+  // offset by the block's share).
+  std::string C0Expr() const {
+    const std::string local = fmt::format("(({0})it * TPR + t) * {1}", ix_, vec_);
+    return split_now_ ? "W0 + " + local : local;
+  }
+
   // The register path's column guard: none when the row group's vectors cover the row exactly (a
   // static width of TPR x VPT x vec: every c0 is inside), so no branch splits the loads and stores.
+  // In the split function: inside this block's share too.
   std::string ColGuard() const {
+    if (split_now_) return "c0 - W0 < CHUNK && c0 < C";
     const Dim& c = k_.cols();
     return c.is_static() && c.value == int64_t{tpr_now_} * vpt_now_ * vec_ ? "true" : "c0 < C";
   }
@@ -633,20 +655,87 @@ class Emitter {
     return col == "true" ? "valid" : "valid && " + col;
   }
 
+  // Each pass's reductions and the element exprs they reduce (index = pass, 1..num_passes).
+  void PassReductions(std::vector<std::vector<int>>* reds, std::vector<std::vector<int>>* args) const {
+    reds->assign(k_.num_passes + 1, {});
+    args->assign(k_.num_passes + 1, {});
+    for (size_t e = 0; e < k_.exprs.size(); ++e)
+      if (live_[e] && k_.exprs[e].kind == ExprKind::kReduce && k_.exprs[e].depth >= 1 && k_.exprs[e].depth <= k_.num_passes) {
+        (*reds)[k_.exprs[e].depth].push_back(static_cast<int>(e));
+        (*args)[k_.exprs[e].depth].push_back(k_.exprs[e].args[0]);
+      }
+  }
+
+  // A pass's reduced value with a MUFU op under it that a later pass or the epilogue reads again
+  // (softmax's 2^(z - max), summed in pass 2 and scaled in the epilogue) is kept as f32, ce<e>[VPT][vec],
+  // instead of recomputed: one exponential per element instead of two. Returns the exprs each pass
+  // keeps; (*kept_after)[p]: what the passes after p (and the epilogue, after the last) read from
+  // registers, starting from `kept`.
+  std::vector<std::vector<int>> PassCaches(const std::vector<int>& vec_targets, const std::vector<std::vector<int>>& pass_args,
+                                           const KeptPacks& kept, std::vector<KeptPacks>* kept_after) const {
+    std::vector<std::vector<int>> pass_cache(k_.num_passes + 1);
+    kept_after->assign(k_.num_passes + 1, kept);
+    for (int p = 1; p <= k_.num_passes; ++p) {
+      (*kept_after)[p] = (*kept_after)[p - 1];
+      std::vector<int> later = vec_targets;
+      for (int q = p + 1; q <= k_.num_passes; ++q) later.insert(later.end(), pass_args[q].begin(), pass_args[q].end());
+      const std::vector<bool> reread = Reached(later, (*kept_after)[p - 1]);
+      for (int x : std::set<int>(pass_args[p].begin(), pass_args[p].end()))
+        if (reread[x] && !(*kept_after)[p].count(x) && HasElementMufu(x)) {
+          pass_cache[p].push_back(x);
+          (*kept_after)[p][x] = fmt::format("ce{}[it][j]", x);
+        }
+    }
+    return pass_cache;
+  }
+
+  // Registers a split function holds per vector: the cached inputs' packs (one word at least) and the
+  // passes' kept f32 values (one word per element), as EmitRowRegisters lays them out (no early
+  // outputs: those are the decode function's).
+  int SplitWordsPerVector() const {
+    int words = 0;
+    for (int in : CachedInputs()) words += std::max(1, vec_ * DTypeSize(k_.inputs[in].type.dtype) / 4);
+    std::vector<int> vec_targets;
+    for (size_t o = 0; o < k_.outputs.size(); ++o)
+      if (k_.outputs[o].tensor.access != Access::kRowScalar) vec_targets.push_back(StoredExpr(o));
+    std::vector<std::vector<int>> reds, args;
+    PassReductions(&reds, &args);
+    std::vector<KeptPacks> kept_after;
+    for (const auto& cached : PassCaches(vec_targets, args, {}, &kept_after)) words += vec_ * static_cast<int>(cached.size());
+    return std::max(words, 1);
+  }
+  // The split function's vectors per thread at most (its loops are unrolled: code size).
+  static constexpr int kSplitMaxVpt = 64;
+
   // `decode`: the decode function (no row loop, early stores, evict-first row loads; Run() sets its
   // index type and pack width).
   // `rpb`: row groups per block; the launcher's block is exactly tpr x rpb threads, so with one group
   // per block every row the loop reaches is valid, and no guard (a branch around the stores that
   // kept the compiler from moving loads across it, measurably slower for add_rms_norm) is emitted.
-  void EmitRowRegisters(std::string& s, int tpr, int vpt, int rpb, bool decode) {
+  // `split`: the split function (Run(), split_): one row per cluster (its size the launch's), block
+  // `rank` holding window elements [rank x CHUNK, (rank + 1) x CHUNK) of it; TPR is the block.
+  void EmitRowRegisters(std::string& s, int tpr, int vpt, int rpb, bool decode, bool split = false) {
     tpr_now_ = tpr;
     vpt_now_ = vpt;
+    split_now_ = split;
     const std::set<int> cached = CachedInputs();
     // Per-column inputs before the rows, except in the half-pack decode function: there the weight
     // loaded in the epilogue (the compiler issues it during the reduction) measured faster
     // (add_rms_norm 1 / 32 / 512 x 4096: docs/BENCHMARKS.md).
     reg_channels_ = decode && decode_half_ ? std::set<int>{} : ChannelInputs(vpt);
-    s += fmt::format("  constexpr int TPR = {}, VPT = {};  // threads per row, vectors per thread\n", tpr, vpt);
+    if (split) {
+      // target::RowSplitChunk's formula: the launcher sized the block (TPR) for this share
+      s += fmt::format("  const int TPR = blockDim.x;  // the block: the row's share over VPT vectors (the launcher's)\n"
+                       "  constexpr int VPT = {};  // vectors per thread\n"
+                       "  const int CL = (int)fz::cluster_blocks();  // blocks per row (the launch's cluster)\n"
+                       "  const long long CHUNK = ({}LL + CL - 1) / CL * {};  // row elements a block holds\n",
+                       vpt, (k_.cols().value + vec_ - 1) / vec_, vec_);
+      s += "  const long long W0 = (long long)fz::cluster_rank() * CHUNK;  // this block's first column\n";
+      int nred = 0;
+      for (size_t e = 0; e < k_.exprs.size(); ++e) nred += live_[e] && k_.exprs[e].kind == ExprKind::kReduce;
+      s += fmt::format("  __shared__ float share[{}];  // this block's part of each reduction, read by the whole cluster\n", std::max(nred, 1));
+    }
+    if (!split) s += fmt::format("  constexpr int TPR = {}, VPT = {};  // threads per row, vectors per thread\n", tpr, vpt);
     if (rpb == 1) s += "  constexpr int rpb = 1;  // one row group per block (blockDim.x == TPR)\n  const int t = threadIdx.x;\n";
     else s += fmt::format("  constexpr int rpb = {};  // row groups per block (blockDim.x == TPR * rpb)\n  const int g = threadIdx.x / TPR, t = threadIdx.x - g * TPR;\n", rpb);
     if (!reg_channels_.empty()) {
@@ -660,7 +749,9 @@ class Emitter {
     // it, the compiler kept the early stores and the epilogue's loads apart (add_rms_norm 512 x 4096
     // read slower, docs/BENCHMARKS.md). The prefill function walks the rows grid-stride, so any grid
     // is correct.
-    if (decode)
+    if (split)
+      s += "  {\n    const long long r0 = (long long)blockIdx.x / CL;  // the launcher's grid is exactly R clusters\n";
+    else if (decode)
       s += fmt::format("  {{\n    const {0} r0 = ({0})blockIdx.x * rpb;  // the grid covers the rows\n    if (r0 >= R) return;\n", ix_);
     else
       s += fmt::format("  for ({0} r0 = ({0})blockIdx.x * rpb; r0 < R; r0 += ({0})gridDim.x * rpb) {{\n", ix_);
@@ -699,12 +790,8 @@ class Emitter {
     for (size_t o = 0; o < k_.outputs.size(); ++o)
       if (late(o)) vec_targets.push_back(StoredExpr(o));
     // each pass's reductions and the element exprs they reduce
-    std::vector<std::vector<int>> pass_reds(k_.num_passes + 1), pass_args(k_.num_passes + 1);
-    for (size_t e = 0; e < k_.exprs.size(); ++e)
-      if (live_[e] && k_.exprs[e].kind == ExprKind::kReduce && k_.exprs[e].depth >= 1 && k_.exprs[e].depth <= k_.num_passes) {
-        pass_reds[k_.exprs[e].depth].push_back(static_cast<int>(e));
-        pass_args[k_.exprs[e].depth].push_back(k_.exprs[e].args[0]);
-      }
+    std::vector<std::vector<int>> pass_reds, pass_args;
+    PassReductions(&pass_reds, &pass_args);
     std::vector<int> all_targets = vec_targets;
     for (const auto& a : pass_args) all_targets.insert(all_targets.end(), a.begin(), a.end());
     KeptPacks kept;
@@ -720,23 +807,9 @@ class Emitter {
       }
     }
     auto is_kept = [&](int o) { return kept_outputs.count(o) > 0; };
-    // A pass's reduced value with a MUFU op under it that a later pass or the epilogue reads again
-    // (softmax's 2^(z - max), summed in pass 2 and scaled in the epilogue) is kept as f32, ce<e>[VPT][vec],
-    // instead of recomputed: one exponential per element instead of two. kept_after[p]: what the
-    // passes after p (and the epilogue, after the last) read from registers.
-    std::vector<std::vector<int>> pass_cache(k_.num_passes + 1);
-    std::vector<KeptPacks> kept_after(k_.num_passes + 1, kept);
-    for (int p = 1; p <= k_.num_passes; ++p) {
-      kept_after[p] = kept_after[p - 1];
-      std::vector<int> later = vec_targets;
-      for (int q = p + 1; q <= k_.num_passes; ++q) later.insert(later.end(), pass_args[q].begin(), pass_args[q].end());
-      const std::vector<bool> reread = Reached(later, kept_after[p - 1]);
-      for (int x : std::set<int>(pass_args[p].begin(), pass_args[p].end()))
-        if (reread[x] && !kept_after[p].count(x) && HasElementMufu(x)) {
-          pass_cache[p].push_back(x);
-          kept_after[p][x] = fmt::format("ce{}[it][j]", x);
-        }
-    }
+    // the passes' kept f32 values (PassCaches)
+    std::vector<KeptPacks> kept_after;
+    const std::vector<std::vector<int>> pass_cache = PassCaches(vec_targets, pass_args, kept, &kept_after);
     if (!early.empty()) {
       std::vector<int> targets;
       for (int o : early) targets.push_back(StoredExpr(o));
@@ -776,8 +849,11 @@ class Emitter {
                                                : fmt::format("          acc{0} += e{1};\n", rd, k_.exprs[rd].args[0]);
         for (int x : pass_cache[p]) b += fmt::format("          ce{0}[it][j] = e{0};\n", x);
       }, [](std::string&) {}, kept_after[p - 1]);
-      for (int rd : reds)
-        s += fmt::format("    acc{0} = fz::row_reduce<fz::{1}>(acc{0}, TPR, smem, phase);\n", rd, k_.exprs[rd].op == OpKind::kMax ? "MaxOp" : "SumOp");
+      for (int rd : reds) {
+        const char* op = k_.exprs[rd].op == OpKind::kMax ? "MaxOp" : "SumOp";
+        s += split ? fmt::format("    acc{0} = fz::cluster_reduce<fz::{1}>(acc{0}, TPR, smem, phase, &share[{2}], CL);\n", rd, op, split_slot_++)
+                   : fmt::format("    acc{0} = fz::row_reduce<fz::{1}>(acc{0}, TPR, smem, phase);\n", rd, op);
+      }
       EmitRowDefs(s, p, "    ");
       for (int in : cached)
         if (read_after[p].count(in)) s += fmt::format("#pragma unroll\n    for (int it = 0; it < VPT; ++it) xr{}[it].launder();\n", in);
@@ -797,9 +873,11 @@ class Emitter {
     }
     for (size_t o = 0; o < k_.outputs.size(); ++o)
       if (k_.outputs[o].tensor.access == Access::kRowScalar)
-        s += fmt::format("    if (valid && t == 0) out{}[r] = fz_cvt<{}>::from(e{});\n", o, CType(k_.outputs[o].tensor.type.dtype),
-                         k_.outputs[o].expr);
+        s += fmt::format("    if ({} && t == 0) out{}[r] = fz_cvt<{}>::from(e{});\n", split ? "W0 == 0" : "valid", o,
+                         CType(k_.outputs[o].tensor.type.dtype), k_.outputs[o].expr);
+    if (split) s += "    fz::cluster_sync();  // no block exits while another still reads its share\n";
     s += "  }\n";
+    split_now_ = false;
   }
 
   // ---------------------------------------------------------------- looped path (symbolic or very wide rows)
@@ -891,6 +969,9 @@ class Emitter {
   EmitOptions o_;
   int vec_ = 1, threads_ = 256;
   bool reg_rows_ = false;                                   // register path
+  std::optional<target::RowSplitPlan> split_;               // the split function's plan, when emitted
+  bool split_now_ = false;                                  // emitting the split function
+  int split_slot_ = 0;                                      // the split function's next share[] slot
   int max_size_ = 1;                                         // widest element (bytes) of the full / per-column tensors
   int tpr_now_ = 0, vpt_now_ = 0;                           // the register-path function being emitted
   bool decode_half_ = false;                                 // the decode function takes half-width packs

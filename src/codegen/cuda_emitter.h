@@ -28,8 +28,11 @@
 // TPR x rows-per-block threads) no row guard is emitted, and no column guard where the group's
 // vectors cover the row exactly. Stores convert 16-bit pairs with one cvt.rn.{bf16,f16}x2.f32, and a
 // rounding to the output's own dtype is left to the store. Rows with a symbolic width (or wider than
-// 1024 x 8 vectors): one block per row, streamed per pass (looped). The prefill and looped functions
-// grid-stride over rows, so any grid size is correct.
+// 1024 x 8 vectors): one block per row, streamed per pass (looped); with a static width on sm_90+ also
+// a split function — the register path's code over a cluster of blocks per row, each block holding
+// its share in registers, the reductions combined through distributed shared memory (fz::cluster_reduce),
+// so the row is read once. The prefill and looped functions grid-stride over rows, so any grid size
+// is correct; the split function's grid is exactly rows x blocks per cluster.
 // ABI: kernel(inputs..., outputs..., long long <symbol>...) in Kernel order; launch geometry in
 // src/jit/cuda/cuda_launcher.cc.
 // Versioning: the source text is the JIT cache key (src/jit/kernel_cache.h), so any change to the
@@ -42,7 +45,7 @@
 
 namespace opfuse::codegen {
 
-inline constexpr int kEmitterVersion = 12;
+inline constexpr int kEmitterVersion = 13;
 // Looped row kernels (rows wider than the register path, static width): threads per block where the
 // vectors are narrower than 16 bytes (one block per row), and the vectors per thread per step (loads
 // first): at most kLoopedUnroll, as many as keep kLoopedRowFloats loaded values per thread. A block's
@@ -72,6 +75,9 @@ struct EmitOptions {
   // vectors over that); 0 is the emitter's rule (16, or 8 for multi-pass kernels with a MUFU op per
   // element). Only for tuning sweeps.
   int prefill_row_words = 0;
+  // The target has thread block clusters (sm_90+): static-width rows past the register path also get
+  // a split function (EmittedKernel::split_function; target::SplitRowShape).
+  bool clusters = false;
 };
 
 // Register-path prefill function: where the per-column packs loaded before the row loop would widen
@@ -99,6 +105,16 @@ struct EmittedKernel {
   int decode_rows_per_block = 1;
   // Pointwise kernels: the decode function's elements per thread (0: no decode function).
   int decode_vec = 0;
+  // Rows past the register path, static width, EmitOptions::clusters: `split_function` runs each row
+  // on a cluster of blocks, each holding its share of the row in registers, split_vpt vectors of
+  // `vec` per thread (target::PlanRowSplit, the rule of the library's split rows: split_min_blocks is
+  // the fewest blocks per row that hold it). The launcher takes it where target::UseRowSplit says and
+  // picks blocks per row and threads per block by target::RowSplitFor (launch attributes: the function
+  // reads its cluster size and block size), with a grid of exactly rows x blocks per row. Empty: none.
+  std::string split_function;
+  int split_vpt = 0;
+  int split_min_blocks = 0;
+  bool split_many_rows = false;  // 16-byte vectors: the split at any row count (target::UseRowSplit)
   // Programmatic dependent launch (Hopper): the functions the launcher takes at decode sizes begin
   // with fz::pdl_enter() — allow the next kernel to be scheduled, then wait for the earlier grids
   // (griddepcontrol; no-ops below sm_90 and when launched without the attribute), as the library
@@ -106,9 +122,10 @@ struct EmittedKernel {
   // the prefill function where it is the only one (no separate decode function); a prefill function
   // beside a decode one has no prologue (at prefill sizes it made each event-timed call slower).
   // PdlIn(name) says which — the emitter writes the prologue by it and the executor sets the launch
-  // attribute by it (OPFUSE_DISABLE=pdl clears the attribute).
+  // attribute by it (OPFUSE_DISABLE=pdl clears the attribute). The split function has it too (it sits
+  // beside a looped function, which has no decode function).
   bool PdlIn(const std::string& name) const {
-    return name == decode_function || decode_function.empty() || decode_function == function;
+    return name == decode_function || name == split_function || decode_function.empty() || decode_function == function;
   }
 };
 

@@ -39,25 +39,35 @@ Status KernelLaunch::Launch(cudaStream_t stream) const {
   if (!func_) return Internal(fmt::format("launch '{}': empty launch record", name_));
   if (grid_.x == 0 || grid_.y == 0 || grid_.z == 0) return Status::Ok();  // nothing to do (empty tensor)
   cudaError_t e;
-  if (pdl_) {
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
+  if (pdl_ || cluster_ > 0) {
+    cudaLaunchAttribute attr[2];
+    unsigned n = 0;
+    if (pdl_) {
+      attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr[n++].val.programmaticStreamSerializationAllowed = 1;
+    }
+    if (cluster_ > 0) {
+      attr[n].id = cudaLaunchAttributeClusterDimension;
+      attr[n].val.clusterDim.x = static_cast<unsigned>(cluster_);
+      attr[n].val.clusterDim.y = 1;
+      attr[n++].val.clusterDim.z = 1;
+    }
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = grid_;
     cfg.blockDim = block_;
     cfg.dynamicSmemBytes = smem_;
     cfg.stream = stream;
     cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cfg.numAttrs = n;
     e = cudaLaunchKernelExC(&cfg, func_, storage_ ? storage_->args.data() : nullptr);
   } else {
     e = cudaLaunchKernel(func_, grid_, block_, storage_ ? storage_->args.data() : nullptr, smem_, stream);
   }
   if (e != cudaSuccess) {
     cudaGetLastError();
-    return Internal(fmt::format("launch '{}' (grid {}x{}x{}, block {}x{}x{}, smem {}{}): {}", name_, grid_.x, grid_.y,
-                                grid_.z, block_.x, block_.y, block_.z, smem_, pdl_ ? ", pdl" : "", cudaGetErrorString(e)));
+    return Internal(fmt::format("launch '{}' (grid {}x{}x{}, block {}x{}x{}, smem {}{}{}): {}", name_, grid_.x, grid_.y,
+                                grid_.z, block_.x, block_.y, block_.z, smem_, pdl_ ? ", pdl" : "",
+                                cluster_ > 0 ? fmt::format(", cluster {}", cluster_) : "", cudaGetErrorString(e)));
   }
   return Status::Ok();
 }

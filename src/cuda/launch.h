@@ -66,6 +66,14 @@ class KernelLaunch {
     return *this;
   }
   bool pdl() const { return pdl_; }
+  // Thread block clusters (sm_90+) of `blocks` blocks along x, as a launch attribute (kernels whose
+  // cluster size is chosen per launch: the split row kernels, target::RowSplitFor); the grid's x must
+  // be a multiple of it. 0: no cluster attribute.
+  KernelLaunch& Cluster(int blocks) {
+    cluster_ = blocks;
+    return *this;
+  }
+  int cluster() const { return cluster_; }
 
   const std::string& name() const { return name_; }
   // Device kernels this record launches (Custom may launch several or none).
@@ -87,6 +95,7 @@ class KernelLaunch {
   std::function<Status(cudaStream_t)> custom_;
   int kernels_ = 1;
   bool pdl_ = false;
+  int cluster_ = 0;
 };
 
 // Argument bytes of one value, for KernelLaunch::Raw.

@@ -40,8 +40,9 @@ class LoadedKernel {
   struct Geometry {
     int64_t blocks = 0;
     int threads = 0;
-    const void* kernel = nullptr;  // the cudaKernel_t to launch (row kernels: prefill or decode function)
+    const void* kernel = nullptr;  // the cudaKernel_t to launch (row kernels: prefill, decode or split function)
     const std::string* function = nullptr;  // its name
+    int cluster = 0;  // blocks per cluster (the split function: a launch attribute); 0: none
   };
   StatusOr<Geometry> LaunchGeometry(const std::vector<int64_t>& symbol_values) const;
   // The cudaKernel_t of the main (prefill) function, usable as cudaLaunchKernel's function argument;
@@ -54,7 +55,9 @@ class LoadedKernel {
   void* library_ = nullptr;  // cudaLibrary_t
   void* kernel_ = nullptr;   // cudaKernel_t
   void* decode_kernel_ = nullptr;  // cudaKernel_t of emitted.decode_function (== kernel_ when the same)
+  void* split_kernel_ = nullptr;   // cudaKernel_t of emitted.split_function (null when none)
   int sm_count_ = 0;
+  int cc_major_ = 0;
 };
 
 }  // namespace opfuse::jit

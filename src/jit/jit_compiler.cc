@@ -2,6 +2,7 @@
 #include "jit/jit_compiler.h"
 
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <thread>
 
@@ -23,10 +24,14 @@ JitCompiler::JitCompiler(KernelCache& cache, JitOptions opts) : cache_(cache), o
 namespace {
 // The emitter's options are EmitOptions' defaults here (the tuned rules); tests and dev/ sweeps set
 // other values through EmitOptions directly, never through the environment (docs/knobs.md).
-codegen::EmitOptions EmitOptionsFor(bool aligned) {
+// `arch` "sm_XY[a]": thread block clusters from sm_90 on.
+codegen::EmitOptions EmitOptionsFor(bool aligned, const std::string& arch) {
   codegen::EmitOptions o;
   o.aligned = aligned;
   o.max_threads = 256;
+  int cc = 0;
+  for (size_t i = 3; i < arch.size() && std::isdigit(static_cast<unsigned char>(arch[i])); ++i) cc = cc * 10 + (arch[i] - '0');
+  o.clusters = arch.rfind("sm_", 0) == 0 && cc >= 90;
   return o;
 }
 
@@ -43,14 +48,14 @@ StatusOr<KernelKey> JitCompiler::KeyForGroup(const Graph& g, const FusionGroup& 
 }
 
 StatusOr<KernelKey> JitCompiler::KeyForKernel(const codegen::Kernel& k, bool aligned) const {
-  OPFUSE_ASSIGN_OR_RETURN(codegen::EmittedKernel e, codegen::EmitCuda(k, EmitOptionsFor(aligned)));
+  OPFUSE_ASSIGN_OR_RETURN(codegen::EmittedKernel e, codegen::EmitCuda(k, EmitOptionsFor(aligned, arch_)));
   return KeyFor(e.source, arch_);
 }
 
 StatusOr<JitKernel> JitCompiler::CompileKernel(const codegen::Kernel& k, bool aligned) const {
   JitKernel out;
   out.kernel = k;
-  OPFUSE_ASSIGN_OR_RETURN(out.emitted, codegen::EmitCuda(k, EmitOptionsFor(aligned)));
+  OPFUSE_ASSIGN_OR_RETURN(out.emitted, codegen::EmitCuda(k, EmitOptionsFor(aligned, arch_)));
   out.key = KeyFor(out.emitted.source, arch_);
   const std::string& src = out.emitted.source;
   const std::string& fn = out.emitted.function;

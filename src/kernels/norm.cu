@@ -178,24 +178,25 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormP
   }
 }
 
-// Split row (rows past the register path, fewer rows than SMs, sm_90; target::ChooseRowSplit): a
-// cluster of kRowSplitBlocks blocks per row, block k holding window elements [k * chunk, (k + 1) *
-// chunk) of the row in registers (the aligned window of shifted rows: column = window element - s,
-// s = base % N; elements outside the row read as 0). Each block reduces its part, the cluster sums the
+// Split row (rows past the register path, sm_90; target::ChooseRowSplit, at every row count): a
+// cluster of blocks per row (1 to kRowSplitBlocks, the launch's cluster attribute), block k holding
+// window elements [k * chunk, (k + 1) * chunk) of the row in registers (the aligned window of shifted
+// rows: column = window element - s, s = base % N; elements outside the row read as 0). Each block reduces its part, the cluster sums the
 // parts through distributed shared memory (layer_norm: the mean first, then sum((x - mean)^2)), so the
 // row is read once and written once, as softmax.cu's SoftmaxSplitKernel. add_rms_norm stores the
 // rounded sum as soon as it has it (x and res of that pack read first by the same thread: an in-place
 // sum over res stays read-before-write).
 template <class T, int N, int VPT, int KIND>
-__global__ void __cluster_dims__(target::kRowSplitBlocks, 1, 1) __launch_bounds__(target::kRowSplitMaxThreads)
+__global__ void __launch_bounds__(target::kRowSplitMaxThreads)
     NormSplitKernel(NormParams<T> p) {
   PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
   namespace cg = cooperative_groups;
-  constexpr int C = target::kRowSplitBlocks;
+
   __shared__ float smem[64];
   __shared__ float share[2];  // this block's partial sums, read by the whole cluster
   const cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
+  const int C = static_cast<int>(cluster.num_blocks());  // blocks per row: the launch's cluster size
   const int64_t r = blockIdx.x / C;  // the planner launches exactly rows clusters
   const int64_t base = r * p.cols;
   const int s = static_cast<int>(base % N);
@@ -414,9 +415,10 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
   } else {
     s = ChooseRowShape(rows, access.window_cols, access.vec, dev, lim);
   }
-  // Rows past the register path, fewer than SMs: split over a cluster (target::ChooseRowSplit).
+  // Rows past the register path: split over a cluster at every row count (target::ChooseRowSplit;
+  // the 16-byte packs of x, and of the residual, held: 4 or 8 registers a vector).
   std::optional<target::RowSplit> split;
-  if (s.looped && !opt.shape && aligned) split = target::ChooseRowSplit(rows, cols, DTypeSize(dt), dev);
+  if (s.looped && !opt.shape && aligned) split = target::ChooseRowSplit(rows, cols, DTypeSize(dt), dev, kind == kAddRms ? 8 : 4, true);
   if (access.shifted && s.looped && !split) {  // the looped kernel reads unaligned rows element by element
     access = target::ChooseRowAccess(cols, DTypeSize(dt), false);
     s = ChooseRowShape(rows, cols, 1, dev, lim);
@@ -446,7 +448,7 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
       p.chunk = static_cast<int>(split->chunk);
       auto make_split = [&](auto kernel) {
         return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(name, kernel, dim3(static_cast<unsigned>(rows * split->blocks)),
-                                                                        dim3(split->threads), 0, p).Pdl()};
+                                                                        dim3(split->threads), 0, p).Pdl().Cluster(split->blocks)};
       };
       auto by_vpt = [&](auto vpt_c) -> std::vector<cuda::KernelLaunch> {
         constexpr int V = decltype(vpt_c)::value;

@@ -186,21 +186,23 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel
   }
 }
 
-// Split row (rows past the register path, sm_90; target::ChooseRowSplit): a cluster of
-// kRowSplitBlocks blocks per row, block k holding window elements [k * chunk, (k + 1) * chunk) of the
-// row in registers (the aligned window of shifted rows: column = window element - s, s = base % N).
+// Split row (rows past the register path, sm_90; target::ChooseRowSplit): a cluster of blocks per
+// row (1 to kRowSplitBlocks, the launch's cluster attribute), block k holding window elements
+// [k * chunk, (k + 1) * chunk) of the row in registers (the aligned window of shifted rows: column =
+// window element - s, s = base % N).
 // Each block reduces its max and then its sum, the cluster combines them through distributed shared
 // memory, so the row is read once and written once. No mask.
 template <class T, bool CAUSAL, int N, int VPT>
-__global__ void __cluster_dims__(target::kRowSplitBlocks, 1, 1) __launch_bounds__(target::kRowSplitMaxThreads)
+__global__ void __launch_bounds__(target::kRowSplitMaxThreads)
     SoftmaxSplitKernel(SoftmaxParams<T, T> p) {
   PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
   namespace cg = cooperative_groups;
-  constexpr int C = target::kRowSplitBlocks;
+
   __shared__ float smem[64];
   __shared__ float share[2];  // this block's max and sum, read by the whole cluster
   const cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
+  const int C = static_cast<int>(cluster.num_blocks());  // blocks per row: the launch's cluster size
   const int64_t r = blockIdx.x / C;  // the planner launches exactly rows clusters
   const int64_t base = r * p.cols;
   const int s = static_cast<int>(base % N);
@@ -381,7 +383,7 @@ std::vector<cuda::KernelLaunch> MakeSoftmaxSplit(const std::string& name, const 
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
   auto make = [&](auto kernel) {
     return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(name, kernel, dim3(static_cast<unsigned>(rows * sp.blocks)),
-                                                                    dim3(sp.threads), 0, p).Pdl()};
+                                                                    dim3(sp.threads), 0, p).Pdl().Cluster(sp.blocks)};
   };
   switch (sp.vpt) {
     case 2: return make(SoftmaxSplitKernel<T, CAUSAL, kVec, 2>);
@@ -448,10 +450,13 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanSoftmaxEx(const Node& n, const std
   } else {
     s = ChooseRowShape(rows, access.window_cols, access.vec, dev, lim);
   }
-  // Rows past the register path, fewer rows than SMs, no mask, 16-byte aligned bases, sm_90: split
-  // over a cluster (target::ChooseRowSplit).
+  // Rows past the register path, no mask, 16-byte aligned bases, sm_90: split over a cluster
+  // (target::ChooseRowSplit).
   std::optional<target::RowSplit> split;
-  if (s.looped && !opt.shape && !mask && aligned) split = target::ChooseRowSplit(rows, cols, DTypeSize(dt), dev);
+  // x's 16-byte packs (4 registers a vector) and the kept f32 exponentials (one register an element);
+  // with every SM busy only over aligned rows (target::UseRowSplit)
+  if (s.looped && !opt.shape && !mask && aligned)
+    split = target::ChooseRowSplit(rows, cols, DTypeSize(dt), dev, 4 + 16 / static_cast<int>(DTypeSize(dt)), !access.shifted);
   if (access.shifted && s.looped) {  // the looped kernel reads unaligned rows element by element
     access = target::ChooseRowAccess(cols, DTypeSize(dt), false);
     s = ChooseRowShape(rows, cols, 1, dev, lim);

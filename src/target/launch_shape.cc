@@ -137,25 +137,54 @@ RowAccess ChooseRowAccess(int64_t cols, int elem_bytes, bool all_aligned) {
 
 std::string RowSplit::ToString() const { return fmt::format("cluster{}_t{}x{}", blocks, threads, vpt); }
 
-std::optional<RowSplit> ChooseRowSplit(int64_t rows, int64_t cols, int elem_bytes, const DeviceInfo& dev) {
-  if (cols <= 0 || elem_bytes <= 0 || elem_bytes >= 16 || 16 % elem_bytes != 0) return std::nullopt;
-  if (dev.major < 9 || rows <= 0 || rows >= std::max(dev.sm_count, 1)) return std::nullopt;
+std::optional<RowSplitPlan> PlanRowSplit(int64_t window_cols, int vec, int vec_bytes, int words_per_vec, int max_vpt) {
+  if (window_cols <= 0 || vec < 1 || vec_bytes < 1 || words_per_vec < 1) return std::nullopt;
+  const int64_t nv = CeilDiv(window_cols, vec);
+  const int min_vpt = std::max(1, kRowSplitMinThreadBytes / vec_bytes);
+  const int top = std::min(max_vpt, kRowSplitMaxWords / words_per_vec);
+  RowSplitPlan p;
+  p.vec = vec;
+  p.window_cols = window_cols;
+  // The fewest vectors per thread with which kRowSplitBlocks blocks hold the row: the most threads.
+  const int64_t per_block = CeilDiv(nv, kRowSplitBlocks);
+  for (int v = 1; v <= top && p.vpt == 0; v *= 2) {
+    if (v < min_vpt && v * 2 <= top) continue;
+    if (CeilDiv(per_block, v) <= kRowSplitMaxThreads) p.vpt = v;
+  }
+  if (p.vpt == 0) return std::nullopt;
+  for (int b = 1; b <= kRowSplitBlocks && p.min_blocks == 0; b *= 2)
+    if (CeilDiv(CeilDiv(nv, b), p.vpt) <= kRowSplitMaxThreads) p.min_blocks = b;
+  return p;
+}
+
+RowSplit RowSplitFor(const RowSplitPlan& p, int64_t rows, int sm_count) {
   RowSplit r;
-  r.vec = 16 / elem_bytes;
-  const bool shifted = (cols * elem_bytes) % 16 != 0;  // row starts off the 16-byte grid: the window
-  const int64_t window_vecs = CeilDiv(cols + (shifted ? r.vec - 1 : 0), r.vec);
-  const int64_t per_block = CeilDiv(window_vecs, r.blocks);
-  // At least 2 vectors per thread in flight; as few as cover the share with <= kRowSplitMaxThreads.
-  for (int v : {2, 4, 8}) {
-    if (CeilDiv(per_block, v) <= kRowSplitMaxThreads) {
-      r.vpt = v;
+  r.vec = p.vec;
+  r.vpt = p.vpt;
+  r.blocks = kRowSplitBlocks;
+  for (int b = std::max(p.min_blocks, 1); b <= kRowSplitBlocks; b *= 2)
+    if (rows * b >= std::max(sm_count, 1)) {
+      r.blocks = b;
       break;
     }
-  }
-  if (r.vpt == 0) return std::nullopt;
-  r.threads = static_cast<int>(std::max<int64_t>(32, CeilDiv(CeilDiv(per_block, r.vpt), 32) * 32));
-  r.chunk = per_block * r.vec;
+  r.chunk = RowSplitChunk(p.window_cols, p.vec, r.blocks);
+  r.threads = static_cast<int>(std::max<int64_t>(32, CeilDiv(CeilDiv(r.chunk / p.vec, p.vpt), 32) * 32));
   return r;
+}
+
+bool UseRowSplit(int64_t rows, const DeviceInfo& dev, bool many_rows) {
+  return dev.major >= 9 && rows > 0 && (many_rows || rows < std::max(dev.sm_count, 1));
+}
+
+std::optional<RowSplit> ChooseRowSplit(int64_t rows, int64_t cols, int elem_bytes, const DeviceInfo& dev, int words_per_vec,
+                                       bool many_rows) {
+  if (cols <= 0 || elem_bytes <= 0 || elem_bytes >= 16 || 16 % elem_bytes != 0) return std::nullopt;
+  if (!UseRowSplit(rows, dev, many_rows)) return std::nullopt;
+  const int vec = 16 / elem_bytes;
+  const bool shifted = (cols * elem_bytes) % 16 != 0;  // row starts off the 16-byte grid: the window
+  auto plan = PlanRowSplit(cols + (shifted ? vec - 1 : 0), vec, 16, words_per_vec, kMaxVectorsPerThread);
+  if (!plan) return std::nullopt;
+  return RowSplitFor(*plan, rows, dev.sm_count);
 }
 
 const char* ReductionFormName(ReductionForm f) {

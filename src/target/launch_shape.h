@@ -91,27 +91,70 @@ struct RowAccess {
 };
 RowAccess ChooseRowAccess(int64_t cols, int elem_bytes, bool all_aligned);
 
-// Rows past the register path (more than kMaxRegisterCols columns, 16-byte aligned bases, sm_90+):
-// split over a cluster of kRowSplitBlocks blocks per row, each holding `chunk` elements of the row's
-// aligned window (cols + vec - 1 columns where the row starts are off the 16-byte grid, as shifted
-// rows) in registers — `vpt` vectors of `vec` per
-// thread, `threads` per block — the row's reductions combined through distributed shared memory, so
-// the row is read once and written once (softmax.cu, norm.cu). Only for fewer rows than SMs: there the looped
-// path (one block per row) leaves SMs idle and the split is faster; from one row per SM on, the looped
-// path kept pace or was faster (docs/BENCHMARKS.md, the untuned sweep). nullopt also
-// before sm_90 (clusters) and when a block's share needs more than kRowSplitMaxThreads x
-// kMaxVectorsPerThread vectors.
-inline constexpr int kRowSplitBlocks = 8;         // the portable cluster size
-inline constexpr int kRowSplitMaxThreads = 512;   // launch bound of the split kernels
+// Rows past the register path split over a cluster of blocks per row (sm_90+), each block holding a
+// share of the row's window in registers — `vpt` vectors of `vec` per thread — the row's reductions
+// combined through distributed shared memory, so the row is read once and written once, where the
+// looped path (one block per row) streams it two or three times and, with few rows, leaves SMs idle.
+// One rule for the library kernels (softmax.cu, norm.cu) and the JIT's row kernels
+// (codegen/cuda_emitter.cc, launched by jit/cuda_launcher):
+//   compiled (PlanRowSplit): the vectors per thread — the fewest (a power of two, at least
+//     kRowSplitMinThreadBytes per thread, within kRowSplitMaxWords registers of held data and the
+//     kernel's own maximum) with which kRowSplitBlocks blocks of at most kRowSplitMaxThreads threads
+//     hold the row: the most threads, so blocks are small and several share an SM, one loading while
+//     another waits at its cluster barrier — and min_blocks, the fewest blocks per row (1, 2, 4 or
+//     8) that hold it at that width;
+//   per launch (RowSplitFor): the blocks per row (the cluster size, a launch attribute) — the fewest
+//     from min_blocks up to kRowSplitBlocks that give every SM a block (rows x blocks >= SMs), else
+//     kRowSplitBlocks —, each block's share (RowSplitChunk: the window's vectors spread evenly, the
+//     formula the kernels compute in-kernel too) and its threads (the share over vpt, whole warps).
+// Which row counts take it (UseRowSplit): fewer rows than SMs always (the looped path leaves SMs
+// idle); more only where the kernel's split measured faster than its looped path with every SM busy.
+inline constexpr int kRowSplitBlocks = 8;           // the portable cluster size: the most blocks per row
+inline constexpr int kRowSplitMaxThreads = 512;     // launch bound of the split kernels
+inline constexpr int kRowSplitMinThreadBytes = 32;  // at least two 16-byte loads in flight per thread
+// 32-bit registers of held row data per thread at most: 96 of the 128 a 512-thread block leaves each
+// thread (a bf16 softmax at 8 vectors: 32 registers of packs and 64 of kept f32 exponentials)
+inline constexpr int kRowSplitMaxWords = 96;
+struct RowSplitPlan {
+  int vpt = 0;            // vectors per thread (compiled)
+  int vec = 1;            // elements per vector
+  int min_blocks = 0;     // fewest blocks per row that hold the window at vpt
+  int64_t window_cols = 0;
+};
+// The plan for a row window of `window_cols` elements read in `vec`-element vectors of `vec_bytes`
+// bytes, each vector costing `words_per_vec` registers of held data (every input the kernel keeps,
+// and kept f32 values); nullopt when even kRowSplitBlocks blocks cannot hold it.
+std::optional<RowSplitPlan> PlanRowSplit(int64_t window_cols, int vec, int vec_bytes, int words_per_vec, int max_vpt);
+// Window elements a block of a `blocks`-block cluster holds: ceil(ceil(window / vec) / blocks) x vec.
+inline int64_t RowSplitChunk(int64_t window_cols, int vec, int blocks) {
+  const int64_t nv = (window_cols + vec - 1) / vec;
+  return (nv + blocks - 1) / blocks * vec;
+}
 struct RowSplit {
-  int blocks = kRowSplitBlocks;
+  int blocks = kRowSplitBlocks;  // blocks per row: the cluster size
   int threads = 0;
   int vpt = 0;
   int vec = 1;
-  int64_t chunk = 0;  // window elements per block, a multiple of vec
+  int64_t chunk = 0;  // window elements per block, a multiple of vec (RowSplitChunk)
   std::string ToString() const;  // "cluster8_t512x4"
 };
-std::optional<RowSplit> ChooseRowSplit(int64_t rows, int64_t cols, int elem_bytes, const DeviceInfo& dev);
+// The launch of plan `p` over `rows` rows (rows >= 1) on a device with `sm_count` SMs.
+RowSplit RowSplitFor(const RowSplitPlan& p, int64_t rows, int sm_count);
+// Whether a row kernel past the register path takes the split on `dev` (clusters: sm_90+) at `rows`
+// rows: fewer rows than SMs, or any number where `many_rows` — the caller's kernel splits well with
+// every SM busy: the library norms (their looped path reads the row two or three times, element by
+// element where row starts are off the 16-byte grid) and 16-byte vectors over aligned rows (softmax,
+// the JIT). Measured slower there (docs/BENCHMARKS.md, the untuned sweep): the library softmax over
+// shifted rows (its looped path reads the row once, online) and the JIT's 1-element vectors (odd
+// widths: up to 64 scalar values a thread).
+bool UseRowSplit(int64_t rows, const DeviceInfo& dev, bool many_rows);
+// The library's split: 16-byte vectors over the row's aligned window (as shifted rows: cols + vec - 1
+// columns where the row starts are off the 16-byte grid), `words_per_vec` registers per vector
+// (4 per 16-byte input held, more for kept f32 values), at most kMaxVectorsPerThread vectors (the
+// kernels' compiled set). `many_rows`: UseRowSplit's. nullopt where UseRowSplit says no or
+// PlanRowSplit finds none.
+std::optional<RowSplit> ChooseRowSplit(int64_t rows, int64_t cols, int elem_bytes, const DeviceInfo& dev, int words_per_vec,
+                                       bool many_rows);
 
 // ------------------------------------------------------------------ reductions over the last axis
 enum class ReductionForm {

@@ -7,7 +7,12 @@
 
 #include <cmath>
 #include <random>
+#include <string>
+#include <vector>
 
+#include <fmt/format.h>
+
+#include "bench/op_suite.h"
 #include "codegen/kernel_interpreter.h"
 #include "jit/cuda_launcher.h"
 #include "jit/jit_compiler.h"
@@ -53,7 +58,8 @@ int SmCount() {
   return sms;
 }
 
-void RunCase(const JitCase& c, bool aligned) {
+// `function`: where given, the name of the function the launcher ran.
+void RunCase(const JitCase& c, bool aligned, std::string* function = nullptr) {
   auto g = ParseGraph(c.text);
   ASSERT_TRUE(g.ok()) << g.status().message();
   auto k = testing_cases::WholeGraphKernel(*g);
@@ -101,6 +107,11 @@ void RunCase(const JitCase& c, bool aligned) {
   }
   std::vector<int64_t> syms;
   for (const auto& s : k->symbols) syms.push_back(c.bind.at(s));
+  if (function) {
+    auto geo = (*lk)->LaunchGeometry(syms);
+    ASSERT_TRUE(geo.ok()) << geo.status().message();
+    *function = geo->function ? *geo->function : "";
+  }
   Status st = (*lk)->Launch(din, dout, syms);
   ASSERT_TRUE(st.ok()) << st.message();
   Check(cudaGetLastError());
@@ -271,6 +282,48 @@ TEST_F(JitGpuCases, PointwiseDecodeWideBlocksMatchCpu) {
 TEST_F(JitGpuCases, PrefillRowsMatchCpu) {
 #ifdef OPFUSE_WITH_CUDA
   ForEachCase(PrefillRows);
+#endif
+}
+
+// The untuned sweep on the JIT (issue 30): 200 (rows, width) pairs drawn with a fixed seed by the
+// bench's sampler (model sizes, primes, log-uniform widths up to 262144), rows cut so a tensor stays
+// under 2^20 elements (the CPU reference's time), for a generic row reduction (logsumexp), a generic
+// softmax (an epilogue over kept exponentials) and rms_norm with a weight; dtypes in turn (f16 up to
+// 32768 columns), every fourth case unaligned. Rows past the register path take the split function on sm_90 (counted).
+TEST_F(JitGpuCases, RandomSweepMatchesCpu) {
+#ifdef OPFUSE_WITH_CUDA
+  constexpr uint64_t kSeed = 30;
+  constexpr int64_t kMaxElements = int64_t{1} << 20;
+  const char* dts[] = {"bf16", "f16", "f32"};
+  const char* bodies[] = {
+      "m = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\nl = log(s)\ny = add(l, m)\noutput y\n",
+      "m = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\ny = div(e, s)\noutput y\n",
+      "y = rms_norm(x, w)\noutput y\n",
+  };
+  int i = 0, cases = 0, split = 0;
+  for (const bench::ShapeSample& sh : bench::RandomShapes(200, kSeed)) {
+    const int64_t cols = sh.width, rows = std::max<int64_t>(1, std::min(sh.rows, kMaxElements / cols));
+    // f16 only where the op-by-op reference's f16 sum of exponentials (up to the width) stays finite
+    const char* dt = dts[i % 3] == std::string("f16") && cols > 32768 ? "bf16" : dts[i % 3];
+    const bool aligned = i % 4 != 3;
+    for (int b = 0; b < 3; ++b) {
+      const std::string name = fmt::format("sweep{}_{}x{}_{}_{}{}", i, rows, cols, dt, b, aligned ? "" : "_unaligned");
+      const std::string text = fmt::format("graph g\ninput x: {0}[{1}, {2}]\n{3}{4}", dt, rows, cols,
+                                           b == 2 ? fmt::format("param w: {}[{}]\n", dt, cols) : "", bodies[b]);
+      SCOPED_TRACE(name);
+      std::string fn;
+      RunCase(JitCase{name.c_str(), text.c_str(), {}}, aligned, &fn);
+      if (HasFatalFailure()) return;
+      ++cases;
+      split += fn.size() > 6 && fn.compare(fn.size() - 6, 6, "_split") == 0;
+    }
+    ++i;
+  }
+  std::printf("[ sweep    ] %d cases, %d on the split function\n", cases, split);
+  int major = 0, dev = 0;
+  Check(cudaGetDevice(&dev));
+  Check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  if (major >= 9) EXPECT_GT(split, 20) << "rows past the register path should run split";
 #endif
 }
 

@@ -142,14 +142,18 @@ TEST(LibraryFusedPlan, NormLaunchesAndPaths) {
     ASSERT_TRUE(smm.ok()) << smm.status().ToString();
     EXPECT_NE((*smm)[0].name().find("_t64x4_p2"), std::string::npos) << (*smm)[0].name();
   }
-  // Past the register path: fewer rows than SMs split over a cluster of 8 blocks per row, more loop.
+  // Past the register path: split over a cluster per row — 8 blocks for a few rows, the fewest that
+  // hold the row (4 at 20000 bf16) once every SM has rows, the cluster size a launch attribute.
   auto wide = plan(3, 20000, 0);
   ASSERT_TRUE(wide.ok());
   EXPECT_NE((*wide)[0].name().find("cluster8"), std::string::npos) << (*wide)[0].name();
   EXPECT_EQ((*wide)[0].grid().x, 24u);
+  EXPECT_EQ((*wide)[0].cluster(), 8);
   auto wide_many = plan(200, 20000, 0);
   ASSERT_TRUE(wide_many.ok());
-  EXPECT_NE((*wide_many)[0].name().find("_looped"), std::string::npos) << (*wide_many)[0].name();
+  EXPECT_NE((*wide_many)[0].name().find("cluster4_"), std::string::npos) << (*wide_many)[0].name();
+  EXPECT_EQ((*wide_many)[0].grid().x, 800u);
+  EXPECT_EQ((*wide_many)[0].cluster(), 4);
   auto empty = plan(0, 2048, 0);
   ASSERT_TRUE(empty.ok());
   EXPECT_TRUE(empty->empty());
@@ -416,6 +420,17 @@ FusedCase NormCase(OpKind op, DType dt, int64_t rows, int64_t cols, bool weight 
   return c;
 }
 
+// The name part a split-row plan carries ("cluster<blocks>_", target::ChooseRowSplit with the
+// kernel's held registers per vector: norms 4 per input, softmax 4 plus its kept f32 values), or
+// "_looped" where the row is too wide for a cluster or the rule keeps the looped path.
+std::string SplitExpect(OpKind op, DType dt, int64_t rows, int64_t cols) {
+  const int words = op == OpKind::kSoftmax ? 4 + 16 / DTypeSize(dt) : op == OpKind::kAddRmsNorm ? 8 : 4;
+  // the softmax splits with every SM busy only over aligned rows (target::UseRowSplit)
+  const bool many_rows = op != OpKind::kSoftmax || (cols * DTypeSize(dt)) % 16 == 0;
+  auto sp = target::ChooseRowSplit(rows, cols, DTypeSize(dt), FakeH200(), words, many_rows);
+  return sp ? fmt::format("cluster{}_", sp->blocks) : "_looped";
+}
+
 std::vector<FusedCase> NormCases() {
   std::vector<FusedCase> v;
   for (OpKind op : {OpKind::kRmsNorm, OpKind::kAddRmsNorm, OpKind::kLayerNorm})
@@ -423,7 +438,7 @@ std::vector<FusedCase> NormCases() {
       for (int64_t rows : {1, 3, 32, 513})
         for (int64_t cols : kWidths) {
           FusedCase c = NormCase(op, dt, rows, cols);
-          if (cols == 20000) c.expect = target::ChooseRowSplit(rows, cols, DTypeSize(dt), FakeH200()) ? "cluster8" : "_looped";
+          if (cols == 20000) c.expect = SplitExpect(op, dt, rows, cols);
           v.push_back(c);
         }
   // Prefill row counts (bf16, and f32 on one width).
@@ -440,7 +455,7 @@ std::vector<FusedCase> NormCases() {
   }
   // Shifted rows (aligned bases, row starts off the 16-byte grid: odd and prime widths): the aligned
   // window path, decode and prefill row counts, every kind and dtype; a window past the register path
-  // falls back to the 1-element looped kernel.
+  // splits (8 blocks a row for 2 rows, fewer for 200).
   for (OpKind op : {OpKind::kRmsNorm, OpKind::kAddRmsNorm, OpKind::kLayerNorm})
     for (DType dt : kDtypes) {
       for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{1, 13}, {3, 77}, {33, 1531}, {513, 4999}, {4099, 997}, {2, 16377}}) {
@@ -453,9 +468,9 @@ std::vector<FusedCase> NormCases() {
       c.expect = "cluster8";
       c.name += "_shifted_window_split";
       v.push_back(c);
-      c = NormCase(op, dt, 200, 16383);  // as many rows as SMs and more: the 1-element looped kernel
-      c.expect = "_v1_t";
-      c.name += "_shifted_window_too_wide";
+      c = NormCase(op, dt, 200, 16383);  // as many rows as SMs and more: fewer blocks per row
+      c.expect = SplitExpect(op, dt, 200, 16383);
+      c.name += "_shifted_window_split_many";
       v.push_back(c);
     }
   // Rows past the register path, fewer than SMs: split over a cluster of 8 blocks (vocabulary-wide
@@ -464,7 +479,7 @@ std::vector<FusedCase> NormCases() {
     for (DType dt : kDtypes)
       for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{1, 128256}, {3, 32000}, {2, 16385}, {5, 169249}, {17, 50000}, {2, 99991}}) {
         FusedCase c = NormCase(op, dt, rows, cols);
-        c.expect = target::ChooseRowSplit(rows, cols, DTypeSize(dt), FakeH200()) ? "cluster8" : "_looped";
+        c.expect = SplitExpect(op, dt, rows, cols);
         c.name += "_split";
         v.push_back(c);
       }
@@ -574,7 +589,7 @@ std::vector<FusedCase> SoftmaxCases() {
     for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{1, 128256}, {3, 32000}, {2, 16385}, {5, 169249}, {17, 50000}, {2, 99991}}) {
       FusedCase c = SoftmaxCase(dt, {rows, cols}, std::nullopt, rows % 2 ? 0.125 : 1.0);
       // f32 rows of 169249 exceed a cluster's registers (target::ChooseRowSplit): looped
-      c.expect = target::ChooseRowSplit(rows, cols, DTypeSize(dt), FakeH200()) ? "cluster8" : "_looped";
+      c.expect = SplitExpect(OpKind::kSoftmax, dt, rows, cols);
       c.name += "_split";
       v.push_back(c);
     }
@@ -598,6 +613,15 @@ std::vector<FusedCase> SoftmaxCases() {
     c.name += "_split_too_wide";
     v.push_back(c);
   }
+  // Many rows past the register path: fewer blocks per row (every SM already has rows), odd widths
+  // in the aligned window, causal.
+  for (DType dt : kDtypes)
+    for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{300, 20000}, {61, 49152}, {150, 33333}}) {
+      FusedCase c = SoftmaxCase(dt, {rows, cols}, std::nullopt, 0.125, rows == 150);
+      c.expect = SplitExpect(OpKind::kSoftmax, dt, rows, cols);
+      c.name += "_split_many";
+      v.push_back(c);
+    }
   // -inf mask entries, the first mask row fully masked (those rows -> zeros).
   for (DType dt : kDtypes)
     for (int64_t s : {64, 2048, 20000}) {

@@ -16,6 +16,7 @@
 #include "jit/cubin_info.h"
 #include "jit/nvrtc_compiler.h"
 #include "runtime/cpu/cpu_executor.h"
+#include "target/launch_shape.h"
 #include "jit_cases.h"
 
 namespace opfuse {
@@ -575,6 +576,78 @@ TEST(JitKernel, RegisterRowBlocksHoldWholeRowGroups) {
         ++checked;
       }
   EXPECT_GT(checked, 300);  // most widths take the register path
+}
+
+// Rows past the register path at a static width, on a target with clusters: a split function beside
+// the looped one, compiled for the plan target::PlanRowSplit gives (the library's split rule; the
+// cluster size and block are the launch's), with a cluster reduction per row reduction, the PDL
+// prologue, and no split function without clusters or for a symbolic width. It compiles for sm_90
+// within its launch bound.
+TEST(JitKernel, SplitFunctionForRowsPastTheRegisterPath) {
+  struct Case {
+    const char* graph;
+    int64_t cols;
+    bool aligned;
+    int vec, vec_bytes, words, reductions;
+  };
+  const char* lse = "graph g\ninput x: bf16[T, 169249]\nm = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\nl = log(s)\ny = add(l, m)\noutput y\n";
+  const Case cases[] = {
+      // odd width, and unaligned pointers: 1-element vectors (one register each), many per thread
+      {lse, 169249, true, 1, 2, 1, 2},
+      {lse, 169249, false, 1, 2, 1, 2},
+      // softmax keeps exp(x - max) as f32 for the epilogue: 4 + 4 words per 4-element f32 vector
+      {"graph g\ninput x: f32[T, 100000]\nm = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\ny = div(e, s)\noutput y\n", 100000, true, 4,
+       16, 8, 2},
+      {"graph g\ninput x: bf16[T, 70000]\ninput r: bf16[T, 70000]\nparam w: bf16[70000]\ny, s = add_rms_norm(x, r, w)\noutput y, s\n",
+       70000, true, 8, 16, 8, 1},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << c.graph << (c.aligned ? "aligned" : "unaligned"));
+    auto g = ParseGraph(c.graph);
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    auto k = testing_cases::WholeGraphKernel(*g);
+    ASSERT_TRUE(k.ok()) << k.status().message();
+    codegen::EmitOptions o;
+    o.aligned = c.aligned;
+    auto plain = codegen::EmitCuda(*k, o);
+    ASSERT_TRUE(plain.ok()) << plain.status().message();
+    EXPECT_TRUE(plain->split_function.empty());
+    o.clusters = true;
+    auto e = codegen::EmitCuda(*k, o);
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    ASSERT_FALSE(e->row_in_registers);
+    ASSERT_EQ(e->vec, c.vec);
+    ASSERT_EQ(e->split_function, e->function + "_split");
+    auto want = target::PlanRowSplit(c.cols, c.vec, c.vec_bytes, c.words, 64);
+    ASSERT_TRUE(want.has_value());
+    EXPECT_EQ(e->split_vpt, want->vpt);
+    EXPECT_EQ(e->split_min_blocks, want->min_blocks);
+    const std::string split = e->source.substr(e->source.find(e->split_function + "("));
+    EXPECT_NE(e->source.find(fmt::format("__launch_bounds__({}) {}(", target::kRowSplitMaxThreads, e->split_function)),
+              std::string::npos) << e->source;
+    EXPECT_EQ(Count(split, "fz::cluster_reduce<"), static_cast<size_t>(c.reductions)) << split;
+    EXPECT_NE(split.find(fmt::format("constexpr int VPT = {};", want->vpt)), std::string::npos) << split;
+    EXPECT_NE(split.find("fz::pdl_enter();"), std::string::npos);
+    EXPECT_TRUE(e->PdlIn(e->split_function));
+    if (jit::NvrtcAvailable()) {
+      auto cu = jit::CompileCuda(e->source, e->function, "sm_90");
+      ASSERT_TRUE(cu.ok()) << cu.status().message();
+      auto regs = jit::CubinRegisterCounts(cu->cubin);
+      ASSERT_TRUE(regs.ok()) << regs.status().message();
+      ASSERT_TRUE(regs->count(e->split_function));
+      EXPECT_LE(regs->at(e->split_function), 65536 / target::kRowSplitMaxThreads) << "registers of " << e->split_function;
+    }
+  }
+  // a symbolic width has no split function
+  auto g = ParseGraph("graph g\ninput x: bf16[T, S]\nm = max(x)\ny = sub(x, m)\noutput y\n");
+  ASSERT_TRUE(g.ok());
+  auto k = testing_cases::WholeGraphKernel(*g);
+  ASSERT_TRUE(k.ok());
+  codegen::EmitOptions o;
+  o.clusters = true;
+  auto e = codegen::EmitCuda(*k, o);
+  ASSERT_TRUE(e.ok());
+  EXPECT_TRUE(e->split_function.empty());
 }
 
 }  // namespace

@@ -508,6 +508,22 @@ TEST(BenchSuite, RandomShapesSpec) {
   }
 }
 
+TEST(BenchSuite, ShapeListSpec) {
+  auto a = ParseShapeList("172x169249,1x7,61x49152");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  ASSERT_EQ(a->size(), 3u);
+  EXPECT_EQ((*a)[0].rows, 172);
+  EXPECT_EQ((*a)[0].width, 169249);
+  EXPECT_EQ((*a)[1].rows, 1);
+  EXPECT_EQ((*a)[1].width, 7);
+  EXPECT_EQ((*a)[2].width, 49152);
+  for (const char* bad : {"", ",", "172", "172x", "x5", "0x5", "5x0", "5x-1", "5x5,", "5x5,,6x6", "5y5", "5x5x5", "65536x262144"}) {
+    auto r = ParseShapeList(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("--shapes"), std::string::npos) << r.status().message();
+  }
+}
+
 bool IsPrime(int64_t v) {
   if (v < 2) return false;
   for (int64_t d = 2; d * d <= v; ++d)

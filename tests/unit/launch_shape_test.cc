@@ -136,37 +136,111 @@ TEST(LaunchShape, RowAccessShiftsUnalignedRowStarts) {
 }
 
 TEST(LaunchShape, RowSplitCoversTheWindowInAClusterOf8) {
-  auto sp = target::ChooseRowSplit(1, 128256, 2, FakeH200());  // a Llama-3 vocabulary row, bf16
+  auto sp = target::ChooseRowSplit(1, 128256, 2, FakeH200(), 4, true);  // a Llama-3 vocabulary row, bf16
   ASSERT_TRUE(sp.has_value());
-  EXPECT_EQ(sp->blocks, 8);
+  EXPECT_EQ(sp->blocks, 8);  // one row: the most blocks per row
   EXPECT_EQ(sp->vec, 8);
-  EXPECT_EQ(sp->vpt, 4);  // 2004 vectors a block: 501 threads at 4 -> 512
+  EXPECT_EQ(sp->vpt, 4);      // 2004 vectors a block: 501 threads at 4 -> 512
   EXPECT_EQ(sp->threads, 512);
   EXPECT_EQ(sp->ToString(), "cluster8_t512x4");
-  sp = target::ChooseRowSplit(64, 262144, 2, FakeH200());
+  sp = target::ChooseRowSplit(64, 262144, 2, FakeH200(), 4, true);
   ASSERT_TRUE(sp.has_value());
   EXPECT_EQ(sp->vpt, 8);
-  EXPECT_FALSE(target::ChooseRowSplit(1, 262144, 4, FakeH200()).has_value());  // f32: 65536 elements a block is too many
-  EXPECT_FALSE(target::ChooseRowSplit(1, 4096, 3, FakeH200()).has_value());
-  EXPECT_FALSE(target::ChooseRowSplit(132, 128256, 2, FakeH200()).has_value());  // a row per SM: looped
-  EXPECT_TRUE(target::ChooseRowSplit(131, 128256, 2, FakeH200()).has_value());
-  EXPECT_FALSE(target::ChooseRowSplit(1, 128256, 2, FakeDevice(132, 8)).has_value());  // no clusters before sm_90
+  EXPECT_EQ(sp->blocks, 8);
+  EXPECT_FALSE(target::ChooseRowSplit(1, 262144, 4, FakeH200(), 4, true).has_value());  // f32: 65536 elements a block is too many
+  EXPECT_FALSE(target::ChooseRowSplit(1, 4096, 3, FakeH200(), 4, true).has_value());
+  // many rows split too, with the fewest blocks per row that hold the row at the compiled width
+  sp = target::ChooseRowSplit(1255, 106875, 2, FakeH200(), 4, true);  // 13361 window vectors: 4 a thread, 8 blocks
+  ASSERT_TRUE(sp.has_value());
+  EXPECT_EQ(sp->vpt, 4);
+  EXPECT_EQ(sp->blocks, 8);
+  EXPECT_EQ(sp->threads, 448);
+  sp = target::ChooseRowSplit(179, 32000, 2, FakeH200(), 4, true);  // 4000 vectors: 2 a thread, so 4 blocks of 500
+  ASSERT_TRUE(sp.has_value());
+  EXPECT_EQ(sp->vpt, 2);
+  EXPECT_EQ(sp->blocks, 4);
+  EXPECT_EQ(sp->threads, 512);
+  sp = target::ChooseRowSplit(16, 32000, 2, FakeH200(), 4, true);  // 16 rows: 8 blocks each (128 of 132 SMs)
+  ASSERT_TRUE(sp.has_value());
+  EXPECT_EQ(sp->blocks, 8);
+  EXPECT_EQ(sp->threads, 256);
+  EXPECT_FALSE(target::ChooseRowSplit(0, 128256, 2, FakeH200(), 4, true).has_value());
+  // without `many_rows`: fewer rows than SMs only (the softmax over shifted rows, the JIT's narrow vectors)
+  EXPECT_TRUE(target::ChooseRowSplit(131, 128256, 2, FakeH200(), 4, false).has_value());
+  EXPECT_FALSE(target::ChooseRowSplit(132, 128256, 2, FakeH200(), 4, false).has_value());
+  EXPECT_TRUE(target::UseRowSplit(5000, FakeH200(), true));
+  EXPECT_FALSE(target::UseRowSplit(5000, FakeH200(), false));
+  EXPECT_FALSE(target::UseRowSplit(1, FakeDevice(132, 8), true));
+  EXPECT_FALSE(target::ChooseRowSplit(1, 128256, 2, FakeDevice(132, 8), 4, true).has_value());  // no clusters before sm_90
   std::mt19937_64 rng(7);
   for (int i = 0; i < 5000; ++i) {
     const int64_t cols = 16385 + static_cast<int64_t>(rng() % 300000);
     for (int esize : {2, 4}) {
-      auto r = target::ChooseRowSplit(1 + static_cast<int64_t>(rng() % 131), cols, esize, FakeH200());
+      const int64_t rows = 1 + static_cast<int64_t>(rng() % 3000);
+      auto r = target::ChooseRowSplit(rows, cols, esize, FakeH200(), 4, true);
       if (!r) {
         ASSERT_GT(cols, int64_t{8} * 512 * 8 * (16 / esize) - 16 / esize) << cols;
         continue;
       }
       const int64_t window = (cols * esize) % 16 ? cols + r->vec - 1 : cols;
       ASSERT_EQ(r->chunk % r->vec, 0);
+      ASSERT_EQ(r->chunk, target::RowSplitChunk(window, r->vec, r->blocks));
       ASSERT_GE(r->chunk * r->blocks, window) << cols;   // the window is covered
       ASSERT_LT(r->chunk * (r->blocks - 1), window) << cols;  // no block is idle
       ASSERT_GE(int64_t{r->threads} * r->vpt * r->vec, r->chunk);
+      ASSERT_LT(int64_t{r->threads - 32} * r->vpt * r->vec, r->chunk);  // no idle warp
       ASSERT_LE(r->threads, target::kRowSplitMaxThreads);
       ASSERT_EQ(r->threads % 32, 0);
+      ASSERT_TRUE(r->blocks == 1 || r->blocks == 2 || r->blocks == 4 || r->blocks == 8);
+      // every SM gets a block, or the row has the most blocks it can
+      ASSERT_TRUE(rows * r->blocks >= 132 || r->blocks == target::kRowSplitBlocks) << rows << " x " << cols;
+    }
+  }
+}
+
+// The rule under the library's split and the JIT's: narrow vectors (odd widths, 1 element) hold more
+// of them per thread, within the data-register budget; then the fewest blocks per row that hold it.
+TEST(LaunchShape, PlanRowSplitKeepsBytesInFlightAndTheRegisterBudget) {
+  // logsumexp bf16 x 169249 (odd): 1-element vectors, one 16-bit input (one register per vector)
+  auto p = target::PlanRowSplit(169249, 1, 2, 1, 64);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->vpt, 64);  // 8 blocks: 21157 elements a block, 331 threads at 64
+  EXPECT_EQ(p->min_blocks, 8);
+  auto r = target::RowSplitFor(*p, 1, 132);
+  EXPECT_EQ(r.blocks, 8);
+  EXPECT_EQ(r.threads, 352);
+  r = target::RowSplitFor(*p, 1000, 132);
+  EXPECT_EQ(r.blocks, 8);  // never fewer than the plan's minimum
+  // at least 32 bytes in flight per thread: 8 one-element f32 vectors, even where fewer would fit
+  p = target::PlanRowSplit(3000, 1, 4, 1, 64);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->vpt, 8);
+  EXPECT_EQ(p->min_blocks, 1);  // 375 threads
+  EXPECT_EQ(target::RowSplitFor(*p, 200, 132).blocks, 1);
+  EXPECT_EQ(target::RowSplitFor(*p, 20, 132).blocks, 8);  // 20 x 8 = 160 >= 132
+  EXPECT_EQ(target::RowSplitFor(*p, 20, 132).threads, 64);  // 375 vectors a block over 8 -> 47 -> 64
+  EXPECT_EQ(target::RowSplitFor(*p, 40, 132).blocks, 4);
+  // two inputs held (8 words per 16-byte vector): at most 8 vectors
+  EXPECT_FALSE(target::PlanRowSplit(int64_t{8} * 512 * 8 * 8 + 8, 8, 16, 8, 64).has_value());
+  EXPECT_TRUE(target::PlanRowSplit(int64_t{8} * 512 * 8 * 8, 8, 16, 8, 64).has_value());
+  // within the register budget: at most 96 words of one-element vectors (a power of two: 64)
+  EXPECT_FALSE(target::PlanRowSplit(int64_t{8} * 512 * 64 + 1, 1, 2, 1, 64).has_value());
+  EXPECT_EQ(target::PlanRowSplit(100000, 1, 2, 3, 64)->vpt, 32);  // 96 / 3 words: 32
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 5000; ++i) {
+    const int64_t cols = 1 + static_cast<int64_t>(rng() % 300000);
+    const int vec = 1 << (rng() % 4), esize = 1 << (1 + rng() % 2), words = 1 + static_cast<int>(rng() % 4);
+    auto q = target::PlanRowSplit(cols, vec, vec * esize, words, 64);
+    if (!q) continue;
+    ASSERT_LE(q->vpt * words, target::kRowSplitMaxWords);
+    for (int64_t rows : {int64_t{1}, int64_t{7}, int64_t{64}, int64_t{5000}}) {
+      const auto s = target::RowSplitFor(*q, rows, 132);
+      ASSERT_GE(s.blocks, q->min_blocks);
+      ASSERT_EQ(s.chunk % vec, 0);
+      ASSERT_GE(s.chunk * s.blocks, cols);
+      ASSERT_GE(int64_t{s.threads} * s.vpt * s.vec, s.chunk);
+      ASSERT_LE(s.threads, target::kRowSplitMaxThreads);
+      ASSERT_EQ(s.threads % 32, 0);
     }
   }
 }

@@ -96,6 +96,56 @@ __device__ __forceinline__ float block_reduce(float v, float* smem) {
   return warp_reduce<Op>(lane < nw ? smem[lane] : Op::identity(), 32);
 }
 
+// ---- thread block clusters (sm_90+): the split row kernels combine a row's per-block partial
+// reductions through distributed shared memory. cluster_sync is a full barrier of the cluster with
+// release/acquire semantics (a block's shared-memory writes before it are visible to the others after).
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+#endif
+  return r;
+}
+// Blocks in this block's cluster (1 when launched without clusters).
+__device__ __forceinline__ unsigned cluster_blocks() {
+  unsigned n = 1;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+#endif
+  return n;
+}
+__device__ __forceinline__ void cluster_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+// The float at `p` (this block's shared memory) in block `rank` of the cluster.
+__device__ __forceinline__ float cluster_load(const float* p, unsigned rank) {
+  float v = 0.0f;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned long long g = reinterpret_cast<unsigned long long>(p), s;
+  unsigned m;
+  asm("cvta.to.shared.u64 %0, %1;" : "=l"(s) : "l"(g));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(m) : "r"(static_cast<unsigned>(s)), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(m) : "memory");
+#endif
+  return v;
+}
+// Reduction over a cluster of `cl` blocks of `tpb` threads each (row_reduce over the block, then the
+// blocks' values through `slot`, one shared float per reduction, never reused within the kernel):
+// every thread of the cluster gets the bit-identical value (ranks combined in order 0..cl-1). Every
+// thread of every block calls it; the kernel ends with a cluster_sync so no block exits while another
+// still reads its slot.
+template <class Op>
+__device__ __forceinline__ float cluster_reduce(float v, int tpb, float* smem, int& phase, float* slot, int cl) {
+  v = row_reduce<Op>(v, tpb, smem, phase);
+  if (threadIdx.x == 0) *slot = v;
+  cluster_sync();
+  float t = Op::identity();
+  for (int k = 0; k < cl; ++k) t = Op::apply(t, cluster_load(slot, static_cast<unsigned>(k)));
+  return t;
+}
+
 // ---- programmatic dependent launch (sm_90+). allow_next lets the next kernel on the stream be
 // scheduled once every block of this one has started (it promises nothing about memory); wait
 // returns once every earlier grid has completed and its memory is visible, so a kernel launched

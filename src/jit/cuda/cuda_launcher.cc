@@ -1,7 +1,9 @@
 // CUDA runtime implementation of jit/cuda_launcher.h (built with OPFUSE_CUDA only).
 // Launch geometry. Row kernels in the register path: fewer rows than kDecodeRowsPerSm x SMs run the
 // decode function with its block (decode_threads), more the prefill one (threads, ~128 per block);
-// ceil(rows / rows per block) blocks. Looped row kernels: one block per row. Pointwise kernels: one
+// ceil(rows / rows per block) blocks. Rows past the register path: the split function (a cluster of
+// blocks per row, exactly rows x blocks per cluster) where target::UseRowSplit takes it (few rows,
+// or 16-byte vectors), else the looped function, one block per row. Pointwise kernels: one
 // thread per vector, blocks of `threads` (256) for large tensors and 64 for small ones (fewer than
 // 1024 vectors per SM: more SMs busy), as the library's glu kernel; tensors of at most
 // kPointwiseDecodeBlocksPerSm blocks of 128 per SM run the pointwise decode function (4-byte packs),
@@ -14,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "jit/cuda_launcher.h"
+#include "target/launch_shape.h"
 
 namespace opfuse::jit {
 
@@ -61,9 +64,17 @@ StatusOr<std::shared_ptr<LoadedKernel>> LoadedKernel::Load(const JitKernel& k) {
       return Internal(fmt::format("cudaLibraryGetKernel({}): {}", k.emitted.decode_function, cudaGetErrorString(e)));
     lk->decode_kernel_ = dk;
   }
+  if (!k.emitted.split_function.empty()) {
+    cudaKernel_t sk = nullptr;
+    e = cudaLibraryGetKernel(&sk, lib, k.emitted.split_function.c_str());
+    if (e != cudaSuccess)
+      return Internal(fmt::format("cudaLibraryGetKernel({}): {}", k.emitted.split_function, cudaGetErrorString(e)));
+    lk->split_kernel_ = sk;
+  }
   int dev = 0;
   OPFUSE_CUDA_RETURN(cudaGetDevice(&dev));
   OPFUSE_CUDA_RETURN(cudaDeviceGetAttribute(&lk->sm_count_, cudaDevAttrMultiProcessorCount, dev));
+  OPFUSE_CUDA_RETURN(cudaDeviceGetAttribute(&lk->cc_major_, cudaDevAttrComputeCapabilityMajor, dev));
   return lk;
 }
 
@@ -90,6 +101,25 @@ StatusOr<LoadedKernel::Geometry> LoadedKernel::LaunchGeometry(const std::vector<
   if (rows * cols == 0) return geo;
   constexpr int64_t kMaxGrid = int64_t{1} << 30;
   if (em.row) {
+    // Rows past the register path: the split function where the row-split rule takes it (one cluster
+    // per row, the grid exactly rows x blocks per cluster: the function has no row loop).
+    target::DeviceInfo dev;
+    dev.sm_count = sm_count_;
+    dev.major = cc_major_;
+    if (split_kernel_ && em.split_vpt > 0 && target::UseRowSplit(rows, dev, em.split_many_rows) && rows <= kMaxGrid / target::kRowSplitBlocks) {
+      target::RowSplitPlan plan;
+      plan.vpt = em.split_vpt;
+      plan.vec = em.vec;
+      plan.min_blocks = em.split_min_blocks;
+      plan.window_cols = cols;
+      const target::RowSplit rs = target::RowSplitFor(plan, rows, sm_count_);
+      geo.threads = rs.threads;
+      geo.blocks = rows * rs.blocks;
+      geo.cluster = rs.blocks;
+      geo.kernel = split_kernel_;
+      geo.function = &em.split_function;
+      return geo;
+    }
     int64_t rpb = std::max(1, em.rows_per_block);
     // the decode function indexes with 32-bit ints (only below kDecodeMaxElements) and has no row
     // loop: its grid must cover the rows (rows < kDecodeRowsPerSm x SMs is far below kMaxGrid)
@@ -139,6 +169,21 @@ Status LoadedKernel::Launch(const std::vector<const void*>& inputs, const std::v
   for (auto& p : in_copy) args.push_back(&p);
   for (auto& p : out_copy) args.push_back(&p);
   for (auto& s : syms) args.push_back(&s);
+  if (geo.cluster > 0) {
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = static_cast<unsigned>(geo.cluster);
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(static_cast<unsigned>(geo.blocks));
+    cfg.blockDim = dim3(geo.threads);
+    cfg.stream = static_cast<cudaStream_t>(stream);
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    OPFUSE_CUDA_RETURN(cudaLaunchKernelExC(&cfg, geo.kernel, args.data()));
+    return Status::Ok();
+  }
   OPFUSE_CUDA_RETURN(cudaLaunchKernel(geo.kernel, dim3(static_cast<unsigned>(geo.blocks)),
                                       dim3(geo.threads), args.data(), 0, static_cast<cudaStream_t>(stream)));
   return Status::Ok();

@@ -892,7 +892,8 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
         // decode-size launches, as the library kernels'
         plan->launches.push_back(KernelLaunch::Raw(*geo.function, geo.kernel,
                                                    dim3(static_cast<unsigned>(geo.blocks)), dim3(geo.threads), 0, args)
-                                     .Pdl(lk->jit().emitted.PdlIn(*geo.function)));
+                                     .Pdl(lk->jit().emitted.PdlIn(*geo.function))
+                                     .Cluster(geo.cluster));
         break;
       }
     }
