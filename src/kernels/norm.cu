@@ -186,9 +186,10 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormP
 // row is read once and written once, as softmax.cu's SoftmaxSplitKernel. add_rms_norm stores the
 // rounded sum as soon as it has it (x and res of that pack read first by the same thread: an in-place
 // sum over res stays read-before-write).
-template <class T, int N, int VPT, int KIND>
-__global__ void __launch_bounds__(target::kRowSplitMaxThreads)
-    NormSplitKernel(NormParams<T> p) {
+// CL: the cluster size compiled in (__cluster_dims__, NormSplit8Kernel: 8 blocks per row), or 0 for
+// the launch's (a launch attribute, NormSplitKernel), as softmax.cu's split.
+template <class T, int N, int VPT, int KIND, int CL>
+__device__ __forceinline__ void NormSplitRow(const NormParams<T>& p) {
   PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
   namespace cg = cooperative_groups;
 
@@ -196,7 +197,7 @@ __global__ void __launch_bounds__(target::kRowSplitMaxThreads)
   __shared__ float share[2];  // this block's partial sums, read by the whole cluster
   const cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
-  const int C = static_cast<int>(cluster.num_blocks());  // blocks per row: the launch's cluster size
+  const int C = CL > 0 ? CL : static_cast<int>(cluster.num_blocks());  // blocks per row
   const int64_t r = blockIdx.x / C;  // the planner launches exactly rows clusters
   const int64_t base = r * p.cols;
   const int s = static_cast<int>(base % N);
@@ -274,6 +275,16 @@ __global__ void __launch_bounds__(target::kRowSplitMaxThreads)
   for (int it = 0; it < VPT; ++it)
     if (mine(it)) Finish<T, N, true>(p, xv[it], base, col(it), mean, inv);
   cluster.sync();  // the blocks stay until every block has read their shared memory
+}
+
+template <class T, int N, int VPT, int KIND>
+__global__ void __launch_bounds__(target::kRowSplitMaxThreads) NormSplitKernel(NormParams<T> p) {
+  NormSplitRow<T, N, VPT, KIND, 0>(p);
+}
+template <class T, int N, int VPT, int KIND>
+__global__ void __cluster_dims__(target::kRowSplitBlocks, 1, 1) __launch_bounds__(target::kRowSplitMaxThreads)
+    NormSplit8Kernel(NormParams<T> p) {
+  NormSplitRow<T, N, VPT, KIND, target::kRowSplitBlocks>(p);
 }
 
 // Looped path: the row streamed in steps of U vectors per thread.
@@ -446,12 +457,21 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
     constexpr int kVec = 16 / static_cast<int>(sizeof(T));
     if (split) {
       p.chunk = static_cast<int>(split->chunk);
+      // 8 blocks per row: the kernel with the cluster compiled in; fewer: the launch attribute
+      const bool fixed = split->blocks == target::kRowSplitBlocks;
       auto make_split = [&](auto kernel) {
         return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(name, kernel, dim3(static_cast<unsigned>(rows * split->blocks)),
-                                                                        dim3(split->threads), 0, p).Pdl().Cluster(split->blocks)};
+                                                                        dim3(split->threads), 0, p).Pdl().Cluster(fixed ? 0 : split->blocks)};
       };
       auto by_vpt = [&](auto vpt_c) -> std::vector<cuda::KernelLaunch> {
         constexpr int V = decltype(vpt_c)::value;
+        if (fixed) {
+          switch (kind) {
+            case kRms: return make_split(NormSplit8Kernel<T, kVec, V, kRms>);
+            case kAddRms: return make_split(NormSplit8Kernel<T, kVec, V, kAddRms>);
+            default: return make_split(NormSplit8Kernel<T, kVec, V, kLayer>);
+          }
+        }
         switch (kind) {
           case kRms: return make_split(NormSplitKernel<T, kVec, V, kRms>);
           case kAddRms: return make_split(NormSplitKernel<T, kVec, V, kAddRms>);

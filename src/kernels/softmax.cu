@@ -192,17 +192,18 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel
 // window element - s, s = base % N).
 // Each block reduces its max and then its sum, the cluster combines them through distributed shared
 // memory, so the row is read once and written once. No mask.
-template <class T, bool CAUSAL, int N, int VPT>
-__global__ void __launch_bounds__(target::kRowSplitMaxThreads)
-    SoftmaxSplitKernel(SoftmaxParams<T, T> p) {
+// CL: the cluster size compiled in (__cluster_dims__, SoftmaxSplit8Kernel), or 0 for the launch's
+// (a launch attribute, SoftmaxSplitKernel): the compiled form is taken for 8 blocks per row, the
+// common few-row case, where it measured faster.
+template <class T, bool CAUSAL, int N, int VPT, int CL>
+__device__ __forceinline__ void SoftmaxSplitRow(const SoftmaxParams<T, T>& p) {
   PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
   namespace cg = cooperative_groups;
-
   __shared__ float smem[64];
   __shared__ float share[2];  // this block's max and sum, read by the whole cluster
   const cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
-  const int C = static_cast<int>(cluster.num_blocks());  // blocks per row: the launch's cluster size
+  const int C = CL > 0 ? CL : static_cast<int>(cluster.num_blocks());  // blocks per row
   const int64_t r = blockIdx.x / C;  // the planner launches exactly rows clusters
   const int64_t base = r * p.cols;
   const int s = static_cast<int>(base % N);
@@ -264,6 +265,16 @@ __global__ void __launch_bounds__(target::kRowSplitMaxThreads)
     }
   }
   cluster.sync();  // the blocks stay until every block has read their shared memory
+}
+
+template <class T, bool CAUSAL, int N, int VPT>
+__global__ void __launch_bounds__(target::kRowSplitMaxThreads) SoftmaxSplitKernel(SoftmaxParams<T, T> p) {
+  SoftmaxSplitRow<T, CAUSAL, N, VPT, 0>(p);
+}
+template <class T, bool CAUSAL, int N, int VPT>
+__global__ void __cluster_dims__(target::kRowSplitBlocks, 1, 1) __launch_bounds__(target::kRowSplitMaxThreads)
+    SoftmaxSplit8Kernel(SoftmaxParams<T, T> p) {
+  SoftmaxSplitRow<T, CAUSAL, N, VPT, target::kRowSplitBlocks>(p);
 }
 
 // Looped path: online (max, sum) in one read of the row, then a write pass.
@@ -381,14 +392,16 @@ template <class T, bool CAUSAL>
 std::vector<cuda::KernelLaunch> MakeSoftmaxSplit(const std::string& name, const target::RowSplit& sp, int64_t rows,
                                                  const SoftmaxParams<T, T>& p) {
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  // 8 blocks per row: the kernel with the cluster compiled in; fewer: the launch attribute
+  const bool fixed = sp.blocks == target::kRowSplitBlocks;
   auto make = [&](auto kernel) {
     return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(name, kernel, dim3(static_cast<unsigned>(rows * sp.blocks)),
-                                                                    dim3(sp.threads), 0, p).Pdl().Cluster(sp.blocks)};
+                                                                    dim3(sp.threads), 0, p).Pdl().Cluster(fixed ? 0 : sp.blocks)};
   };
   switch (sp.vpt) {
-    case 2: return make(SoftmaxSplitKernel<T, CAUSAL, kVec, 2>);
-    case 4: return make(SoftmaxSplitKernel<T, CAUSAL, kVec, 4>);
-    default: return make(SoftmaxSplitKernel<T, CAUSAL, kVec, 8>);
+    case 2: return fixed ? make(SoftmaxSplit8Kernel<T, CAUSAL, kVec, 2>) : make(SoftmaxSplitKernel<T, CAUSAL, kVec, 2>);
+    case 4: return fixed ? make(SoftmaxSplit8Kernel<T, CAUSAL, kVec, 4>) : make(SoftmaxSplitKernel<T, CAUSAL, kVec, 4>);
+    default: return fixed ? make(SoftmaxSplit8Kernel<T, CAUSAL, kVec, 8>) : make(SoftmaxSplitKernel<T, CAUSAL, kVec, 8>);
   }
 }
 
