@@ -2,7 +2,6 @@
 #include "jit/jit_compiler.h"
 
 #include <atomic>
-#include <cctype>
 #include <cstdlib>
 #include <thread>
 
@@ -29,9 +28,7 @@ codegen::EmitOptions EmitOptionsFor(bool aligned, const std::string& arch) {
   codegen::EmitOptions o;
   o.aligned = aligned;
   o.max_threads = 256;
-  int cc = 0;
-  for (size_t i = 3; i < arch.size() && std::isdigit(static_cast<unsigned char>(arch[i])); ++i) cc = cc * 10 + (arch[i] - '0');
-  o.clusters = arch.rfind("sm_", 0) == 0 && cc >= 90;
+  o.clusters = ArchNumber(arch) >= 90;
   return o;
 }
 

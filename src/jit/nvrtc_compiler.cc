@@ -30,14 +30,18 @@ std::string NvrtcVersion() {
   return "nvrtc-none";
 }
 
-Status ValidateArch(const std::string& arch, const std::string& source) {
-  // sm_ + 2-3 digits + an optional a/f suffix (arch- and family-specific features).
+int ArchNumber(const std::string& arch) {
   size_t i = 3;
   bool ok = arch.size() >= 5 && arch.compare(0, 3, "sm_") == 0;
   int num = 0;
   for (; ok && i < arch.size() && arch[i] >= '0' && arch[i] <= '9' && i < 6; ++i) num = num * 10 + (arch[i] - '0');
   ok = ok && i >= 5 && (i == arch.size() || (i + 1 == arch.size() && (arch[i] == 'a' || arch[i] == 'f')));
-  if (!ok)
+  return ok ? num : -1;
+}
+
+Status ValidateArch(const std::string& arch, const std::string& source) {
+  const int num = ArchNumber(arch);
+  if (num < 0)
     return InvalidArgument(fmt::format("{} '{}': not a GPU architecture (expected sm_XY, e.g. sm_90 or sm_90a)", source, arch));
 #ifdef OPFUSE_WITH_NVRTC
   int n = 0;

@@ -20,6 +20,9 @@ bool NvrtcAvailable();
 std::string NvrtcVersion();
 // The options CompileCuda passes for `arch` (part of the cache key).
 std::vector<std::string> NvrtcOptions(const std::string& arch);
+// The number of an architecture name: 90 for "sm_90" or "sm_90a"; -1 unless it is sm_ + 2-3 digits +
+// an optional a/f suffix (arch- and family-specific features).
+int ArchNumber(const std::string& arch);
 // InvalidArgument naming `source` (e.g. "--arch" or "OPFUSE_ARCH") unless `arch` is sm_XY[a|f] with XY
 // an architecture this NVRTC compiles for (nvrtcGetSupportedArchs); with no NVRTC only the form is checked.
 Status ValidateArch(const std::string& arch, const std::string& source);

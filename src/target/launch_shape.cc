@@ -180,9 +180,8 @@ std::optional<RowSplit> ChooseRowSplit(int64_t rows, int64_t cols, int elem_byte
                                        bool many_rows) {
   if (cols <= 0 || elem_bytes <= 0 || elem_bytes >= 16 || 16 % elem_bytes != 0) return std::nullopt;
   if (!UseRowSplit(rows, dev, many_rows)) return std::nullopt;
-  const int vec = 16 / elem_bytes;
-  const bool shifted = (cols * elem_bytes) % 16 != 0;  // row starts off the 16-byte grid: the window
-  auto plan = PlanRowSplit(cols + (shifted ? vec - 1 : 0), vec, 16, words_per_vec, kMaxVectorsPerThread);
+  const RowAccess a = ChooseRowAccess(cols, elem_bytes, true);  // 16-byte vectors over the (shifted) window
+  auto plan = PlanRowSplit(a.window_cols, a.vec, 16, words_per_vec, kMaxVectorsPerThread);
   if (!plan) return std::nullopt;
   return RowSplitFor(*plan, rows, dev.sm_count);
 }
