@@ -16,6 +16,7 @@ inline target::DeviceInfo FakeDevice(int sms = 132, int major = 9) {
   d.l2_bytes = int64_t{50} << 20;
   d.max_shared_mem_per_block = 48 << 10;
   d.max_shared_mem_per_block_optin = 227 << 10;
+  d.shared_mem_per_sm = 228 << 10;
   d.max_threads_per_sm = 2048;
   return d;
 }

@@ -162,6 +162,24 @@ class Emitter {
         if (k_.is_row()) EmitRowLooped(b);
         else EmitPointwise(b, false);
       });
+      if (!stage_inputs_.empty()) {
+        out.stage_function = out.function + "_stage";
+        out.stage_bytes = stage_bytes_;
+        out.stage_vectors = stage_vectors_;
+        s += fmt::format("// {}: persistent blocks, the row windows of {} input{} ({} bytes) staged in shared memory{}\n",
+                         out.stage_function, stage_inputs_.size(), stage_inputs_.size() == 1 ? "" : "s", stage_bytes_,
+                         window_vec_ > 0 ? fmt::format(", computed over their 16-byte vectors ({} elements)", window_vec_) : "");
+        const int saved_vec = vec_;
+        if (window_vec_ > 0) vec_ = window_vec_;
+        ix_ = "int";  // a staged row fits shared memory: 32-bit column indices (rows stay 64-bit)
+        EmitFunction(s, out.stage_function, target::kRowStageMaxThreads, out.PdlIn(out.stage_function), [&](std::string& b) {
+          stage_now_ = true;
+          EmitRowLooped(b);
+          stage_now_ = false;
+        });
+        vec_ = saved_vec;
+        ix_ = "long long";
+      }
       if (split_) {
         out.split_function = out.function + "_split";
         out.split_vpt = split_->vpt;
@@ -218,6 +236,55 @@ class Emitter {
     body(s);
     s += "}\n";
   }
+
+  // The stage function (static widths past the register path, EmitOptions::stage, 16-byte aligned
+  // pointers): every full-shape input's row window (target::RowStageWindowBytes) in shared memory at
+  // a static offset, the windows' total and the widest window's 16-byte vectors for the launcher's
+  // target::RowStageFor. None where an input's element does not divide 16 bytes.
+  void ChooseStage() {
+    if (!o_.stage || !o_.aligned || !k_.cols().is_static()) return;
+    int64_t off = 0, widest = 0;
+    std::map<int, int64_t> offs;
+    for (int in : CachedInputs()) {
+      const int64_t w = target::RowStageWindowBytes(k_.cols().value, DTypeSize(k_.inputs[in].type.dtype));
+      if (w == 0) return;
+      offs[in] = off;
+      off += w;
+      widest = std::max(widest, w / 16);
+    }
+    if (offs.empty()) return;
+    stage_inputs_ = std::move(offs);
+    stage_bytes_ = off;
+    stage_vectors_ = widest;
+    // Window mode: where every full-shape input and output has one element size and every other
+    // per-element operand is a per-column or row-contiguous one (loaded element by element under a
+    // column guard), the stage function computes over the staged windows' aligned 16-byte vectors —
+    // odd widths too — instead of the looped function's narrower vectors: columns c0 = v x W - sh.
+    int size = 0;
+    bool ok = true;
+    for (size_t e = 0; e < k_.exprs.size() && ok; ++e) {
+      if (!live_[e] || k_.exprs[e].row_level) continue;
+      const ExprKind kind = k_.exprs[e].kind;
+      if (kind == ExprKind::kLoadRotHalf) ok = false;
+      if (kind != ExprKind::kLoad) continue;
+      const KernelTensor& t = k_.inputs[k_.exprs[e].input];
+      if (t.access == Access::kFull) {
+        ok = size == 0 || size == DTypeSize(t.type.dtype);
+        size = DTypeSize(t.type.dtype);
+      } else if (t.access != Access::kChannel && !RowContiguous(k_.exprs[e].input)) {
+        ok = false;
+      }
+    }
+    for (const auto& o : k_.outputs)
+      if (o.tensor.access == Access::kFull) ok = ok && DTypeSize(o.tensor.type.dtype) == size;
+      else if (o.tensor.access != Access::kRowScalar) ok = false;
+    if (ok && size > 0 && 16 / size > vec_) window_vec_ = 16 / size;
+  }
+
+  // Emitting the stage function in window mode: vectors of window_vec_ at columns v x W - sh, so the
+  // first and last vector of a row reach outside it (loads of other operands and stores guarded by
+  // column, reductions skip those columns).
+  bool Windowed() const { return stage_now_ && window_vec_ > 0; }
 
   // Full-shape inputs the row kernel loads element by element: held in registers as raw packs.
   std::set<int> CachedInputs() const {
@@ -282,6 +349,7 @@ class Emitter {
       // (blocks of 1024 left a last partial wave of rows and measured slower; docs/BENCHMARKS.md).
       if (vec_ * max_size_ < 16) threads_ = kLoopedRowThreads;
       if (o_.clusters) split_ = target::PlanRowSplit(c.value, vec_, vec_ * max_size_, SplitWordsPerVector(), kSplitMaxVpt);
+      ChooseStage();
       return;
     }
     tpr_p_ = tpr;
@@ -512,6 +580,8 @@ class Emitter {
   }
 
   std::string LoadVec(int in, const std::string& dst, const std::string& r, const std::string& c0) const {
+    if (stage_now_ && stage_inputs_.count(in)) return fmt::format("fz_load<{}>(xs{}, sh{} + ({}), {});", vec_, in, in, c0, dst);
+    if (Windowed()) return fmt::format("fz_load_cols<{}>(in{}, {}, {}, C, {});", vec_, in, Index(in, r, c0), c0, dst);
     return fmt::format("fz_load<{}>(in{}, {}, {});", vec_, in, Index(in, r, c0), dst);
   }
 
@@ -576,7 +646,8 @@ class Emitter {
     const char* ct = CType(out.tensor.type.dtype);
     switch (out.tensor.access) {
       case Access::kFull:
-        s += fmt::format("{}fz_store<{}, {}>(out{}, {}, o{});\n", ind, vec_, ct, o, flat_i0, o);
+        s += Windowed() ? fmt::format("{}fz_store_cols<{}, {}>(out{}, {}, c0, C, o{});\n", ind, vec_, ct, o, flat_i0, o)
+                        : fmt::format("{}fz_store<{}, {}>(out{}, {}, o{});\n", ind, vec_, ct, o, flat_i0, o);
         break;
       case Access::kRowScalar:
         s += fmt::format("{}if (c0 == 0) out{}[r] = fz_cvt<{}>::from(o{}[0]);\n", ind, o, ct, o);
@@ -891,33 +962,87 @@ class Emitter {
     auto used = UsedVectorInputs(targets);
     // 16-byte vectors keep one per thread per step: the unroll measured slower for them and faster
     // for narrower vectors (odd widths) (docs/BENCHMARKS.md, the untuned sweep).
-    const int U = vec_ * max_size_ >= 16 ? 1
+    // The stage function reads shared memory: one vector per step.
+    const int U = vec_ * max_size_ >= 16 || stage_now_ ? 1
                                          : std::clamp(kLoopedRowFloats / std::max(1, vec_ * static_cast<int>(used.size())), 1, kLoopedUnroll);
-    s += fmt::format("    for (long long cb = (long long)threadIdx.x * {0}; cb < C; cb += (long long)blockDim.x * {1}) {{\n", vec_,
-                     vec_ * U);
+    // Column indices: ix_ (the stage function's rows fit shared memory, so 32-bit ints there).
+    s += fmt::format("    for ({3} cb = ({3})threadIdx.x * {0}{2}; cb < C; cb += ({3})blockDim.x * {1}) {{\n", vec_, vec_ * U,
+                     Windowed() ? fmt::format(" - sh{}", stage_inputs_.begin()->first) : "", ix_);
     for (int in : used) s += fmt::format("      float xu{}[{}][{}];\n", in, U, vec_);
     s += fmt::format("#pragma unroll\n      for (int u = 0; u < {}; ++u) {{\n", U);
-    s += fmt::format("        const long long c0 = cb + (long long)u * blockDim.x * {};\n", vec_);
+    s += fmt::format("        const {1} c0 = cb + ({1})u * blockDim.x * {0};\n", vec_, ix_);
     s += "        if (c0 < C) {\n";
     for (int in : used) s += fmt::format("          {}\n", LoadVec(in, fmt::format("xu{}[u]", in), "r", "c0"));
     s += "        }\n      }\n";
     s += fmt::format("#pragma unroll\n      for (int u = 0; u < {}; ++u) {{\n", U);
-    s += fmt::format("        const long long c0 = cb + (long long)u * blockDim.x * {};\n", vec_);
+    s += fmt::format("        const {1} c0 = cb + ({1})u * blockDim.x * {0};\n", vec_, ix_);
     s += "        if (c0 >= C) break;\n";
     for (int in : used) s += fmt::format("        const float* x{0} = xu{0}[u];\n", in);
     EmitRotHalfLoads(s, targets, "        ");
     pre(s);
-    s += fmt::format("#pragma unroll\n        for (int j = 0; j < {}; ++j) {{\n          const long long c = c0 + j;\n          (void)c;\n", vec_);
-    EmitElementDefs(s, targets, "          ");
-    inner(s);
-    s += "        }\n";
+    auto elements = [&](const std::string& ind) {
+      s += fmt::format("#pragma unroll\n{0}for (int j = 0; j < {1}; ++j) {{\n{0}  const {2} c = c0 + j;\n{0}  (void)c;\n", ind, vec_, ix_);
+      EmitElementDefs(s, targets, ind + "  ");
+      inner(s);
+      s += ind + "}\n";
+    };
+    if (Windowed()) {
+      // window mode: the element loop twice — vectors inside the row without a column guard, the
+      // row's first and last vector with it (edge_now_: the reductions skip columns outside the row)
+      s += fmt::format("        if (c0 >= 0 && c0 + {} <= C) {{\n", vec_);
+      elements("          ");
+      s += "        } else {\n";
+      edge_now_ = true;
+      elements("          ");
+      edge_now_ = false;
+      s += "        }\n";
+    } else {
+      elements("        ");
+    }
     after_vec(s);
     s += "      }\n    }\n";
   }
 
+  // The stage function (stage_now_): persistent blocks; each row's windows are copied into shared
+  // memory (fz::cp_async16, every copy in flight at once; the last vector of a window reads only up
+  // to the row's end) and the passes read the staged inputs from there (LoadVec) — one DRAM read per
+  // row. Double-buffered when the launch gave two sets of windows (the dynamic shared memory says):
+  // the next row's copies are issued before the current row is computed (the library's StagedRows,
+  // kernels/fused_common.cuh).
   void EmitRowLooped(std::string& s) {
     s += "  __shared__ float smem[32];\n";
+    if (stage_now_) {
+      s += "  extern __shared__ __align__(16) unsigned char fz_stage[];\n";
+      s += fmt::format("  const bool twin = fz::dynamic_smem_bytes() >= 2u * {}u;\n", stage_bytes_);
+      s += "  auto issue = [&](long long rr, int bb) {\n";
+      for (const auto& [in, off] : stage_inputs_) {
+        const char* ct = CType(k_.inputs[in].type.dtype);
+        const int n = 16 / DTypeSize(k_.inputs[in].type.dtype);
+        s += fmt::format("    {{\n      const int sh = (int)((rr * C) % {});\n", n);
+        s += fmt::format("      {0}* xs = reinterpret_cast<{0}*>(fz_stage + bb * {1} + {2});\n", ct, stage_bytes_, off);
+        s += fmt::format("      for (int v = threadIdx.x; v < (int)((sh + C + {}) / {}); v += blockDim.x) {{\n", n - 1, n);
+        s += fmt::format("        const long long left = (sh + C - (long long)v * {}) * {};\n", n, DTypeSize(k_.inputs[in].type.dtype));
+        s += fmt::format("        fz::cp_async16(xs + v * {0}, in{1} + rr * C - sh + (long long)v * {0}, left < 16 ? (int)left : 16);\n", n, in);
+        s += "      }\n    }\n";
+      }
+      s += "  };\n";
+      s += "  int buf = 0;\n";
+      s += "  if (twin && blockIdx.x < R) issue(blockIdx.x, 0);\n";
+      s += "  fz::cp_async_commit();\n";
+    }
     s += "  for (long long r = blockIdx.x; r < R; r += gridDim.x) {\n";
+    if (stage_now_) {
+      s += "    if (!twin) issue(r, 0);\n    else if (r + gridDim.x < R) issue(r + gridDim.x, buf ^ 1);\n";
+      s += "    fz::cp_async_commit();  // (an empty group past the last row keeps the count)\n";
+      s += "    if (twin) fz::cp_async_wait<1>();\n    else fz::cp_async_wait<0>();\n";
+      s += "    __syncthreads();  // every thread's copies of row r have landed\n";
+      for (const auto& [in, off] : stage_inputs_) {
+        const char* ct = CType(k_.inputs[in].type.dtype);
+        const int n = 16 / DTypeSize(k_.inputs[in].type.dtype);
+        s += fmt::format("    const int sh{0} = (int)((r * C) % {1});  // in{0}'s row start past the 16-byte boundary\n", in, n);
+        s += fmt::format("    const {0}* xs{1} = reinterpret_cast<const {0}*>(fz_stage + buf * {2} + {3});\n", ct, in, stage_bytes_, off);
+      }
+    }
     EmitRowDefs(s, 0, "    ");
     for (int p = 1; p <= k_.num_passes; ++p) {
       std::vector<int> reds;
@@ -931,10 +1056,11 @@ class Emitter {
       }
       s += fmt::format("    // pass {}: {} reduction{}\n", p, reds.size(), reds.size() == 1 ? "" : "s");
       EmitLoopedLoop(s, args, [](std::string&) {}, [&](std::string& b) {
+        const std::string guard = Windowed() && edge_now_ ? "if (c >= 0 && c < C) " : "";
         for (int rd : reds) {
           bool mx = k_.exprs[rd].op == OpKind::kMax;
-          b += mx ? fmt::format("          acc{0} = fmaxf(acc{0}, e{1});\n", rd, k_.exprs[rd].args[0])
-                  : fmt::format("          acc{0} += e{1};\n", rd, k_.exprs[rd].args[0]);
+          b += mx ? fmt::format("          {2}acc{0} = fmaxf(acc{0}, e{1});\n", rd, k_.exprs[rd].args[0], guard)
+                  : fmt::format("          {2}acc{0} += e{1};\n", rd, k_.exprs[rd].args[0], guard);
         }
       }, [](std::string&) {});
       for (int rd : reds)
@@ -962,6 +1088,7 @@ class Emitter {
       if (k_.outputs[o].tensor.access == Access::kRowScalar)
         s += fmt::format("    if (threadIdx.x == 0) out{}[r] = fz_cvt<{}>::from(e{});\n", o, CType(k_.outputs[o].tensor.type.dtype),
                          k_.outputs[o].expr);
+    if (stage_now_) s += "    __syncthreads();  // every thread is done with buffer `buf` before it is refilled\n    if (twin) buf ^= 1;\n";
     s += "  }\n";
   }
 
@@ -971,6 +1098,11 @@ class Emitter {
   bool reg_rows_ = false;                                   // register path
   std::optional<target::RowSplitPlan> split_;               // the split function's plan, when emitted
   bool split_now_ = false;                                  // emitting the split function
+  std::map<int, int64_t> stage_inputs_;                     // the stage function's inputs -> shared-memory offset
+  int64_t stage_bytes_ = 0, stage_vectors_ = 0;             // their windows' bytes; the widest window's vectors
+  int window_vec_ = 0;                                      // the stage function's window-mode vector (0: vec_)
+  bool edge_now_ = false;                                   // window mode: emitting the edge vectors' element loop
+  bool stage_now_ = false;                                  // emitting the stage function
   int split_slot_ = 0;                                      // the split function's next share[] slot
   int max_size_ = 1;                                         // widest element (bytes) of the full / per-column tensors
   int tpr_now_ = 0, vpt_now_ = 0;                           // the register-path function being emitted

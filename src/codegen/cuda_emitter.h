@@ -45,7 +45,7 @@
 
 namespace opfuse::codegen {
 
-inline constexpr int kEmitterVersion = 13;
+inline constexpr int kEmitterVersion = 14;
 // Looped row kernels (rows wider than the register path, static width): threads per block where the
 // vectors are narrower than 16 bytes (one block per row), and the vectors per thread per step (loads
 // first): at most kLoopedUnroll, as many as keep kLoopedRowFloats loaded values per thread. A block's
@@ -78,6 +78,9 @@ struct EmitOptions {
   // The target has thread block clusters (sm_90+): static-width rows past the register path also get
   // a split function (EmittedKernel::split_function; target::SplitRowShape).
   bool clusters = false;
+  // The target has asynchronous global -> shared copies (sm_80+): static-width rows past the register
+  // path with 16-byte aligned pointers also get a stage function (EmittedKernel::stage_function).
+  bool stage = false;
 };
 
 // Register-path prefill function: where the per-column packs loaded before the row loop would widen
@@ -115,6 +118,14 @@ struct EmittedKernel {
   int split_vpt = 0;
   int split_min_blocks = 0;
   bool split_many_rows = false;  // 16-byte vectors: the split at any row count (target::UseRowSplit)
+  // Rows past the register path, static width, EmitOptions::stage, aligned: `stage_function` runs the
+  // looped function's passes over the row windows of every full-shape input staged in shared memory
+  // (stage_bytes of dynamic shared memory, at static offsets; the widest window stage_vectors 16-byte
+  // vectors): each row read from DRAM once. The launcher takes it where target::RowStageFor says (a
+  // row per SM or more, the windows fit), blocks and threads by that rule. Empty: none.
+  std::string stage_function;
+  int64_t stage_bytes = 0;
+  int64_t stage_vectors = 0;
   // Programmatic dependent launch (Hopper): the functions the launcher takes at decode sizes begin
   // with fz::pdl_enter() — allow the next kernel to be scheduled, then wait for the earlier grids
   // (griddepcontrol; no-ops below sm_90 and when launched without the attribute), as the library
@@ -125,7 +136,8 @@ struct EmittedKernel {
   // attribute by it (OPFUSE_DISABLE=pdl clears the attribute). The split function has it too (it sits
   // beside a looped function, which has no decode function).
   bool PdlIn(const std::string& name) const {
-    return name == decode_function || name == split_function || decode_function.empty() || decode_function == function;
+    return name == decode_function || name == split_function || name == stage_function || decode_function.empty() ||
+           decode_function == function;
   }
 };
 

@@ -43,6 +43,7 @@ class LoadedKernel {
     const void* kernel = nullptr;  // the cudaKernel_t to launch (row kernels: prefill, decode or split function)
     const std::string* function = nullptr;  // its name
     int cluster = 0;  // blocks per cluster (the split function: a launch attribute); 0: none
+    int64_t smem = 0;  // dynamic shared memory (the stage function's windows)
   };
   StatusOr<Geometry> LaunchGeometry(const std::vector<int64_t>& symbol_values) const;
   // The cudaKernel_t of the main (prefill) function, usable as cudaLaunchKernel's function argument;
@@ -56,6 +57,10 @@ class LoadedKernel {
   void* kernel_ = nullptr;   // cudaKernel_t
   void* decode_kernel_ = nullptr;  // cudaKernel_t of emitted.decode_function (== kernel_ when the same)
   void* split_kernel_ = nullptr;   // cudaKernel_t of emitted.split_function (null when none)
+  void* stage_kernel_ = nullptr;   // cudaKernel_t of emitted.stage_function (null when none or too big here)
+  int64_t smem_optin_ = 0;         // shared memory a block may opt in to, and an SM's
+  int64_t smem_per_sm_ = 0;
+  int sm_threads_ = 0;             // resident threads an SM holds
   int sm_count_ = 0;
   int cc_major_ = 0;
 };

@@ -23,12 +23,13 @@ JitCompiler::JitCompiler(KernelCache& cache, JitOptions opts) : cache_(cache), o
 namespace {
 // The emitter's options are EmitOptions' defaults here (the tuned rules); tests and dev/ sweeps set
 // other values through EmitOptions directly, never through the environment (docs/knobs.md).
-// `arch` "sm_XY[a]": thread block clusters from sm_90 on.
+// `arch` "sm_XY[a]": thread block clusters from sm_90 on, asynchronous copies (staged rows) from sm_80.
 codegen::EmitOptions EmitOptionsFor(bool aligned, const std::string& arch) {
   codegen::EmitOptions o;
   o.aligned = aligned;
   o.max_threads = 256;
   o.clusters = ArchNumber(arch) >= 90;
+  o.stage = ArchNumber(arch) >= 80;
   return o;
 }
 

@@ -58,20 +58,14 @@ __device__ __forceinline__ void Unpack(const uint4& u, float* f, const __nv_bflo
 __device__ __forceinline__ float WarpMax(float x) { return fz::warp_reduce<fz::MaxOp>(x, 32); }
 __device__ __forceinline__ float WarpSum(float x) { return fz::warp_reduce<fz::SumOp>(x, 32); }
 
-__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) { return fz::smem_addr(p); }
 // 16-byte global -> shared copy; src_bytes = 0 zero-fills the destination (src is not read).
-__device__ __forceinline__ void CpAsync16(void* dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(dst)), "l"(src), "r"(src_bytes)
-               : "memory");
-}
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void CpAsync16(void* dst, const void* src, int src_bytes) { fz::cp_async16(dst, src, src_bytes); }
+__device__ __forceinline__ void CpAsyncCommit() { fz::cp_async_commit(); }
 template <int N>
 __device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+  fz::cp_async_wait<N>();
 }
-
 
 // n online-softmax partials merged: max m (log2 units), sum l, unnormalised accumulator a. A partial
 // that saw no key has m = -inf and weighs 0; so does a merge of only such partials (Value() 0).

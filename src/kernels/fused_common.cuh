@@ -161,6 +161,124 @@ __device__ __forceinline__ Pack<T, N> LoadColumnPack(const T* w, int c, int cols
   return MakePack<T, N>(f);
 }
 
+// ------------------------------------------------------------------ staged rows
+// A row's aligned 16-byte window in shared memory (target::RowStageFor): vector v of the window
+// holds columns v * N - s .. v * N - s + N - 1, s = the row start's offset in elements from the
+// 16-byte boundary before it (0 for aligned rows). StageRow issues one asynchronous 16-byte copy per
+// vector; the last vector reads only up to the row's end and is zero-filled beyond it (never past
+// the tensor), the first may hold the previous row's tail — the kernels skip columns outside
+// [0, cols) in the first and last vector.
+__device__ __forceinline__ int StageVectors(int s, int cols, int n) { return (s + cols + n - 1) / n; }
+template <class T, int N>
+__device__ __forceinline__ void StageRow(T* dst, const T* row, int s, int cols, int nv) {
+  const T* src = row - s;
+  for (int v = static_cast<int>(threadIdx.x); v < nv; v += static_cast<int>(blockDim.x)) {
+    const int left = (s + cols - v * N) * static_cast<int>(sizeof(T));
+    fz::cp_async16(dst + v * N, src + v * N, left < 16 ? left : 16);
+  }
+}
+// Whether element j of window vector v (column v * N - s + j) is in the row.
+template <int N>
+__device__ __forceinline__ bool InRowVector(int v, int j, int s, int cols) {
+  const int c = v * N - s + j;
+  return c >= 0 && c < cols;
+}
+// The staged kernels' dynamic shared memory. Declared at namespace scope and indexed where it is
+// used (StagedWindow), so the compiler sees shared-memory addresses and emits shared loads: pointers
+// handed through an array lost that and became generic loads.
+extern __shared__ __align__(16) unsigned char g_stage_bytes[];
+// Window buffer k (input i of buffer b: k = b x INPUTS + i) of `buffer_elems` elements.
+template <class T>
+__device__ __forceinline__ T* StagedWindow(int k, int buffer_elems) {
+  return reinterpret_cast<T*>(g_stage_bytes) + static_cast<int64_t>(k) * buffer_elems;
+}
+// The row loop of a persistent staged kernel: rows blockIdx.x, + gridDim.x, ... of `rows` rows of
+// `cols` columns; INPUTS row tensors `src` staged per row, input i of buffer b in StagedWindow(b x
+// INPUTS + i). `twin`: two buffers — row r + gridDim.x's copies are issued before row r is computed,
+// so they arrive while it is reduced and written; else one, copied at the top of each row.
+// body(r, base, s, nv, b) computes row r (base = r x cols, s its shift, nv its window's vectors, b
+// the buffer holding it); every thread calls it for every row (it may hold barriers), and no thread
+// reads a buffer after the barrier that follows it, before which the buffer is refilled.
+template <class T, int N, int INPUTS, class F>
+__device__ __forceinline__ void StagedRows(const T* const (&src)[INPUTS], int64_t rows, int cols, int buffer_elems, bool twin,
+                                           F&& body) {
+  auto issue = [&](int64_t r, int b) {
+    const int64_t base = r * cols;
+    const int s = static_cast<int>(base % N);
+#pragma unroll
+    for (int i = 0; i < INPUTS; ++i)
+      StageRow<T, N>(StagedWindow<T>(b * INPUTS + i, buffer_elems), src[i] + base, s, cols, StageVectors(s, cols, N));
+  };
+  int b = 0;
+  if (twin && blockIdx.x < rows) issue(blockIdx.x, 0);
+  fz::cp_async_commit();
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t next = r + gridDim.x;
+    if (!twin) issue(r, 0);
+    else if (next < rows) issue(next, b ^ 1);
+    fz::cp_async_commit();  // (an empty group past the last row keeps the count)
+    if (twin) fz::cp_async_wait<1>();
+    else fz::cp_async_wait<0>();
+    __syncthreads();  // every thread's copies of row r have landed
+    const int64_t base = r * cols;
+    const int s = static_cast<int>(base % N);
+    body(r, base, s, StageVectors(s, cols, N), b);
+    __syncthreads();  // every thread is done with buffer b before it is refilled
+    if (twin) b ^= 1;
+  }
+}
+// A per-column operand (a norm's weight or bias, 16-byte aligned base, `cols` elements) at window
+// vector v of a row shifted by S elements (compile-time): columns v * N - S .. + N - 1, from the two
+// aligned vectors around them — two 16-byte loads instead of N scalar ones — where both lie inside
+// the operand; element by element at the row's edges.
+template <class T, int N, int S>
+__device__ __forceinline__ void ShiftedColumn(const T* w, int v, int cols, float (&out)[N]) {
+  if constexpr (S == 0) {
+    if ((v + 1) * N <= cols) {
+      const Pack<T, N> b = LoadPack<T, N>(w + v * N);
+#pragma unroll
+      for (int j = 0; j < N; ++j) out[j] = b.get(j);
+      return;
+    }
+  } else {
+    if (v >= 1 && (v + 1) * N <= cols) {
+      const Pack<T, N> a = LoadPack<T, N>(w + (v - 1) * N), b = LoadPack<T, N>(w + v * N);
+#pragma unroll
+      for (int j = 0; j < N; ++j) out[j] = j < S ? a.get(N - S + j) : b.get(j - S);
+      return;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    const int c = v * N - S + j;
+    out[j] = c >= 0 && c < cols ? ToF(__ldg(w + c)) : 0.0f;
+  }
+}
+// f(std::integral_constant<int, S>{}) for the row shift s in [0, N).
+template <int N, class F>
+__device__ __forceinline__ void DispatchShift(int s, F&& f) {
+  if constexpr (N == 8) {
+    switch (s) {
+      case 1: return f(std::integral_constant<int, 1>{});
+      case 2: return f(std::integral_constant<int, 2>{});
+      case 3: return f(std::integral_constant<int, 3>{});
+      case 4: return f(std::integral_constant<int, 4>{});
+      case 5: return f(std::integral_constant<int, 5>{});
+      case 6: return f(std::integral_constant<int, 6>{});
+      case 7: return f(std::integral_constant<int, 7>{});
+      default: return f(std::integral_constant<int, 0>{});
+    }
+  } else {
+    static_assert(N == 4, "16-byte vectors of 2- or 4-byte elements");
+    switch (s) {
+      case 1: return f(std::integral_constant<int, 1>{});
+      case 2: return f(std::integral_constant<int, 2>{});
+      case 3: return f(std::integral_constant<int, 3>{});
+      default: return f(std::integral_constant<int, 0>{});
+    }
+  }
+}
+
 // Hides a pack's words from the optimiser (an empty asm that "may change" them). Used between the
 // passes of a row kernel: without it the compiler keeps the f32 values converted in the first
 // pass alive until the last one (CSE), doubling the registers a 16-bit row needs and spilling at
@@ -319,6 +437,22 @@ auto DispatchExactShape(const RowShape& s, F&& f) {
       },
       Shapes{});
   return r;
+}
+
+// Lets `kernel` take `bytes` of dynamic shared memory (above the default 48 KiB) and prefer shared
+// memory over L1 (the staged kernels' blocks per SM are set by shared memory).
+template <class P>
+inline Status AllowSharedBytes(void (*kernel)(P), int64_t bytes, const char* what) {
+  cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(bytes));
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributePreferredSharedMemoryCarveout,
+                             cudaSharedmemCarveoutMaxShared);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return Internal(fmt::format("{}: {} bytes of shared memory: {}", what, bytes, cudaGetErrorString(e)));
+  }
+  return Status::Ok();
 }
 
 inline unsigned GridFor(int64_t units) {

@@ -45,6 +45,8 @@ struct NormParams {
   int cols;
   int tpr;        // threads per row
   int chunk;      // split rows: window elements per block of the cluster
+  int stage_elems;  // staged rows: elements of one input's window buffer
+  int twin;         // staged rows: double-buffered
   float eps;
   float inv_cols;
 };
@@ -287,6 +289,85 @@ __global__ void __cluster_dims__(target::kRowSplitBlocks, 1, 1) __launch_bounds_
   NormSplitRow<T, N, VPT, KIND, target::kRowSplitBlocks>(p);
 }
 
+// Staged path (target::ChooseRowStage; many rows past the register path): persistent blocks
+// (fused_common.cuh, StagedRows) stage each row's aligned window of x — and of the residual — in
+// shared memory, double-buffered where two fit, then run the passes over shared memory: the sum or
+// sum of squares, layer_norm's centred variance, the output. add_rms_norm rounds the sum, keeps it in
+// place of x in shared memory and stores it in its first pass (the residual row is wholly staged
+// before, so an in-place sum over the residual stays read-before-write). The output pass is compiled
+// per row shift (DispatchShift), so the weight and bias come as two aligned 16-byte loads a vector
+// (ShiftedColumn). Each thread handles the same vectors in every pass.
+template <class T, int KIND>
+__global__ void __launch_bounds__(target::kRowStageMaxThreads) NormStageKernel(NormParams<T> p) {
+  PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
+  constexpr int N = 16 / static_cast<int>(sizeof(T));
+  constexpr int IN = KIND == kAddRms ? 2 : 1;
+  __shared__ float smem[64];
+  const int tpb = blockDim.x, tid = threadIdx.x;
+  int phase = 0;
+  const T* src[IN];
+  src[0] = p.x;
+  if constexpr (IN == 2) src[1] = p.res;
+  StagedRows<T, N, IN>(src, p.rows, p.cols, p.stage_elems, p.twin != 0, [&](int64_t, int64_t base, int s, int nv, int b) {
+    T* xs = StagedWindow<T>(b * IN, p.stage_elems);
+    const T* rs = StagedWindow<T>(b * IN + IN - 1, p.stage_elems);
+    auto in_row = [&](int v, int j) { return (v > 0 && v < nv - 1) || InRowVector<N>(v, j, s, p.cols); };
+    float acc = 0.0f;
+    for (int v = tid; v < nv; v += tpb) {
+      Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
+      if constexpr (KIND == kAddRms) {
+        const Pack<T, N> rv = LoadPack<T, N>(rs + v * N);
+        float f[N];
+#pragma unroll
+        for (int j = 0; j < N; ++j) f[j] = xv.get(j) + rv.get(j);
+        xv = MakePack<T, N>(f);
+        StorePack<T, N>(xs + v * N, xv);
+        StoreRowPack<T, N, true>(p.sum + base, v * N - s, p.cols, xv);
+      }
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        const float f = xv.get(j);
+        if (in_row(v, j)) acc += KIND == kLayer ? f : f * f;
+      }
+    }
+    acc = RowReduce<SumOp>(acc, tpb, smem, phase);
+    float mean = 0.0f, inv;
+    if constexpr (KIND == kLayer) {
+      mean = acc * p.inv_cols;
+      acc = 0.0f;
+      for (int v = tid; v < nv; v += tpb) {
+        const Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+          const float d = xv.get(j) - mean;
+          if (in_row(v, j)) acc += d * d;
+        }
+      }
+      inv = rsqrtf(RowReduce<SumOp>(acc, tpb, smem, phase) * p.inv_cols + p.eps);
+    } else {
+      inv = rsqrtf(acc * p.inv_cols + p.eps);
+    }
+    DispatchShift<N>(s, [&](auto s_c) {
+      constexpr int S = decltype(s_c)::value;
+      for (int v = tid; v < nv; v += tpb) {
+        const Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
+        float wv[N], bv[N];
+        if (p.w) ShiftedColumn<T, N, S>(p.w, v, p.cols, wv);
+        if (p.b) ShiftedColumn<T, N, S>(p.b, v, p.cols, bv);
+        float o[N];
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+          float y = (xv.get(j) - mean) * inv;
+          if (p.w) y *= wv[j];
+          if (p.b) y += bv[j];
+          o[j] = y;
+        }
+        StoreRowPack<T, N, true>(p.y + base, v * N - S, p.cols, MakePack<T, N>(o));
+      }
+    });
+  });
+}
+
 // Looped path: the row streamed in steps of U vectors per thread.
 template <class T, int N, int KIND>
 __global__ void __launch_bounds__(1024) NormLoopKernel(NormParams<T> p) {
@@ -428,16 +509,28 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
   }
   // Rows past the register path: split over a cluster at every row count (target::ChooseRowSplit;
   // the 16-byte packs of x, and of the residual, held: 4 or 8 registers a vector).
+  // With a row per SM or more, staged rows where the window fits shared memory
+  // (target::ChooseRowStage: x, and add_rms_norm's residual, staged).
   std::optional<target::RowSplit> split;
-  if (s.looped && !opt.shape && aligned) split = target::ChooseRowSplit(rows, cols, DTypeSize(dt), dev, kind == kAddRms ? 8 : 4, true);
-  if (access.shifted && s.looped && !split) {  // the looped kernel reads unaligned rows element by element
+  std::optional<target::RowStage> stage;
+  if (s.looped && !opt.shape && aligned) stage = target::ChooseRowStage(rows, cols, DTypeSize(dt), kind == kAddRms ? 2 : 1, dev);
+  // A staged row gives way to the split where that holds the row and the stage's rows fill its blocks
+  // unevenly (target::kRowStageMinWaveEfficiency), or the stage has no overlap on its SM (one block,
+  // one buffer: copy, then compute): the norms' split measured faster there (docs/BENCHMARKS.md).
+  if (stage && ((!stage->twin && stage->blocks_per_sm == 1) || stage->wave_efficiency < target::kRowStageMinWaveEfficiency) &&
+      target::ChooseRowSplit(rows, cols, DTypeSize(dt), dev, kind == kAddRms ? 8 : 4, true))
+    stage.reset();
+  if (s.looped && !opt.shape && aligned && !stage)
+    split = target::ChooseRowSplit(rows, cols, DTypeSize(dt), dev, kind == kAddRms ? 8 : 4, true);
+  if (access.shifted && s.looped && !split && !stage) {  // the looped kernel reads unaligned rows element by element
     access = target::ChooseRowAccess(cols, DTypeSize(dt), false);
     s = ChooseRowShape(rows, cols, 1, dev, lim);
   }
   const int vec = access.vec;
   const double eps = AttrFloat(n.attrs, "eps", kind == kLayer ? 1e-5 : 1e-6);
-  const std::string name = split ? fmt::format("lib:{}_{}_{}", op, DTypeName(dt), split->ToString())
-                                 : fmt::format("lib:{}_{}_{}{}", op, DTypeName(dt), s.ToString(), access.shifted ? "_sh" : "");
+  const std::string name = stage   ? fmt::format("lib:{}_{}_{}", op, DTypeName(dt), stage->ToString())
+                           : split ? fmt::format("lib:{}_{}_{}", op, DTypeName(dt), split->ToString())
+                                   : fmt::format("lib:{}_{}_{}{}", op, DTypeName(dt), s.ToString(), access.shifted ? "_sh" : "");
   const dim3 grid(GridFor((rows + s.rows_per_block - 1) / s.rows_per_block)), block(s.block());
 
   return DispatchFloat(dt, [&](auto tag) -> StatusOr<std::vector<cuda::KernelLaunch>> {
@@ -455,6 +548,20 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
     p.eps = static_cast<float>(eps);
     p.inv_cols = static_cast<float>(1.0 / static_cast<double>(cols));
     constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+    if (stage) {
+      p.stage_elems = static_cast<int>(target::RowStageWindowBytes(cols, DTypeSize(dt)) / DTypeSize(dt));
+      p.twin = stage->twin ? 1 : 0;
+      auto make_stage = [&](auto kernel) -> StatusOr<std::vector<cuda::KernelLaunch>> {
+        OPFUSE_RETURN_IF_ERROR(AllowSharedBytes(kernel, stage->smem_bytes, op));
+        return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(name, kernel, dim3(GridFor(stage->grid)), dim3(stage->threads),
+                                                                        static_cast<size_t>(stage->smem_bytes), p).Pdl()};
+      };
+      switch (kind) {
+        case kRms: return make_stage(NormStageKernel<T, kRms>);
+        case kAddRms: return make_stage(NormStageKernel<T, kAddRms>);
+        default: return make_stage(NormStageKernel<T, kLayer>);
+      }
+    }
     if (split) {
       p.chunk = static_cast<int>(split->chunk);
       // 8 blocks per row: the kernel with the cluster compiled in; fewer: the launch attribute

@@ -52,6 +52,8 @@ struct SoftmaxParams {
   int mask_cols;    // mask column stride: 1 (mask last dim S) or 0 (last dim 1)
   RowMap mmap;      // row of x -> element offset of the mask row
   int chunk;        // split rows: window elements per block of the cluster
+  int stage_elems;  // staged rows: elements of the window buffer
+  int twin;         // staged rows: double-buffered
 };
 
 // Loads N mask values for columns [c, c + N) of the row at `moff` (broadcast when mask_cols == 0).
@@ -277,6 +279,62 @@ __global__ void __cluster_dims__(target::kRowSplitBlocks, 1, 1) __launch_bounds_
   SoftmaxSplitRow<T, CAUSAL, N, VPT, target::kRowSplitBlocks>(p);
 }
 
+// Staged path (target::ChooseRowStage; many rows past the register path, no mask): persistent blocks
+// (fused_common.cuh, StagedRows) stage each row's aligned window in shared memory, double-buffered
+// where two fit, then run three passes over shared memory — the max, the sum of e = 2^(z - max), the
+// write of e * (1 / sum) (e recomputed: bit-identical to the sum's) — the split's math, the row read
+// from DRAM once. Each thread handles the same vectors in every pass.
+template <class T, bool CAUSAL>
+__global__ void __launch_bounds__(target::kRowStageMaxThreads) SoftmaxStageKernel(SoftmaxParams<T, T> p) {
+  PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
+  constexpr int N = 16 / static_cast<int>(sizeof(T));
+  __shared__ float smem[64];
+  const int tpb = blockDim.x, tid = threadIdx.x;
+  int phase = 0;
+  const T* src[1] = {p.x};
+  StagedRows<T, N, 1>(src, p.rows, p.cols, p.stage_elems, p.twin != 0, [&](int64_t r, int64_t base, int s, int nv, int b) {
+    const T* xs = StagedWindow<T>(b, p.stage_elems);
+    const int lv = LastVisible<CAUSAL>(p, r);
+    // f(v, edge) for this thread's vectors; `edge` (compile-time) for the row's first and last, whose
+    // columns outside the row read as -inf — the others take no column guard
+    auto vectors = [&](auto&& f) {
+      for (int v = tid; v < nv; v += tpb) {
+        if (v == 0 || v == nv - 1) f(v, std::true_type{});
+        else f(v, std::false_type{});
+      }
+    };
+    auto zval = [&](const Pack<T, N>& xv, int v, int j, auto edge) -> float {
+      const int c = v * N - s + j;
+      if (decltype(edge)::value && (c < 0 || c >= p.cols)) return NegInf();  // outside the row
+      return Z<CAUSAL>(p, xv.get(j), 0.0f, c, lv);
+    };
+    float mx = NegInf();
+    vectors([&](int v, auto edge) {
+      const Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
+#pragma unroll
+      for (int j = 0; j < N; ++j) mx = fmaxf(mx, zval(xv, v, j, edge));
+    });
+    mx = RowReduce<MaxOp>(mx, tpb, smem, phase);
+    const bool dead = mx == NegInf();  // every key masked: zeros
+    float sum = 0.0f;
+    if (!dead)
+      vectors([&](int v, auto edge) {
+        const Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
+#pragma unroll
+        for (int j = 0; j < N; ++j) sum += Exp2(zval(xv, v, j, edge) - mx);
+      });
+    sum = RowReduce<SumOp>(sum, tpb, smem, phase);
+    const float inv = dead ? 0.0f : __frcp_rn(sum);
+    vectors([&](int v, auto edge) {
+      const Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
+      float o[N];
+#pragma unroll
+      for (int j = 0; j < N; ++j) o[j] = dead ? 0.0f : Exp2(zval(xv, v, j, edge) - mx) * inv;
+      StoreRowPack<T, N, decltype(edge)::value>(p.y + base, v * N - s, p.cols, MakePack<T, N>(o));
+    });
+  });
+}
+
 // Looped path: online (max, sum) in one read of the row, then a write pass.
 template <class T, class M, bool HAS_MASK, bool CAUSAL, int N>
 __global__ void __launch_bounds__(1024) SoftmaxLoopKernel(SoftmaxParams<T, M> p) {
@@ -465,12 +523,19 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanSoftmaxEx(const Node& n, const std
   }
   // Rows past the register path, no mask, 16-byte aligned bases, sm_90: split over a cluster
   // (target::ChooseRowSplit).
+  // With a row per SM or more, staged rows where the window fits shared memory (target::ChooseRowStage).
   std::optional<target::RowSplit> split;
+  std::optional<target::RowStage> stage;
+  if (s.looped && !opt.shape && !mask && aligned) stage = target::ChooseRowStage(rows, cols, DTypeSize(dt), 1, dev);
+  // the split where it is taken and the stage's rows fill its blocks unevenly (target::kRowStageMinWaveEfficiency)
+  if (stage && stage->wave_efficiency < target::kRowStageMinWaveEfficiency &&
+      target::ChooseRowSplit(rows, cols, DTypeSize(dt), dev, 4 + 16 / static_cast<int>(DTypeSize(dt)), !access.shifted))
+    stage.reset();
   // x's 16-byte packs (4 registers a vector) and the kept f32 exponentials (one register an element);
   // with every SM busy only over aligned rows (target::UseRowSplit)
-  if (s.looped && !opt.shape && !mask && aligned)
+  if (s.looped && !opt.shape && !mask && aligned && !stage)
     split = target::ChooseRowSplit(rows, cols, DTypeSize(dt), dev, 4 + 16 / static_cast<int>(DTypeSize(dt)), !access.shifted);
-  if (access.shifted && s.looped) {  // the looped kernel reads unaligned rows element by element
+  if (access.shifted && s.looped && !stage) {  // the looped kernel reads unaligned rows element by element
     access = target::ChooseRowAccess(cols, DTypeSize(dt), false);
     s = ChooseRowShape(rows, cols, 1, dev, lim);
   }
@@ -496,6 +561,20 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanSoftmaxEx(const Node& n, const std
       p.mask_cols = mask_cols;
       p.mmap = mmap;
     };
+    if (!mask && stage) {
+      SoftmaxParams<T, T> p{};
+      fill(p);
+      p.mask = nullptr;
+      p.stage_elems = static_cast<int>(target::RowStageWindowBytes(cols, DTypeSize(dt)) / DTypeSize(dt));
+      p.twin = stage->twin ? 1 : 0;
+      const std::string sname = fmt::format("lib:softmax_{}{}_{}", DTypeName(dt), causal ? "_causal" : "", stage->ToString());
+      auto make_stage = [&](auto kernel) -> StatusOr<std::vector<cuda::KernelLaunch>> {
+        OPFUSE_RETURN_IF_ERROR(AllowSharedBytes(kernel, stage->smem_bytes, op));
+        return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(sname, kernel, dim3(GridFor(stage->grid)), dim3(stage->threads),
+                                                                        static_cast<size_t>(stage->smem_bytes), p).Pdl()};
+      };
+      return causal ? make_stage(SoftmaxStageKernel<T, true>) : make_stage(SoftmaxStageKernel<T, false>);
+    }
     if (!mask && split) {
       SoftmaxParams<T, T> p{};
       fill(p);

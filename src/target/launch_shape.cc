@@ -186,6 +186,41 @@ std::optional<RowSplit> ChooseRowSplit(int64_t rows, int64_t cols, int elem_byte
   return RowSplitFor(*plan, rows, dev.sm_count);
 }
 
+std::string RowStage::ToString() const { return fmt::format("stage{}_t{}_b{}", twin ? "2" : "", threads, blocks_per_sm); }
+
+int64_t RowStageWindowBytes(int64_t cols, int elem_bytes) {
+  if (cols <= 0 || elem_bytes <= 0 || elem_bytes >= 16 || 16 % elem_bytes != 0) return 0;
+  const int vec = 16 / elem_bytes;
+  return CeilDiv(cols + vec - 1, vec) * 16;
+}
+
+std::optional<RowStage> RowStageFor(int64_t rows, int64_t stage_bytes, int64_t row_vectors, const DeviceInfo& dev) {
+  if (stage_bytes <= 0 || row_vectors <= 0) return std::nullopt;
+  if (dev.major < 8 || rows < std::max(dev.sm_count, 1)) return std::nullopt;
+  if (stage_bytes + kRowStageStaticBytes > dev.max_shared_mem_per_block_optin) return std::nullopt;
+  RowStage st;
+  st.buffer_bytes = stage_bytes;
+  st.twin = 2 * stage_bytes + kRowStageStaticBytes <= dev.max_shared_mem_per_block_optin;
+  st.smem_bytes = st.twin ? 2 * stage_bytes : stage_bytes;
+  const int64_t per_sm = dev.shared_mem_per_sm > 0 ? dev.shared_mem_per_sm : dev.max_shared_mem_per_block_optin;
+  st.blocks_per_sm = static_cast<int>(per_sm / (st.smem_bytes + kRowStageStaticBytes));
+  if (st.blocks_per_sm < 1) return std::nullopt;
+  const int sm_threads = dev.max_threads_per_sm > 0 ? dev.max_threads_per_sm : 2048;
+  const int64_t top = std::clamp<int64_t>(sm_threads / st.blocks_per_sm / 32 * 32, kRowStageMinThreads, kRowStageMaxThreads);
+  st.threads = static_cast<int>(std::clamp<int64_t>(CeilDiv(CeilDiv(row_vectors, kRowStageVectorsPerThread), 32) * 32,
+                                                    kRowStageMinThreads, top));
+  const int64_t slots = int64_t{st.blocks_per_sm} * std::max(dev.sm_count, 1);
+  st.grid = std::min<int64_t>(rows, slots);
+  st.wave_efficiency = static_cast<double>(rows) / static_cast<double>(CeilDiv(rows, slots) * slots);
+  return st;
+}
+
+std::optional<RowStage> ChooseRowStage(int64_t rows, int64_t cols, int elem_bytes, int inputs, const DeviceInfo& dev) {
+  const int64_t window = RowStageWindowBytes(cols, elem_bytes);
+  if (window == 0 || inputs < 1) return std::nullopt;
+  return RowStageFor(rows, window * inputs, window / 16, dev);
+}
+
 const char* ReductionFormName(ReductionForm f) {
   switch (f) {
     case ReductionForm::kWarpRow: return "warprow";

@@ -9,7 +9,8 @@
 // every pointer allow it, else 1 element) at columns (it * threads_per_row + t) * vec, so the whole
 // row sits in registers, every load is issued before the first use, and reductions are warp shuffles
 // plus (groups wider than a warp) one shared-memory exchange. Rows wider than the register path (more
-// than kMaxRegisterCols columns, or more vectors than fit) take the *looped* path: the same group
+// than kMaxRegisterCols columns, or more vectors than fit) are *staged* in shared memory or *split*
+// over a cluster where those rules take them (below), else take the *looped* path: the same group
 // layout streaming over the row, re-reading it from L2.
 //
 // ChooseRowShape picks, from the row count and the device's SM count:
@@ -155,6 +156,55 @@ bool UseRowSplit(int64_t rows, const DeviceInfo& dev, bool many_rows);
 // PlanRowSplit finds none.
 std::optional<RowSplit> ChooseRowSplit(int64_t rows, int64_t cols, int elem_bytes, const DeviceInfo& dev, int words_per_vec,
                                        bool many_rows);
+
+// Rows past the register path with every SM busy take a *staged* row where it fits: a block copies
+// the row's aligned 16-byte window of every input it re-reads (x; add_rms_norm's residual too) into
+// shared memory with asynchronous copies, all in flight at once, then reduces and writes from there —
+// the row read from DRAM once and written once, the bytes in flight bounded by shared memory instead
+// of registers. The split's few threads per SM (one register-heavy block) and the looped path's L2
+// re-reads both left many wide rows at a third to a half of the copy bandwidth. Blocks are
+// persistent (a grid of blocks_per_sm x SMs, rows strided over it) and *double-buffered* where two
+// sets of windows fit a block: the next row's copies are in flight while the current row is reduced
+// and written, so an SM always has a row arriving (single-buffered blocks on an SM ran their copy and
+// compute phases in lockstep, leaving the memory idle while they computed). Taken (RowStageFor) from
+// one row per SM up, sm_80+ (cp.async), 16-byte aligned bases, when one set of windows fits a
+// block's opt-in shared memory; fewer rows keep the split (a row spread over several SMs).
+// Threads: the SM's resident threads shared out over its blocks (blocks_per_sm x threads = the SM's
+// maximum, at most kRowStageMaxThreads a block), fewer where the row has fewer than
+// kRowStageVectorsPerThread 16-byte vectors a thread: the passes over shared memory are latency-bound
+// chains per thread, so the warps an SM holds set their speed (persistent 512-thread blocks, one an SM,
+// computed slower than they copied).
+inline constexpr int kRowStageMaxThreads = 1024;  // launch bound of the staged kernels
+inline constexpr int kRowStageMinThreads = 128;
+inline constexpr int kRowStageVectorsPerThread = 2;
+// per block beside the staged windows: a staged kernel's static shared memory and the 1 KiB the driver
+// reserves per block, at most
+inline constexpr int64_t kRowStageStaticBytes = 2048;
+struct RowStage {
+  int threads = 0;
+  int64_t buffer_bytes = 0;  // one set of staged windows
+  bool twin = false;         // two sets (double-buffered)
+  int64_t smem_bytes = 0;    // dynamic shared memory of a block: buffer_bytes, twice when twin
+  int blocks_per_sm = 0;     // resident blocks the shared memory allows
+  int64_t grid = 0;          // persistent blocks: min(rows, blocks_per_sm x SMs)
+  double wave_efficiency = 0;  // rows / (waves x blocks_per_sm x SMs): how evenly the rows fill the blocks
+  std::string ToString() const;  // "stage2_t512_b1" (twin) / "stage_t512_b1"
+};
+// A staged launch whose rows fill its persistent blocks less evenly than this gives way to the split
+// where the kernel has one (library and JIT alike): with one or two rows per block the last partial
+// wave leaves SMs idle, where the split spreads each row over several SMs (library norms and softmax
+// at 150-300 rows of 20000-33333 columns measured slower staged; docs/BENCHMARKS.md).
+inline constexpr double kRowStageMinWaveEfficiency = 0.9;
+// Bytes of the aligned window of the worst-placed row of `cols` elements of `elem_bytes` bytes (16-byte
+// vectors over cols + 16 / elem_bytes - 1 elements); 0 where elem_bytes does not divide 16.
+int64_t RowStageWindowBytes(int64_t cols, int elem_bytes);
+// The staged launch for `rows` rows whose staged windows take `stage_bytes` together, the widest
+// `row_vectors` 16-byte vectors (the copies and the reads a block shares out), on `dev`; nullopt where
+// it is not taken (too few rows, pre-sm_80, no fit). One rule for the library kernels and the JIT's
+// stage function (jit/cuda_launcher).
+std::optional<RowStage> RowStageFor(int64_t rows, int64_t stage_bytes, int64_t row_vectors, const DeviceInfo& dev);
+// The library kernels' case: `inputs` staged row tensors of `cols` elements of `elem_bytes` bytes.
+std::optional<RowStage> ChooseRowStage(int64_t rows, int64_t cols, int elem_bytes, int inputs, const DeviceInfo& dev);
 
 // ------------------------------------------------------------------ reductions over the last axis
 enum class ReductionForm {

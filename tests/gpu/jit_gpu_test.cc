@@ -327,5 +327,47 @@ TEST_F(JitGpuCases, RandomSweepMatchesCpu) {
 #endif
 }
 
+// Staged rows on the JIT: a row per SM or more past the register path, aligned — the stage function
+// (every full-shape input's row window in shared memory; target::RowStageFor; odd widths have no split
+// function at many rows, so the stage is taken even where its rows fill the blocks unevenly), odd and even widths,
+// a generic reduction, a generic softmax, rms_norm with a weight, add_rms_norm (two staged inputs).
+TEST_F(JitGpuCases, StagedRowsMatchCpu) {
+#ifdef OPFUSE_WITH_CUDA
+  int sms = 0, dev = 0, major = 0;
+  Check(cudaGetDevice(&dev));
+  Check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  Check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  const std::string lse = "m = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\nl = log(s)\ny = add(l, m)\noutput y\n";
+  const std::string sm = "m = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\ny = div(e, s)\noutput y\n";
+  struct Case {
+    const char* dt;
+    int64_t extra_rows, cols;
+    std::string params, body;
+  };
+  const Case cases[] = {
+      {"bf16", 8, 16411, "", lse},
+      {"f32", 1, 20001, "", sm},
+      {"bf16", 18, 25101, "param w: bf16[25101]\n", "y = rms_norm(x, w)\noutput y\n"},
+      {"f16", 68, 9001, "", sm},
+      {"bf16", -1, 16400, "", lse},  // 16-byte vectors: the split is taken too, so rows that fill the blocks (3 an SM)
+      {"bf16", 3, 12347, "input r: bf16[{R}, 12347]\nparam w: bf16[12347]\n", "y, h = add_rms_norm(x, r, w)\noutput y, h\n"},
+  };
+  int staged = 0;
+  for (const Case& c : cases) {
+    const int64_t rows = c.extra_rows < 0 ? 3 * sms : sms + c.extra_rows;
+    std::string params = c.params;
+    if (auto at = params.find("{R}"); at != std::string::npos) params.replace(at, 3, std::to_string(rows));
+    const std::string name = fmt::format("staged_{}x{}_{}", rows, c.cols, c.dt);
+    const std::string text = fmt::format("graph g\ninput x: {}[{}, {}]\n{}{}", c.dt, rows, c.cols, params, c.body);
+    SCOPED_TRACE(name);
+    std::string fn;
+    RunCase(JitCase{name.c_str(), text.c_str(), {}}, true, &fn);
+    if (HasFatalFailure()) return;
+    staged += fn.size() > 6 && fn.compare(fn.size() - 6, 6, "_stage") == 0;
+  }
+  if (major >= 8) EXPECT_EQ(staged, 6) << "every case should run the stage function";
+#endif
+}
+
 }  // namespace
 }  // namespace opfuse

@@ -420,14 +420,23 @@ FusedCase NormCase(OpKind op, DType dt, int64_t rows, int64_t cols, bool weight 
   return c;
 }
 
-// The name part a split-row plan carries ("cluster<blocks>_", target::ChooseRowSplit with the
-// kernel's held registers per vector: norms 4 per input, softmax 4 plus its kept f32 values), or
-// "_looped" where the row is too wide for a cluster or the rule keeps the looped path.
+// The name part a plan past the register path carries: "stage[2]_t<threads>" for staged rows
+// (target::ChooseRowStage: x, and add_rms_norm's residual, staged), "cluster<blocks>_" for split rows
+// (target::ChooseRowSplit with the kernel's held registers per vector: norms 4 per input, softmax 4
+// plus its kept f32 values), or "_looped" where neither is taken.
 std::string SplitExpect(OpKind op, DType dt, int64_t rows, int64_t cols) {
   const int words = op == OpKind::kSoftmax ? 4 + 16 / DTypeSize(dt) : op == OpKind::kAddRmsNorm ? 8 : 4;
   // the softmax splits with every SM busy only over aligned rows (target::UseRowSplit)
   const bool many_rows = op != OpKind::kSoftmax || (cols * DTypeSize(dt)) % 16 == 0;
   auto sp = target::ChooseRowSplit(rows, cols, DTypeSize(dt), FakeH200(), words, many_rows);
+  if (auto st = target::ChooseRowStage(rows, cols, DTypeSize(dt), op == OpKind::kAddRmsNorm ? 2 : 1, FakeH200())) {
+    // the split over a staged row whose rows fill its blocks unevenly, and for the norms over one with
+    // no overlap on its SM (norm.cu, softmax.cu)
+    const bool gives_way = st->wave_efficiency < target::kRowStageMinWaveEfficiency ||
+                           (op != OpKind::kSoftmax && !st->twin && st->blocks_per_sm == 1);
+    if (!(gives_way && sp))
+      return fmt::format("stage{}_t{}_", st->twin ? "2" : "", st->threads);
+  }
   return sp ? fmt::format("cluster{}_", sp->blocks) : "_looped";
 }
 
@@ -483,6 +492,20 @@ std::vector<FusedCase> NormCases() {
         c.name += "_split";
         v.push_back(c);
       }
+  // Many rows past the register path: staged rows (target::ChooseRowStage) where the window fits
+  // shared memory — aligned and odd widths, one to several blocks per SM —, else split or looped
+  // (f32 beyond ~58000 columns; add_rms_norm stages two rows).
+  for (OpKind op : {OpKind::kRmsNorm, OpKind::kAddRmsNorm, OpKind::kLayerNorm})
+    for (DType dt : kDtypes)
+      for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{133, 16385}, {200, 25101}, {300, 47059}, {140, 65778}, {401, 20011}}) {
+        FusedCase c = NormCase(op, dt, rows, cols);
+        c.expect = SplitExpect(op, dt, rows, cols);
+        c.name += "_staged";
+        v.push_back(c);
+      }
+  v.push_back(NormCase(OpKind::kRmsNorm, DType::kBF16, 150, 33333, false));      // staged, no weight
+  v.push_back(NormCase(OpKind::kLayerNorm, DType::kF16, 150, 33333, true, false));  // staged, no bias
+  v.push_back(NormCase(OpKind::kLayerNorm, DType::kBF16, 150, 33334, false));  // staged, neither
   v.push_back(NormCase(OpKind::kRmsNorm, DType::kBF16, 3, 32000, false));      // split, no weight
   v.push_back(NormCase(OpKind::kLayerNorm, DType::kF16, 3, 32001, true, false));  // split, shifted, no bias
   v.push_back(NormCase(OpKind::kRmsNorm, DType::kBF16, 9, 4999, false));      // shifted, no weight
@@ -526,6 +549,14 @@ std::vector<FusedCase> InplaceCases() {
         c.name += "_inplace";
         v.push_back(c);
       }
+  // staged rows (the residual staged before the sum is stored over it), and past two staged buffers the split
+  for (int64_t cols : {25101, 40000}) {
+    FusedCase c = NormCase(OpKind::kAddRmsNorm, DType::kBF16, 300, cols);
+    c.inplace = true;
+    c.expect = SplitExpect(OpKind::kAddRmsNorm, DType::kBF16, 300, cols);
+    c.name += "_inplace";
+    v.push_back(c);
+  }
   FusedCase c = NormCase(OpKind::kAddRmsNorm, DType::kBF16, 4096, 2048);
   c.inplace = true;
   c.name += "_inplace";
@@ -622,6 +653,24 @@ std::vector<FusedCase> SoftmaxCases() {
       c.name += "_split_many";
       v.push_back(c);
     }
+  // Many rows past the register path, no mask: staged rows where the window fits shared memory
+  // (odd widths; causal), else split or looped.
+  for (DType dt : kDtypes) {
+    for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{133, 16385}, {200, 25101}, {300, 47059}, {140, 65778}, {401, 20011}}) {
+      FusedCase c = SoftmaxCase(dt, {rows, cols}, std::nullopt, rows % 2 ? 0.125 : 1.0);
+      c.expect = SplitExpect(OpKind::kSoftmax, dt, rows, cols);
+      c.name += "_staged";
+      v.push_back(c);
+    }
+    FusedCase c = SoftmaxCase(dt, {2, 150, 33333}, std::nullopt, 0.125, true);
+    c.expect = "stage";
+    c.name += "_staged";
+    v.push_back(c);
+    c = SoftmaxCase(dt, {2, 150, 16390}, std::nullopt, 1.0, true);
+    c.expect = "stage";
+    c.name += "_staged";
+    v.push_back(c);
+  }
   // -inf mask entries, the first mask row fully masked (those rows -> zeros).
   for (DType dt : kDtypes)
     for (int64_t s : {64, 2048, 20000}) {

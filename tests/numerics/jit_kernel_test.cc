@@ -650,5 +650,79 @@ TEST(JitKernel, SplitFunctionForRowsPastTheRegisterPath) {
   EXPECT_TRUE(e->split_function.empty());
 }
 
+// Rows past the register path at a static width, aligned, on a target with asynchronous copies: a
+// stage function beside the looped one, its windows (target::RowStageWindowBytes of every full-shape
+// input, the per-column weight not staged) at static offsets, one asynchronous copy loop per staged
+// input, the passes reading the staged inputs from shared memory, the PDL prologue. None unaligned,
+// without EmitOptions::stage, or for a symbolic width. It compiles for sm_90 and sm_80.
+TEST(JitKernel, StageFunctionForRowsPastTheRegisterPath) {
+  struct Case {
+    const char* graph;
+    std::vector<int> staged_sizes;  // element bytes of each staged input
+    int64_t cols;
+  };
+  const Case cases[] = {
+      {"graph g\ninput x: bf16[T, 25101]\nm = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\nl = log(s)\ny = add(l, m)\noutput y\n",
+       {2}, 25101},
+      {"graph g\ninput x: f32[T, 20001]\nm = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\ny = div(e, s)\noutput y\n", {4}, 20001},
+      {"graph g\ninput x: bf16[T, 47059]\ninput r: bf16[T, 47059]\nparam w: bf16[47059]\ny, s = add_rms_norm(x, r, w)\noutput y, s\n",
+       {2, 2}, 47059},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.graph);
+    auto g = ParseGraph(c.graph);
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    auto k = testing_cases::WholeGraphKernel(*g);
+    ASSERT_TRUE(k.ok()) << k.status().message();
+    codegen::EmitOptions o;
+    auto plain = codegen::EmitCuda(*k, o);
+    ASSERT_TRUE(plain.ok()) << plain.status().message();
+    EXPECT_TRUE(plain->stage_function.empty());
+    o.stage = true;
+    o.aligned = false;
+    auto unaligned = codegen::EmitCuda(*k, o);
+    ASSERT_TRUE(unaligned.ok()) << unaligned.status().message();
+    EXPECT_TRUE(unaligned->stage_function.empty());
+    o.aligned = true;
+    auto e = codegen::EmitCuda(*k, o);
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    ASSERT_FALSE(e->row_in_registers);
+    ASSERT_EQ(e->stage_function, e->function + "_stage");
+    int64_t bytes = 0, widest = 0;
+    for (int size : c.staged_sizes) {
+      bytes += target::RowStageWindowBytes(c.cols, size);
+      widest = std::max(widest, target::RowStageWindowBytes(c.cols, size) / 16);
+    }
+    EXPECT_EQ(e->stage_bytes, bytes);
+    EXPECT_EQ(e->stage_vectors, widest);
+    const std::string stage = e->source.substr(e->source.find(e->stage_function + "("));
+    EXPECT_NE(e->source.find(fmt::format("__launch_bounds__({}) {}(", target::kRowStageMaxThreads, e->stage_function)),
+              std::string::npos);
+    EXPECT_EQ(Count(stage, "fz::cp_async16("), c.staged_sizes.size()) << stage;
+    EXPECT_NE(stage.find("fz::cp_async_wait<0>();"), std::string::npos);
+    EXPECT_NE(stage.find("fz_load<"), std::string::npos);
+    EXPECT_EQ(stage.find("fz_load<" + std::to_string(e->vec) + ">(in0"), std::string::npos) << "x read from global memory: " << stage;
+    // window mode: the staged windows' 16-byte vectors (odd widths too), the weight column-guarded
+    EXPECT_NE(stage.find(fmt::format("fz_load<{}>(xs0, sh0 + (c0)", 16 / c.staged_sizes[0])), std::string::npos) << stage;
+    if (c.staged_sizes.size() == 2) EXPECT_NE(stage.find("fz_load_cols<8>(in2, c0, c0, C,"), std::string::npos) << stage;
+    EXPECT_NE(stage.find("fz::pdl_enter();"), std::string::npos);
+    EXPECT_TRUE(e->PdlIn(e->stage_function));
+    if (jit::NvrtcAvailable())
+      for (const char* arch : {"sm_90", "sm_80"}) {
+        auto cu = jit::CompileCuda(e->source, e->function, arch);
+        ASSERT_TRUE(cu.ok()) << arch << ": " << cu.status().message();
+      }
+  }
+  auto g = ParseGraph("graph g\ninput x: bf16[T, S]\nm = max(x)\ny = sub(x, m)\noutput y\n");
+  ASSERT_TRUE(g.ok());
+  auto k = testing_cases::WholeGraphKernel(*g);
+  ASSERT_TRUE(k.ok());
+  codegen::EmitOptions o;
+  o.stage = true;
+  auto e = codegen::EmitCuda(*k, o);
+  ASSERT_TRUE(e.ok());
+  EXPECT_TRUE(e->stage_function.empty());
+}
+
 }  // namespace
 }  // namespace opfuse

@@ -198,145 +198,81 @@ TEST(LaunchShape, RowSplitCoversTheWindowInAClusterOf8) {
   }
 }
 
-// The rule under the library's split and the JIT's: narrow vectors (odd widths, 1 element) hold more
-// of them per thread, within the data-register budget; then the fewest blocks per row that hold it.
-TEST(LaunchShape, PlanRowSplitKeepsBytesInFlightAndTheRegisterBudget) {
-  // logsumexp bf16 x 169249 (odd): 1-element vectors, one 16-bit input (one register per vector)
-  auto p = target::PlanRowSplit(169249, 1, 2, 1, 64);
-  ASSERT_TRUE(p.has_value());
-  EXPECT_EQ(p->vpt, 64);  // 8 blocks: 21157 elements a block, 331 threads at 64
-  EXPECT_EQ(p->min_blocks, 8);
-  auto r = target::RowSplitFor(*p, 1, 132);
-  EXPECT_EQ(r.blocks, 8);
-  EXPECT_EQ(r.threads, 352);
-  r = target::RowSplitFor(*p, 1000, 132);
-  EXPECT_EQ(r.blocks, 8);  // never fewer than the plan's minimum
-  // at least 32 bytes in flight per thread: 8 one-element f32 vectors, even where fewer would fit
-  p = target::PlanRowSplit(3000, 1, 4, 1, 64);
-  ASSERT_TRUE(p.has_value());
-  EXPECT_EQ(p->vpt, 8);
-  EXPECT_EQ(p->min_blocks, 1);  // 375 threads
-  EXPECT_EQ(target::RowSplitFor(*p, 200, 132).blocks, 1);
-  EXPECT_EQ(target::RowSplitFor(*p, 20, 132).blocks, 8);  // 20 x 8 = 160 >= 132
-  EXPECT_EQ(target::RowSplitFor(*p, 20, 132).threads, 64);  // 375 vectors a block over 8 -> 47 -> 64
-  EXPECT_EQ(target::RowSplitFor(*p, 40, 132).blocks, 4);
-  // two inputs held (8 words per 16-byte vector): at most 8 vectors
-  EXPECT_FALSE(target::PlanRowSplit(int64_t{8} * 512 * 8 * 8 + 8, 8, 16, 8, 64).has_value());
-  EXPECT_TRUE(target::PlanRowSplit(int64_t{8} * 512 * 8 * 8, 8, 16, 8, 64).has_value());
-  // within the register budget: at most 96 words of one-element vectors (a power of two: 64)
-  EXPECT_FALSE(target::PlanRowSplit(int64_t{8} * 512 * 64 + 1, 1, 2, 1, 64).has_value());
-  EXPECT_EQ(target::PlanRowSplit(100000, 1, 2, 3, 64)->vpt, 32);  // 96 / 3 words: 32
+// Staged rows: taken from one row per SM up where the window of every staged input fits one block's
+// opt-in shared memory; the block's threads copy about kRowStageVectorsPerThread vectors each.
+TEST(LaunchShape, RowStage) {
+  const auto h200 = FakeH200();
+  auto st = target::ChooseRowStage(2730, 49152, 2, 1, h200);  // 6145 vectors of 16 bytes: 96 KiB, twice
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->buffer_bytes, 6145 * 16);  // the worst-placed row's window: cols + 7 elements
+  EXPECT_TRUE(st->twin);
+  EXPECT_EQ(st->smem_bytes, 2 * 6145 * 16);
+  EXPECT_EQ(st->blocks_per_sm, 1);
+  EXPECT_EQ(st->threads, 1024);  // the SM's 2048 threads over one block, at most 1024
+  EXPECT_EQ(st->grid, 132);
+  EXPECT_DOUBLE_EQ(st->wave_efficiency, 2730.0 / (21 * 132));  // 21 waves of 132 blocks
+  EXPECT_EQ(st->ToString(), "stage2_t1024_b1");
+  st = target::ChooseRowStage(2730, 65778, 2, 1, h200);  // 128 KiB: one set, one block an SM
+  ASSERT_TRUE(st.has_value());
+  EXPECT_FALSE(st->twin);
+  EXPECT_EQ(st->blocks_per_sm, 1);
+  EXPECT_EQ(st->ToString(), "stage_t1024_b1");
+  st = target::ChooseRowStage(200, 20000, 2, 2, h200);  // add_rms_norm: x and the residual, 2 x 2 x 39 KiB
+  ASSERT_TRUE(st.has_value());
+  EXPECT_TRUE(st->twin);
+  EXPECT_EQ(st->blocks_per_sm, 1);
+  EXPECT_EQ(st->grid, 132);
+  st = target::ChooseRowStage(5000, 16500, 4, 1, h200);  // f32: 2 x 64.5 KiB, one block
+  ASSERT_TRUE(st.has_value());
+  EXPECT_TRUE(st->twin);
+  st = target::ChooseRowStage(5000, 16500, 2, 1, h200);  // bf16: 2 x 32 KiB, three blocks
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->blocks_per_sm, 3);
+  EXPECT_EQ(st->threads, 672);  // 2048 / 3 in whole warps
+  EXPECT_EQ(st->grid, 396);
+  EXPECT_FALSE(target::ChooseRowStage(2730, 65536, 4, 1, h200).has_value());  // f32: 256 KiB
+  EXPECT_FALSE(target::ChooseRowStage(131, 49152, 2, 1, h200).has_value());   // fewer rows than SMs: the split's
+  EXPECT_TRUE(target::ChooseRowStage(132, 49152, 2, 1, h200).has_value());
+  EXPECT_FALSE(target::ChooseRowStage(5000, 49152, 2, 1, FakeDevice(132, 7)).has_value());  // no cp.async before sm_80
+  EXPECT_TRUE(target::ChooseRowStage(5000, 49152, 2, 1, FakeDevice(132, 8)).has_value());
+  EXPECT_FALSE(target::ChooseRowStage(5000, 49152, 3, 1, h200).has_value());
+  const int64_t optin = h200.max_shared_mem_per_block_optin, per_sm = h200.shared_mem_per_sm;
   std::mt19937_64 rng(11);
   for (int i = 0; i < 5000; ++i) {
     const int64_t cols = 1 + static_cast<int64_t>(rng() % 300000);
-    const int vec = 1 << (rng() % 4), esize = 1 << (1 + rng() % 2), words = 1 + static_cast<int>(rng() % 4);
-    auto q = target::PlanRowSplit(cols, vec, vec * esize, words, 64);
-    if (!q) continue;
-    ASSERT_LE(q->vpt * words, target::kRowSplitMaxWords);
-    for (int64_t rows : {int64_t{1}, int64_t{7}, int64_t{64}, int64_t{5000}}) {
-      const auto s = target::RowSplitFor(*q, rows, 132);
-      ASSERT_GE(s.blocks, q->min_blocks);
-      ASSERT_EQ(s.chunk % vec, 0);
-      ASSERT_GE(s.chunk * s.blocks, cols);
-      ASSERT_GE(int64_t{s.threads} * s.vpt * s.vec, s.chunk);
-      ASSERT_LE(s.threads, target::kRowSplitMaxThreads);
-      ASSERT_EQ(s.threads % 32, 0);
-    }
-  }
-}
-
-TEST(LaunchShape, ReductionForms) {
-  const auto dev = FakeH200();
-  auto form = [&](int64_t rows, int64_t cols, int vec) { return ChooseReduction(rows, cols, vec, dev).form; };
-  EXPECT_EQ(form(16384, 2048, 8), ReductionForm::kWarpRow);   // many rows: a warp each
-  EXPECT_EQ(form(513, 77, 1), ReductionForm::kWarpRow);       // narrow rows
-  EXPECT_EQ(form(1, 32000, 4), ReductionForm::kClusterRow);   // one vocabulary row: 8 blocks
-  EXPECT_EQ(form(16, 32000, 8), ReductionForm::kClusterRow);  // 16 x 8 = 128 <= 132 SMs
-  EXPECT_EQ(form(17, 32000, 8), ReductionForm::kBlockRow);    // 17 x 8 > 132
-  EXPECT_EQ(form(1, 4095, 1), ReductionForm::kBlockRow);      // below 4096 columns
-  EXPECT_EQ(ChooseReduction(1, 32000, 4, FakeDevice(132, 8)).form, ReductionForm::kBlockRow);  // no clusters before sm_90
-  // Sizes: warp rows 8 per 256-thread block up to a wave of 8 blocks per SM; a block row ~8 vectors a thread.
-  auto s = ChooseReduction(16384, 2048, 8, dev);
-  EXPECT_EQ(s.block, 256);
-  EXPECT_EQ(s.grid, 132 * 8);
-  s = ChooseReduction(40, 2048, 8, dev);
-  EXPECT_EQ(s.form, ReductionForm::kBlockRow);
-  EXPECT_EQ(s.grid, 40);
-  EXPECT_EQ(s.block, 64);  // 256 vectors / 8 = 32 threads, at least 64
-  s = ChooseReduction(40, 131072, 8, dev);
-  EXPECT_EQ(s.block, 1024);
-  s = ChooseReduction(3, 65536, 8, dev);
-  EXPECT_EQ(s.form, ReductionForm::kClusterRow);
-  EXPECT_EQ(s.grid, 3 * target::kReductionClusterBlocks);
-  EXPECT_EQ(s.block, target::kReductionClusterThreads);
-  EXPECT_EQ(ChooseReduction(0, 2048, 8, dev).grid, 0);
-}
-
-TEST(LaunchShape, WaveGrid) {
-  EXPECT_EQ(target::WaveGrid(0, 8, 132), 0);
-  EXPECT_EQ(target::WaveGrid(1, 8, 132), 1);
-  EXPECT_EQ(target::WaveGrid(17, 8, 132), 3);
-  EXPECT_EQ(target::WaveGrid(int64_t{1} << 40, 8, 132), 132 * 8);
-  EXPECT_EQ(target::WaveGrid(int64_t{1} << 40, 8, 132, 2), 264);
-  EXPECT_EQ(target::WaveGrid(100, 8, 0), 8);  // an unknown SM count counts as one SM
-}
-
-// Random shapes with a fixed seed, aligned and not, on three machine sizes: every chosen shape is
-// launchable and covers its row; reduction shapes are launchable and never ask for more blocks
-// than the rows need (block row) or the SMs hold (cluster row).
-TEST(LaunchShape, RandomShapesAreLaunchableAndCoverTheRow) {
-  std::mt19937_64 rng(20261126);
-  std::uniform_int_distribution<int> log_rows(0, 16), log_cols(0, 18);
-  const int esizes[] = {1, 2, 4, 8};
-  for (int sms : {16, 78, 132}) {
-    const DeviceInfo dev = FakeDevice(sms);
-    for (int i = 0; i < 3000; ++i) {
-      const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(rng() % (int64_t{1} << log_rows(rng))) + 1);
-      int64_t cols = static_cast<int64_t>(rng() % (int64_t{1} << log_cols(rng))) + 1;
-      if (i % 7 == 0) cols = 262144 - static_cast<int64_t>(rng() % 17);
-      const int esize = esizes[rng() % 4];
-      const bool aligned = rng() % 3 != 0;
-      const target::RowAccess access = target::ChooseRowAccess(cols, esize, aligned);
-      if (access.shifted) {  // the window's shape covers the window (or the row is looped, then 1-element)
-        const RowShape ws = ChooseRowShape(rows, access.window_cols, access.vec, dev);
-        ASSERT_TRUE(CheckRowShape(ws, access.window_cols).ok()) << ws.ToString();
-        ASSERT_EQ(access.window_cols, cols + access.vec - 1);
-        ASSERT_EQ(access.vec * esize, 16);
-      }
-      const int vec = target::RowVectorElems(cols, esize, aligned);
-      ASSERT_EQ(vec * esize <= 16, true);
-      ASSERT_EQ(cols % vec, 0) << cols << " " << vec;
-      for (OpKind op : {OpKind::kRmsNorm, OpKind::kAddRmsNorm, OpKind::kLayerNorm, OpKind::kSoftmax})
-        for (bool mask : {false, true}) {
-          if (mask && op != OpKind::kSoftmax) continue;
-          const RowLimits lim = target::RowFamilyLimits(op, mask);
-          const RowShape s = ChooseRowShape(rows, cols, vec, dev, lim);
-          ASSERT_TRUE(CheckRowShape(s, cols, lim).ok()) << rows << "x" << cols << " " << s.ToString() << ": "
-                                                        << CheckRowShape(s, cols, lim).message();
-          ASSERT_EQ(s.vec, vec);
-          ASSERT_LE(s.block(), 1024);
-          ASSERT_GE(s.block(), 1);
-          if (!s.looped) {
-            ASSERT_LE(cols, target::kMaxRegisterCols);
-            ASSERT_GE(int64_t{s.threads_per_row} * s.vectors_per_thread * s.vec, cols) << s.ToString();
-          } else {
-            ASSERT_EQ(s.rows_per_block, 1);
-          }
+    const int64_t rows = 1 + static_cast<int64_t>(rng() % 70000);
+    for (int esize : {2, 4})
+      for (int inputs : {1, 2}) {
+        auto r = target::ChooseRowStage(rows, cols, esize, inputs, h200);
+        const int64_t window_bytes = (cols + 16 / esize - 1 + 16 / esize - 1) / (16 / esize) * 16;
+        ASSERT_EQ(window_bytes, target::RowStageWindowBytes(cols, esize));
+        const int64_t bytes = window_bytes * inputs;
+        const bool fits = bytes + target::kRowStageStaticBytes <= optin;
+        ASSERT_EQ(r.has_value(), rows >= 132 && fits) << rows << " x " << cols;
+        if (!r) continue;
+        ASSERT_EQ(r->buffer_bytes, bytes);
+        ASSERT_EQ(r->twin, 2 * bytes + target::kRowStageStaticBytes <= optin);  // double-buffered wherever it fits
+        ASSERT_EQ(r->smem_bytes, r->twin ? 2 * bytes : bytes);
+        ASSERT_GE(r->blocks_per_sm, 1);
+        ASSERT_LE(r->blocks_per_sm * (r->smem_bytes + target::kRowStageStaticBytes), per_sm);
+        ASSERT_GT((r->blocks_per_sm + 1) * (r->smem_bytes + target::kRowStageStaticBytes), per_sm);
+        ASSERT_EQ(r->grid, std::min<int64_t>(rows, int64_t{132} * r->blocks_per_sm));
+        const int64_t slots = int64_t{132} * r->blocks_per_sm, waves = (rows + slots - 1) / slots;
+        ASSERT_GT(r->wave_efficiency, static_cast<double>(waves - 1) / waves - 1e-12);  // the last wave has at least a row
+        ASSERT_LE(r->wave_efficiency, 1.0);
+        ASSERT_EQ(r->wave_efficiency == 1.0, rows % slots == 0);
+        ASSERT_EQ(r->threads % 32, 0);
+        ASSERT_GE(r->threads, target::kRowStageMinThreads);
+        ASSERT_LE(r->threads, target::kRowStageMaxThreads);
+        const int top = std::max(target::kRowStageMinThreads, std::min(target::kRowStageMaxThreads, 2048 / r->blocks_per_sm / 32 * 32));
+        ASSERT_LE(r->threads, top);  // the SM's threads shared out over its blocks
+        // about kRowStageVectorsPerThread vectors a thread, unless at the thread bounds
+        const int64_t nv = window_bytes / 16;
+        if (r->threads > target::kRowStageMinThreads && r->threads < top) {
+          ASSERT_LE(nv, int64_t{r->threads} * target::kRowStageVectorsPerThread);
+          ASSERT_GT(nv, int64_t{r->threads - 32} * target::kRowStageVectorsPerThread);
         }
-      const auto r = ChooseReduction(rows, cols, vec, dev);
-      ASSERT_GT(r.grid, 0);
-      ASSERT_GE(r.block, 32);
-      ASSERT_LE(r.block, 1024);
-      ASSERT_EQ(r.block % 32, 0);
-      switch (r.form) {
-        case ReductionForm::kWarpRow: ASSERT_LE(r.grid, (rows + 7) / 8); break;
-        case ReductionForm::kBlockRow: ASSERT_LE(r.grid, rows); break;
-        case ReductionForm::kClusterRow:
-          ASSERT_LE(r.grid, sms);
-          ASSERT_EQ(r.grid, rows * target::kReductionClusterBlocks);
-          break;
       }
-    }
   }
 }
 

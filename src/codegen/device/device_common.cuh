@@ -146,6 +146,38 @@ __device__ __forceinline__ float cluster_reduce(float v, int tpb, float* smem, i
   return t;
 }
 
+// ---- asynchronous global -> shared copies (sm_80+): the staged row kernels bring a whole row into
+// shared memory with every 16-byte piece in flight at once. `dst` and `src` are 16-byte aligned;
+// src_bytes (0..16) bytes are read and the rest of the 16 zero-filled (0 reads nothing).
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  unsigned long long s;
+  asm("cvta.to.shared.u64 %0, %1;" : "=l"(s) : "l"(reinterpret_cast<unsigned long long>(p)));
+  return static_cast<unsigned>(s);
+}
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+// This launch's dynamic shared memory per block, in bytes.
+__device__ __forceinline__ unsigned dynamic_smem_bytes() {
+  unsigned n;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(n));
+  return n;
+}
+// Waits until at most N committed groups of this thread are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
 // ---- programmatic dependent launch (sm_90+). allow_next lets the next kernel on the stream be
 // scheduled once every block of this one has started (it promises nothing about memory); wait
 // returns once every earlier grid has completed and its memory is visible, so a kernel launched

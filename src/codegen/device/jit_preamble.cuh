@@ -62,6 +62,22 @@ template <int N, typename T> __device__ __forceinline__ void fz_store(T* __restr
     for (int k = 0; k < N; ++k) p[i + k] = fz_cvt<T>::from(v[k]);
   }
 }
+// The stage function's window vectors (columns c0 .. c0 + N - 1 of a row of C, c0 possibly
+// negative): per-column operands element by element where the column is inside the row (0 outside);
+// full-shape outputs as one aligned store where the vector is inside the row, else element by element.
+template <int N, typename T> __device__ __forceinline__ void fz_load_cols(const T* __restrict__ p, long long i, long long c0, long long C, float* out) {
+#pragma unroll
+  for (int k = 0; k < N; ++k) out[k] = c0 + k >= 0 && c0 + k < C ? fz_f32(p[i + k]) : 0.0f;
+}
+template <int N, typename T> __device__ __forceinline__ void fz_store_cols(T* __restrict__ p, long long i, long long c0, long long C, const float* v) {
+  if (c0 >= 0 && c0 + N <= C) {
+    fz_store<N>(p, i, v);
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < N; ++k)
+    if (c0 + k >= 0 && c0 + k < C) p[i + k] = fz_cvt<T>::from(v[k]);
+}
 // N consecutive elements of T kept as raw 32-bit words (a 16-byte pack is 4 registers whatever T
 // is) and widened to f32 on use: a row held in registers costs its storage size, not 4 bytes per
 // element. launder() hides the words from the optimiser between passes, so it re-converts instead

@@ -3,7 +3,8 @@
 // decode function with its block (decode_threads), more the prefill one (threads, ~128 per block);
 // ceil(rows / rows per block) blocks. Rows past the register path: the split function (a cluster of
 // blocks per row, exactly rows x blocks per cluster) where target::UseRowSplit takes it (few rows,
-// or 16-byte vectors), else the looped function, one block per row. Pointwise kernels: one
+// or 16-byte vectors), but from a row per SM up the stage function first where target::RowStageFor
+// takes it (the row windows in shared memory), else the looped function, one block per row. Pointwise kernels: one
 // thread per vector, blocks of `threads` (256) for large tensors and 64 for small ones (fewer than
 // 1024 vectors per SM: more SMs busy), as the library's glu kernel; tensors of at most
 // kPointwiseDecodeBlocksPerSm blocks of 128 per SM run the pointwise decode function (4-byte packs),
@@ -71,10 +72,29 @@ StatusOr<std::shared_ptr<LoadedKernel>> LoadedKernel::Load(const JitKernel& k) {
       return Internal(fmt::format("cudaLibraryGetKernel({}): {}", k.emitted.split_function, cudaGetErrorString(e)));
     lk->split_kernel_ = sk;
   }
-  int dev = 0;
+  int dev = 0, optin = 0, per_sm = 0;
   OPFUSE_CUDA_RETURN(cudaGetDevice(&dev));
   OPFUSE_CUDA_RETURN(cudaDeviceGetAttribute(&lk->sm_count_, cudaDevAttrMultiProcessorCount, dev));
   OPFUSE_CUDA_RETURN(cudaDeviceGetAttribute(&lk->cc_major_, cudaDevAttrComputeCapabilityMajor, dev));
+  OPFUSE_CUDA_RETURN(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  OPFUSE_CUDA_RETURN(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+  OPFUSE_CUDA_RETURN(cudaDeviceGetAttribute(&lk->sm_threads_, cudaDevAttrMaxThreadsPerMultiProcessor, dev));
+  lk->smem_optin_ = optin;
+  lk->smem_per_sm_ = per_sm;
+  // The stage function where its windows fit this device's shared memory (target::RowStageFor),
+  // allowed the dynamic shared memory it takes and a shared-memory carveout preferred.
+  if (!k.emitted.stage_function.empty() && k.emitted.stage_bytes + target::kRowStageStaticBytes <= optin) {
+    cudaKernel_t st = nullptr;
+    e = cudaLibraryGetKernel(&st, lib, k.emitted.stage_function.c_str());
+    if (e != cudaSuccess)
+      return Internal(fmt::format("cudaLibraryGetKernel({}): {}", k.emitted.stage_function, cudaGetErrorString(e)));
+    // up to two sets of windows (double-buffered where they fit: target::RowStageFor)
+    OPFUSE_CUDA_RETURN(cudaFuncSetAttribute(reinterpret_cast<const void*>(st), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(std::min<int64_t>(2 * k.emitted.stage_bytes, optin - target::kRowStageStaticBytes))));
+    OPFUSE_CUDA_RETURN(cudaFuncSetAttribute(reinterpret_cast<const void*>(st), cudaFuncAttributePreferredSharedMemoryCarveout,
+                                            cudaSharedmemCarveoutMaxShared));
+    lk->stage_kernel_ = st;
+  }
   return lk;
 }
 
@@ -106,7 +126,26 @@ StatusOr<LoadedKernel::Geometry> LoadedKernel::LaunchGeometry(const std::vector<
     target::DeviceInfo dev;
     dev.sm_count = sm_count_;
     dev.major = cc_major_;
-    if (split_kernel_ && em.split_vpt > 0 && target::UseRowSplit(rows, dev, em.split_many_rows) && rows <= kMaxGrid / target::kRowSplitBlocks) {
+    dev.max_shared_mem_per_block_optin = smem_optin_;
+    dev.shared_mem_per_sm = smem_per_sm_;
+    dev.max_threads_per_sm = sm_threads_;
+    // A row per SM or more: the stage function where its windows fit (target::RowStageFor):
+    // persistent blocks, double-buffered where two sets of windows fit.
+    const bool split_ok = split_kernel_ && em.split_vpt > 0 && target::UseRowSplit(rows, dev, em.split_many_rows) &&
+                          rows <= kMaxGrid / target::kRowSplitBlocks;
+    if (stage_kernel_) {
+      auto st = target::RowStageFor(rows, em.stage_bytes, em.stage_vectors, dev);
+      // the split where it is taken and the stage's rows fill its blocks unevenly
+      if (st && !(split_ok && st->wave_efficiency < target::kRowStageMinWaveEfficiency)) {
+        geo.threads = st->threads;
+        geo.blocks = st->grid;
+        geo.smem = st->smem_bytes;
+        geo.kernel = stage_kernel_;
+        geo.function = &em.stage_function;
+        return geo;
+      }
+    }
+    if (split_ok) {
       target::RowSplitPlan plan;
       plan.vpt = em.split_vpt;
       plan.vec = em.vec;
@@ -178,6 +217,7 @@ Status LoadedKernel::Launch(const std::vector<const void*>& inputs, const std::v
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(static_cast<unsigned>(geo.blocks));
     cfg.blockDim = dim3(geo.threads);
+    cfg.dynamicSmemBytes = static_cast<size_t>(geo.smem);
     cfg.stream = static_cast<cudaStream_t>(stream);
     cfg.attrs = attr;
     cfg.numAttrs = 1;
@@ -185,7 +225,8 @@ Status LoadedKernel::Launch(const std::vector<const void*>& inputs, const std::v
     return Status::Ok();
   }
   OPFUSE_CUDA_RETURN(cudaLaunchKernel(geo.kernel, dim3(static_cast<unsigned>(geo.blocks)),
-                                      dim3(geo.threads), args.data(), 0, static_cast<cudaStream_t>(stream)));
+                                      dim3(geo.threads), args.data(), static_cast<size_t>(geo.smem),
+                                      static_cast<cudaStream_t>(stream)));
   return Status::Ok();
 }
 

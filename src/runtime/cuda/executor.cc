@@ -891,7 +891,8 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
         // PDL where the function taken starts with its wait (codegen::EmittedKernel::PdlIn): the
         // decode-size launches, as the library kernels'
         plan->launches.push_back(KernelLaunch::Raw(*geo.function, geo.kernel,
-                                                   dim3(static_cast<unsigned>(geo.blocks)), dim3(geo.threads), 0, args)
+                                                   dim3(static_cast<unsigned>(geo.blocks)), dim3(geo.threads),
+                                                   static_cast<size_t>(geo.smem), args)
                                      .Pdl(lk->jit().emitted.PdlIn(*geo.function))
                                      .Cluster(geo.cluster));
         break;
