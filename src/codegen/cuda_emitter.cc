@@ -988,7 +988,10 @@ class Emitter {
     };
     if (Windowed()) {
       // window mode: the element loop twice — vectors inside the row without a column guard, the
-      // row's first and last vector with it (edge_now_: the reductions skip columns outside the row)
+      // row's first and last vector with it (edge_now_: the reductions skip columns outside the row).
+      // nvcc may merge the two back into one predicated body (a compare per element); the interior
+      // vectors as a loop of their own, the edge vectors after it on their owner threads, measured
+      // slower at odd widths (docs/BENCHMARKS.md).
       s += fmt::format("        if (c0 >= 0 && c0 + {} <= C) {{\n", vec_);
       elements("          ");
       s += "        } else {\n";
