@@ -513,15 +513,14 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
   // (target::ChooseRowStage: x, and add_rms_norm's residual, staged).
   std::optional<target::RowSplit> split;
   std::optional<target::RowStage> stage;
-  if (s.looped && !opt.shape && aligned) stage = target::ChooseRowStage(rows, cols, DTypeSize(dt), kind == kAddRms ? 2 : 1, dev);
-  // A staged row gives way to the split where that holds the row and the stage's rows fill its blocks
-  // unevenly (target::kRowStageMinWaveEfficiency), or the stage has no overlap on its SM (one block,
-  // one buffer: copy, then compute): the norms' split measured faster there (docs/BENCHMARKS.md).
-  if (stage && ((!stage->twin && stage->blocks_per_sm == 1) || stage->wave_efficiency < target::kRowStageMinWaveEfficiency) &&
-      target::ChooseRowSplit(rows, cols, DTypeSize(dt), dev, kind == kAddRms ? 8 : 4, true))
-    stage.reset();
-  if (s.looped && !opt.shape && aligned && !stage)
+  if (s.looped && !opt.shape && aligned) {
     split = target::ChooseRowSplit(rows, cols, DTypeSize(dt), dev, kind == kAddRms ? 8 : 4, true);
+    stage = target::ChooseRowStage(rows, cols, DTypeSize(dt), kind == kAddRms ? 2 : 1, dev);
+  }
+  // a stage gives way to the split where the rule says (target::StageGivesWayToSplit; the norms also
+  // where the stage has no overlap on its SM), else the split gives way to the stage
+  if (stage && split && target::StageGivesWayToSplit(*stage, true)) stage.reset();
+  if (stage) split.reset();
   if (access.shifted && s.looped && !split && !stage) {  // the looped kernel reads unaligned rows element by element
     access = target::ChooseRowAccess(cols, DTypeSize(dt), false);
     s = ChooseRowShape(rows, cols, 1, dev, lim);

@@ -526,15 +526,16 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanSoftmaxEx(const Node& n, const std
   // With a row per SM or more, staged rows where the window fits shared memory (target::ChooseRowStage).
   std::optional<target::RowSplit> split;
   std::optional<target::RowStage> stage;
-  if (s.looped && !opt.shape && !mask && aligned) stage = target::ChooseRowStage(rows, cols, DTypeSize(dt), 1, dev);
-  // the split where it is taken and the stage's rows fill its blocks unevenly (target::kRowStageMinWaveEfficiency)
-  if (stage && stage->wave_efficiency < target::kRowStageMinWaveEfficiency &&
-      target::ChooseRowSplit(rows, cols, DTypeSize(dt), dev, 4 + 16 / static_cast<int>(DTypeSize(dt)), !access.shifted))
-    stage.reset();
-  // x's 16-byte packs (4 registers a vector) and the kept f32 exponentials (one register an element);
-  // with every SM busy only over aligned rows (target::UseRowSplit)
-  if (s.looped && !opt.shape && !mask && aligned && !stage)
+  if (s.looped && !opt.shape && !mask && aligned) {
+    // x's 16-byte packs (4 registers a vector) and the kept f32 exponentials (one register an element);
+    // with every SM busy only over aligned rows (target::UseRowSplit)
     split = target::ChooseRowSplit(rows, cols, DTypeSize(dt), dev, 4 + 16 / static_cast<int>(DTypeSize(dt)), !access.shifted);
+    stage = target::ChooseRowStage(rows, cols, DTypeSize(dt), 1, dev);
+  }
+  // a stage gives way to the split where the rule says (target::StageGivesWayToSplit), else the split
+  // gives way to the stage
+  if (stage && split && target::StageGivesWayToSplit(*stage, false)) stage.reset();
+  if (stage) split.reset();
   if (access.shifted && s.looped && !stage) {  // the looped kernel reads unaligned rows element by element
     access = target::ChooseRowAccess(cols, DTypeSize(dt), false);
     s = ChooseRowShape(rows, cols, 1, dev, lim);

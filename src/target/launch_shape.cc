@@ -215,6 +215,10 @@ std::optional<RowStage> RowStageFor(int64_t rows, int64_t stage_bytes, int64_t r
   return st;
 }
 
+bool StageGivesWayToSplit(const RowStage& st, bool no_overlap_too) {
+  return st.wave_efficiency < kRowStageMinWaveEfficiency || (no_overlap_too && !st.twin && st.blocks_per_sm == 1);
+}
+
 std::optional<RowStage> ChooseRowStage(int64_t rows, int64_t cols, int elem_bytes, int inputs, const DeviceInfo& dev) {
   const int64_t window = RowStageWindowBytes(cols, elem_bytes);
   if (window == 0 || inputs < 1) return std::nullopt;

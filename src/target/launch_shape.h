@@ -195,6 +195,11 @@ struct RowStage {
 // wave leaves SMs idle, where the split spreads each row over several SMs (library norms and softmax
 // at 150-300 rows of 20000-33333 columns measured slower staged; docs/BENCHMARKS.md).
 inline constexpr double kRowStageMinWaveEfficiency = 0.9;
+// Whether staged launch `st` gives way to a split the kernel also has (the caller checked one is
+// taken): its rows fill its blocks unevenly (kRowStageMinWaveEfficiency), or, where `no_overlap_too`
+// (the library norms, whose split measured faster there), it has no overlap on its SM — one block,
+// one buffer: copy, then compute. One rule for the library planners and the JIT launcher.
+bool StageGivesWayToSplit(const RowStage& st, bool no_overlap_too);
 // Bytes of the aligned window of the worst-placed row of `cols` elements of `elem_bytes` bytes (16-byte
 // vectors over cols + 16 / elem_bytes - 1 elements); 0 where elem_bytes does not divide 16.
 int64_t RowStageWindowBytes(int64_t cols, int elem_bytes);

@@ -430,11 +430,8 @@ std::string SplitExpect(OpKind op, DType dt, int64_t rows, int64_t cols) {
   const bool many_rows = op != OpKind::kSoftmax || (cols * DTypeSize(dt)) % 16 == 0;
   auto sp = target::ChooseRowSplit(rows, cols, DTypeSize(dt), FakeH200(), words, many_rows);
   if (auto st = target::ChooseRowStage(rows, cols, DTypeSize(dt), op == OpKind::kAddRmsNorm ? 2 : 1, FakeH200())) {
-    // the split over a staged row whose rows fill its blocks unevenly, and for the norms over one with
-    // no overlap on its SM (norm.cu, softmax.cu)
-    const bool gives_way = st->wave_efficiency < target::kRowStageMinWaveEfficiency ||
-                           (op != OpKind::kSoftmax && !st->twin && st->blocks_per_sm == 1);
-    if (!(gives_way && sp))
+    // the split where the rule says, the norms also over a stage with no overlap on its SM (norm.cu)
+    if (!(sp && target::StageGivesWayToSplit(*st, op != OpKind::kSoftmax)))
       return fmt::format("stage{}_t{}_", st->twin ? "2" : "", st->threads);
   }
   return sp ? fmt::format("cluster{}_", sp->blocks) : "_looped";

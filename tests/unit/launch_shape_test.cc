@@ -236,6 +236,18 @@ TEST(LaunchShape, RowStage) {
   EXPECT_FALSE(target::ChooseRowStage(5000, 49152, 2, 1, FakeDevice(132, 7)).has_value());  // no cp.async before sm_80
   EXPECT_TRUE(target::ChooseRowStage(5000, 49152, 2, 1, FakeDevice(132, 8)).has_value());
   EXPECT_FALSE(target::ChooseRowStage(5000, 49152, 3, 1, h200).has_value());
+  // the give-way rule: rows that fill the blocks unevenly, and (norms) no overlap on the SM
+  st = target::ChooseRowStage(179, 32000, 2, 1, h200);  // 179 rows over 132 one-block SMs: two waves, 0.68
+  ASSERT_TRUE(st.has_value());
+  EXPECT_TRUE(target::StageGivesWayToSplit(*st, false));
+  st = target::ChooseRowStage(2730, 49152, 2, 1, h200);  // 21 waves, twin
+  ASSERT_TRUE(st.has_value());
+  EXPECT_FALSE(target::StageGivesWayToSplit(*st, true));
+  st = target::ChooseRowStage(2640, 65778, 2, 1, h200);  // 20 full waves, one buffer, one block an SM
+  ASSERT_TRUE(st.has_value());
+  EXPECT_DOUBLE_EQ(st->wave_efficiency, 1.0);
+  EXPECT_FALSE(target::StageGivesWayToSplit(*st, false));
+  EXPECT_TRUE(target::StageGivesWayToSplit(*st, true));
   const int64_t optin = h200.max_shared_mem_per_block_optin, per_sm = h200.shared_mem_per_sm;
   std::mt19937_64 rng(11);
   for (int i = 0; i < 5000; ++i) {

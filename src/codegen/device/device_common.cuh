@@ -96,6 +96,14 @@ __device__ __forceinline__ float block_reduce(float v, float* smem) {
   return warp_reduce<Op>(lane < nw ? smem[lane] : Op::identity(), 32);
 }
 
+// The 32-bit shared-memory address of generic pointer `p` (into this block's shared memory): the
+// operand of the cluster and asynchronous-copy instructions below.
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  unsigned long long s;
+  asm("cvta.to.shared.u64 %0, %1;" : "=l"(s) : "l"(reinterpret_cast<unsigned long long>(p)));
+  return static_cast<unsigned>(s);
+}
+
 // ---- thread block clusters (sm_90+): the split row kernels combine a row's per-block partial
 // reductions through distributed shared memory. cluster_sync is a full barrier of the cluster with
 // release/acquire semantics (a block's shared-memory writes before it are visible to the others after).
@@ -123,10 +131,8 @@ __device__ __forceinline__ void cluster_sync() {
 __device__ __forceinline__ float cluster_load(const float* p, unsigned rank) {
   float v = 0.0f;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  unsigned long long g = reinterpret_cast<unsigned long long>(p), s;
   unsigned m;
-  asm("cvta.to.shared.u64 %0, %1;" : "=l"(s) : "l"(g));
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(m) : "r"(static_cast<unsigned>(s)), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(m) : "r"(smem_addr(p)), "r"(rank));
   asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(m) : "memory");
 #endif
   return v;
@@ -149,11 +155,6 @@ __device__ __forceinline__ float cluster_reduce(float v, int tpb, float* smem, i
 // ---- asynchronous global -> shared copies (sm_80+): the staged row kernels bring a whole row into
 // shared memory with every 16-byte piece in flight at once. `dst` and `src` are 16-byte aligned;
 // src_bytes (0..16) bytes are read and the rest of the 16 zero-filled (0 reads nothing).
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  unsigned long long s;
-  asm("cvta.to.shared.u64 %0, %1;" : "=l"(s) : "l"(reinterpret_cast<unsigned long long>(p)));
-  return static_cast<unsigned>(s);
-}
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes) : "memory");

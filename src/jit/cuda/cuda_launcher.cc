@@ -121,22 +121,22 @@ StatusOr<LoadedKernel::Geometry> LoadedKernel::LaunchGeometry(const std::vector<
   if (rows * cols == 0) return geo;
   constexpr int64_t kMaxGrid = int64_t{1} << 30;
   if (em.row) {
-    // Rows past the register path: the split function where the row-split rule takes it (one cluster
-    // per row, the grid exactly rows x blocks per cluster: the function has no row loop).
+    // Rows past the register path: from a row per SM up the stage function, else the split function
+    // where the row-split rule takes it (one cluster per row, the grid exactly rows x blocks per
+    // cluster: the function has no row loop), else the looped one.
     target::DeviceInfo dev;
     dev.sm_count = sm_count_;
     dev.major = cc_major_;
     dev.max_shared_mem_per_block_optin = smem_optin_;
     dev.shared_mem_per_sm = smem_per_sm_;
     dev.max_threads_per_sm = sm_threads_;
-    // A row per SM or more: the stage function where its windows fit (target::RowStageFor):
-    // persistent blocks, double-buffered where two sets of windows fit.
     const bool split_ok = split_kernel_ && em.split_vpt > 0 && target::UseRowSplit(rows, dev, em.split_many_rows) &&
                           rows <= kMaxGrid / target::kRowSplitBlocks;
     if (stage_kernel_) {
+      // where its windows fit (target::RowStageFor): persistent blocks, double-buffered where two fit
       auto st = target::RowStageFor(rows, em.stage_bytes, em.stage_vectors, dev);
-      // the split where it is taken and the stage's rows fill its blocks unevenly
-      if (st && !(split_ok && st->wave_efficiency < target::kRowStageMinWaveEfficiency)) {
+      // the split where it is taken and the rule says (target::StageGivesWayToSplit)
+      if (st && !(split_ok && target::StageGivesWayToSplit(*st, false))) {
         geo.threads = st->threads;
         geo.blocks = st->grid;
         geo.smem = st->smem_bytes;
