@@ -165,8 +165,8 @@ std::optional<RowSplit> ChooseRowSplit(int64_t rows, int64_t cols, int elem_byte
 // re-reads both left many wide rows at a third to a half of the copy bandwidth. Blocks are
 // persistent (a grid of blocks_per_sm x SMs, rows strided over it) and *double-buffered* where two
 // sets of windows fit a block: the next row's copies are in flight while the current row is reduced
-// and written, so an SM always has a row arriving (single-buffered blocks on an SM ran their copy and
-// compute phases in lockstep, leaving the memory idle while they computed). Taken (RowStageFor) from
+// and written, so an SM always has a row arriving (a single-buffered block copies, then computes:
+// nothing of its own in flight while it computes). Taken (RowStageFor) from
 // one row per SM up, sm_80+ (cp.async), 16-byte aligned bases, when one set of windows fits a
 // block's opt-in shared memory; fewer rows keep the split (a row spread over several SMs).
 // Threads: the SM's resident threads shared out over its blocks (blocks_per_sm x threads = the SM's
@@ -188,7 +188,7 @@ struct RowStage {
   int blocks_per_sm = 0;     // resident blocks the shared memory allows
   int64_t grid = 0;          // persistent blocks: min(rows, blocks_per_sm x SMs)
   double wave_efficiency = 0;  // rows / (waves x blocks_per_sm x SMs): how evenly the rows fill the blocks
-  std::string ToString() const;  // "stage2_t512_b1" (twin) / "stage_t512_b1"
+  std::string ToString() const;  // "stage2_t1024_b1" (twin) / "stage_t1024_b1"
 };
 // A staged launch whose rows fill its persistent blocks less evenly than this gives way to the split
 // where the kernel has one (library and JIT alike): with one or two rows per block the last partial
