@@ -132,9 +132,9 @@ class Emitter {
                      !k_.is_row() ? "pointwise" : reg_rows_ ? "row kernel, row held in registers" : "row kernel: one block per row, looped",
                      k_.num_passes, k_.num_passes == 1 ? "" : "es", vec_);
     if (reg_rows_)
-      s += fmt::format("// prefill {}: {} threads x {} vectors per row, {} rows per block; decode {}: {} threads x {} vectors of {}, {} rows per block\n",
+      s += fmt::format("// prefill {}: {} threads x {} vectors per row, {} rows per block; decode {}: {} threads x {} vectors of {}, {} rows per block{}\n",
                        out.function, tpr_p_, vpt_p_, out.rows_per_block, out.decode_function, tpr_d_, vpt_d_, decode_vec_,
-                       out.decode_rows_per_block);
+                       out.decode_rows_per_block, reg_window_ ? "; window mode (16-byte vectors of each row's aligned window)" : "");
     else if (!out.decode_function.empty())
       s += fmt::format("// {} threads per block, one vector per thread; decode {}: {} threads, one {}-element pack per thread\n",
                        threads_, out.decode_function, out.decode_threads, out.decode_vec);
@@ -256,10 +256,17 @@ class Emitter {
     stage_inputs_ = std::move(offs);
     stage_bytes_ = off;
     stage_vectors_ = widest;
-    // Window mode: where every full-shape input and output has one element size and every other
-    // per-element operand is a per-column or row-contiguous one (loaded element by element under a
-    // column guard), the stage function computes over the staged windows' aligned 16-byte vectors —
+    // Window mode: the stage function computes over the staged windows' aligned 16-byte vectors —
     // odd widths too — instead of the looped function's narrower vectors: columns c0 = v x W - sh.
+    const int w = WindowVec();
+    if (w > vec_) window_vec_ = w;
+  }
+
+  // The window vector (16 / the element size) where a row kernel can compute over 16-byte vectors
+  // of each row's aligned window: every full-shape input and output has one element size and every
+  // other per-element operand is a per-column or row-contiguous one (loaded element by element, under
+  // a column guard at the row's edges); else 0.
+  int WindowVec() const {
     int size = 0;
     bool ok = true;
     for (size_t e = 0; e < k_.exprs.size() && ok; ++e) {
@@ -278,13 +285,13 @@ class Emitter {
     for (const auto& o : k_.outputs)
       if (o.tensor.access == Access::kFull) ok = ok && DTypeSize(o.tensor.type.dtype) == size;
       else if (o.tensor.access != Access::kRowScalar) ok = false;
-    if (ok && size > 0 && 16 / size > vec_) window_vec_ = 16 / size;
+    return ok && size > 0 && size <= 16 ? 16 / size : 0;
   }
 
-  // Emitting the stage function in window mode: vectors of window_vec_ at columns v x W - sh, so the
-  // first and last vector of a row reach outside it (loads of other operands and stores guarded by
-  // column, reductions skip those columns).
-  bool Windowed() const { return stage_now_ && window_vec_ > 0; }
+  // Emitting in window mode — the stage function's (window_vec_) or the register path's (reg_window_)
+  // —: vectors of 16 bytes at columns v x W - sh, so the first and last vector of a row reach outside
+  // it (loads of other operands and stores guarded by column, reductions skip those columns).
+  bool Windowed() const { return (stage_now_ && window_vec_ > 0) || (reg_now_ && reg_window_); }
 
   // Full-shape inputs the row kernel loads element by element: held in registers as raw packs.
   std::set<int> CachedInputs() const {
@@ -318,7 +325,11 @@ class Emitter {
     max_size_ = max_size;
     vec_ = 1;
     const Dim& c = k_.cols();
-    if (o_.aligned && c.is_static()) {
+    if (o_.aligned && !k_.is_row() && !PointwiseNeedsRowCol()) {
+      // A flat pointwise kernel indexes the tensors as one array: 16-byte vectors from an aligned base
+      // at any width, the last vector masked (FlatTail).
+      vec_ = 16 / max_size;
+    } else if (o_.aligned && c.is_static()) {
       int v = 16 / max_size;
       while (v > 1 && c.value % v) v /= 2;
       vec_ = v;
@@ -327,22 +338,57 @@ class Emitter {
     if (!k_.is_row() || !c.is_static()) return;
     // Register path, the library's row layout (src/kernels/fused.h): a row group of TPR threads,
     // VPT vectors each, the row's raw packs in registers, every load issued before the first use.
-    const int64_t v = CeilDiv(c.value, vec_);  // vectors per row
-    int words = 0;                             // 32-bit registers per vector of the cached inputs
-    for (int in : CachedInputs()) words += std::max(1, vec_ * DTypeSize(k_.inputs[in].type.dtype) / 4);
-    words = std::max(words, 1);
     bool transcendental = false;
     for (size_t e = 0; e < k_.exprs.size(); ++e)
       transcendental |= live_[e] && !k_.exprs[e].row_level && k_.exprs[e].kind == ExprKind::kOp && Transcendental(k_.exprs[e].op);
+    bool row_outputs_only = true;
+    for (const auto& o : k_.outputs) row_outputs_only &= o.tensor.access == Access::kRowScalar;
     // Prefill: ~16 registers of row data per thread (rms_norm 4 vectors, add_rms_norm 2 x 2); 8 for
     // multi-pass kernels with a MUFU op per element (softmax 2: more threads per row, 32 registers
     // instead of 85). JIT softmax bf16 (docs/BENCHMARKS.md): at 2048 and 16384 rows
     // x 2048 t128x2 beat t32x8; at h4096 t256x2 is level with t64x8. The library's softmax keeps 8
     // (its t128x2 is slower).
-    const int want = o_.prefill_row_words > 0 ? o_.prefill_row_words : k_.num_passes >= 2 && transcendental ? 8 : 16;
-    const int target = std::clamp(want / words, 1, 8);
-    const int tpr = RoundThreads(std::max(CeilDiv(v, target), std::min<int64_t>(v, 8)));
-    const int vpt = tpr ? SmallestVpt(CeilDiv(v, tpr)) : 0;
+    // Rows that fit so go on the register path; there a kernel that writes per-row values only (a row
+    // reduction: logsumexp) holds 32: it moves half the bytes per element of a row-to-row kernel, so
+    // its issue budget per element is half, and each row's fixed cost (index set-up, a block reduction
+    // per pass) must spread over more elements per thread: at 8 its instructions per element, not
+    // its bytes, set the time (Nsight Compute, docs/BENCHMARKS.md, the untuned sweep).
+    const int fit_want = o_.prefill_row_words > 0 ? o_.prefill_row_words : k_.num_passes >= 2 && transcendental ? 8 : 16;
+    const int want = o_.prefill_row_words > 0 || !row_outputs_only ? fit_want : 32;
+    // The row group for vectors of `vec` over `v` vectors per row: {tpr, vpt}, tpr 0 past the register
+    // path (fit_want's row group wider than 1024 threads).
+    auto group = [&](int vec, int64_t v) {
+      int words = 0;  // 32-bit registers per vector of the cached inputs
+      for (int in : CachedInputs()) words += std::max(1, vec * DTypeSize(k_.inputs[in].type.dtype) / 4);
+      auto shape = [&](int w) {
+        const int target = std::clamp(w / std::max(words, 1), 1, 8);
+        const int tpr = RoundThreads(std::max(CeilDiv(v, target), std::min<int64_t>(v, 8)));
+        const int vpt = tpr ? SmallestVpt(CeilDiv(v, tpr)) : 0;
+        return std::pair<int, int>(vpt ? tpr : 0, vpt);
+      };
+      return shape(fit_want).first == 0 ? std::pair<int, int>(0, 0) : shape(want);
+    };
+    // Window mode (widths whose row starts are off the 16-byte grid, e.g. odd widths, 16-byte aligned
+    // bases): the row's aligned window in 16-byte vectors, cols + W - 1 columns of it covered, so every
+    // vector inside the row is one aligned access and only the first and last are loaded, reduced and
+    // stored column by column — instead of 1-element vectors (one load and a column index per element).
+    // Only the prefill function, for rows of at least kMinWindowVectors window vectors (narrower rows
+    // are mostly edge vectors, and a warp holding one runs both element loops) and kernels that keep
+    // no f32 values between passes (softmax measured slower in window mode at several widths; docs/
+    // BENCHMARKS.md, the untuned sweep). The decode function keeps the width's own vectors (at decode
+    // row counts the window's fewer, longer threads measured slower) where they form a row group;
+    // else the prefill function serves both.
+    const int base_vec = vec_;
+    const int wv = o_.aligned ? WindowVec() : 0;
+    if (wv > vec_ && wv <= 8 && !CachedInputs().empty() && !KeepsPassValues()) {  // 16-bit or f32 elements
+      const int64_t nv = CeilDiv(c.value + wv - 1, wv);
+      if (nv >= kMinWindowVectors && group(wv, nv).first > 0) {
+        vec_ = wv;
+        reg_window_ = true;
+      }
+    }
+    const int64_t v = reg_window_ ? CeilDiv(c.value + vec_ - 1, vec_) : CeilDiv(c.value, vec_);  // vectors per row
+    const auto [tpr, vpt] = group(vec_, v);
     if (tpr == 0 || vpt == 0) {  // wider than 1024 x 8 vectors: looped, one block per row
       // Vectors narrower than 16 bytes (odd widths: 1 element): kLoopedRowThreads threads, so a block
       // still has its bytes in flight; 16-byte vectors keep max_threads, so more rows share an SM
@@ -362,26 +408,33 @@ class Emitter {
     // Single-pass kernels without a MUFU op per element (rms_norm) double it too: rms_norm x 4096 bf16
     // t512x1 against t256x2 in bench ops was faster at 1 and 32 rows and level at 512; not softmax
     // (doubled, slower at 4096) nor two-pass layer_norm (doubled, slower at 512 rows) (docs/BENCHMARKS.md).
+    const int64_t dv = CeilDiv(c.value, base_vec);  // the decode function's vectors per row (never windowed)
+    int words = 0;  // 32-bit registers per vector of the cached inputs, at base_vec
+    for (int in : CachedInputs()) words += std::max(1, base_vec * DTypeSize(k_.inputs[in].type.dtype) / 4);
+    words = std::max(words, 1);
     const bool doubled = words >= 8 || (k_.num_passes == 1 && !transcendental);
     const int cap = std::clamp(o_.decode_row_threads * (doubled ? 2 : 1), 1, 1024);
     for (int cand : {1, 2, 4, 8}) {
-      const int t = RoundThreads(CeilDiv(v, cand));
+      const int t = RoundThreads(CeilDiv(dv, cand));
       if ((t > 0 && t <= cap) || cand == 8) {
         tpr_d_ = t;
         vpt_d_ = cand;
         break;
       }
     }
-    if (tpr_d_ == 0) tpr_d_ = tpr_p_, vpt_d_ = vpt_p_;
-    decode_vec_ = vec_;
+    // No decode row group at base_vec (wider than 1024 x 8 of its vectors): the prefill function serves
+    // both (its vectors, in window mode too).
+    const bool fallback = tpr_d_ == 0;
+    if (fallback) tpr_d_ = tpr_p_, vpt_d_ = vpt_p_;
+    decode_vec_ = fallback ? vec_ : base_vec;
     // The doubled group (two or more 16-byte packs of row data per vector) with one vector per thread
     // (add_rms_norm 4096 bf16: t512x1) takes two 8-byte packs per thread instead, half a row apart
     // (Triton's layout for this case): add_rms_norm 512 x 4096 bf16 with evict-first loads and 32-bit
     // indices, rotating sets, read marginally faster than with one 16-byte pack. Not for one pack per
     // vector: there rms_norm 512 x 4096 in 8-byte packs (t512x2) was slower than t512x1 in 16-byte ones
     // (docs/BENCHMARKS.md).
-    if (words >= 8 && vpt_d_ == 1 && tpr_d_ >= 512 && vec_ % 2 == 0) {
-      decode_vec_ = vec_ / 2;
+    if (!fallback && words >= 8 && vpt_d_ == 1 && tpr_d_ >= 512 && base_vec % 2 == 0) {
+      decode_vec_ = base_vec / 2;
       vpt_d_ = 2;
       decode_half_ = true;
     }
@@ -610,14 +663,16 @@ class Emitter {
     std::vector<int> targets;
     for (size_t o = 0; o < k_.outputs.size(); ++o) targets.push_back(StoredExpr(o));
     const bool rc = PointwiseNeedsRowCol();
-    s += fmt::format("  const {} NV = R * C / {};\n", ix_, vec_);
+    const bool tail = !rc && FlatTail();
+    if (tail) s += fmt::format("  const {0} NE = R * C;\n  const {0} NV = (NE + {1}) / {2};  // the last vector masked\n", ix_, vec_ - 1, vec_);
+    else s += fmt::format("  const {} NV = R * C / {};\n", ix_, vec_);
     if (decode) {
       // No bounds check where the launcher's grid (blocks of 128 or 256) covers the vectors exactly, as
       // Triton drops its mask: swiglu 8 x 5632 and 32 x 4096 read slightly faster by graph replay in the
       // peer's process (the q4_ng hand variant, in dev/kernel_ab's git history).
       int64_t n = 1;
       for (const Dim& d : k_.space) n = d.is_static() && n > 0 ? n * d.value : -1;
-      const bool exact = n > 0 && n % vec_ == 0 && (n / vec_) % kPointwiseDecodeWideThreads == 0;
+      const bool exact = !tail && n > 0 && n % vec_ == 0 && (n / vec_) % kPointwiseDecodeWideThreads == 0;
       s += fmt::format("  {{\n    const {0} v = ({0})blockIdx.x * blockDim.x + threadIdx.x;  // the grid covers the vectors{1}\n",
                        ix_, exact ? " exactly" : "");
       s += exact ? "    (void)NV;\n" : "    if (v >= NV) return;\n";
@@ -629,7 +684,9 @@ class Emitter {
     EmitRowDefs(s, 0, "    ");
     for (int in : UsedVectorInputs(targets))
       s += fmt::format("    float x{}[{}];\n    {}\n", in, vec_,
-                       rc ? LoadVec(in, "x" + std::to_string(in), "r", "c0") : fmt::format("fz_load<{0}>(in{1}, i0, x{1});", vec_, in));
+                       rc     ? LoadVec(in, "x" + std::to_string(in), "r", "c0")
+                       : tail ? fmt::format("if (i0 + {0} <= NE) fz_load<{0}>(in{1}, i0, x{1}); else fz_load_cols<{0}>(in{1}, i0, i0, NE, x{1});", vec_, in)
+                              : fmt::format("fz_load<{0}>(in{1}, i0, x{1});", vec_, in));
     EmitRotHalfLoads(s, targets, "    ");
     for (size_t o = 0; o < k_.outputs.size(); ++o) s += fmt::format("    float o{}[{}];\n", o, vec_);
     s += fmt::format("#pragma unroll\n    for (int j = 0; j < {}; ++j) {{\n", vec_);
@@ -637,8 +694,25 @@ class Emitter {
     EmitElementDefs(s, targets, "      ");
     for (size_t o = 0; o < k_.outputs.size(); ++o) s += fmt::format("      o{}[j] = e{};\n", o, StoredExpr(o));
     s += "    }\n";
-    for (size_t o = 0; o < k_.outputs.size(); ++o) EmitStore(s, static_cast<int>(o), "    ", "i0");
+    for (size_t o = 0; o < k_.outputs.size(); ++o) {
+      if (tail)
+        s += fmt::format("    fz_store_cols<{}, {}>(out{}, i0, i0, NE, o{});\n", vec_, CType(k_.outputs[o].tensor.type.dtype), o, o);
+      else
+        EmitStore(s, static_cast<int>(o), "    ", "i0");
+    }
     s += "  }\n";
+  }
+
+  // Whether a flat pointwise kernel's element count may leave a partial last vector: unless the
+  // iteration space is static and a multiple of the vector.
+  bool FlatTail() const {
+    if (vec_ <= 1) return false;
+    int64_t n = 1;
+    for (const Dim& d : k_.space) {
+      if (!d.is_static()) return true;
+      n *= d.value;
+    }
+    return n % vec_ != 0;
   }
 
   void EmitStore(std::string& s, int o, const std::string& ind, const std::string& flat_i0) const {
@@ -672,6 +746,39 @@ class Emitter {
     s += "#pragma unroll\n    for (int it = 0; it < VPT; ++it) {\n";
     s += fmt::format("      const {} c0 = {};\n", ix_, C0Expr());
     s += fmt::format("      if ({}) {{\n", guard);
+    if (Windowed()) {
+      // window mode: the row's inputs from their packs; the other per-element operands (off the
+      // 16-byte grid at a shifted row's columns) element by element; the element loop twice — vectors
+      // inside the row without a column guard, the first and last with it (edge_now_: the reductions
+      // skip columns outside the row, the loads read none).
+      std::set<int> others;
+      for (int in : UsedVectorInputs(targets, kept)) {
+        if (cached.count(in))
+          s += fmt::format("        float x{0}[{1}];\n#pragma unroll\n        for (int j = 0; j < {1}; ++j) x{0}[j] = xr{0}[it].get(j);\n", in, vec_);
+        else
+          s += fmt::format("        float x{}[{}];\n", in, vec_), others.insert(in);
+      }
+      pre(s);
+      auto elements = [&](const std::string& ind) {
+        for (int in : others)
+          s += edge_now_ ? fmt::format("{}fz_load_cols<{}>(in{}, {}, c0, C, x{});\n", ind, vec_, in, Index(in, "r", "c0"), in)
+                         : fmt::format("{}fz_load_elems<{}>(in{}, {}, x{});\n", ind, vec_, in, Index(in, "r", "c0"), in);
+        s += fmt::format("#pragma unroll\n{0}for (int j = 0; j < {1}; ++j) {{\n{0}  const {2} c = c0 + j;\n{0}  (void)c;\n", ind, vec_, ix_);
+        EmitElementDefs(s, targets, ind + "  ", kept);
+        inner(s);
+        s += ind + "}\n";
+      };
+      s += fmt::format("        if (c0 >= 0 && c0 + {} <= C) {{\n", vec_);
+      elements("          ");
+      s += "        } else {\n";
+      edge_now_ = true;
+      elements("          ");
+      edge_now_ = false;
+      s += "        }\n";
+      after(s);
+      s += "      }\n    }\n";
+      return;
+    }
     for (int in : UsedVectorInputs(targets, kept)) {
       if (cached.count(in))
         s += fmt::format("        float x{0}[{1}];\n#pragma unroll\n        for (int j = 0; j < {1}; ++j) x{0}[j] = xr{0}[it].get(j);\n", in, vec_);
@@ -699,9 +806,18 @@ class Emitter {
     s += fmt::format("#pragma unroll\n{}for (int it = 0; it < VPT; ++it) {{\n", ind);
     s += fmt::format("{}  const {} c0 = {};\n", ind, ix_, C0Expr());
     s += fmt::format("{}  if ({}) {{\n", ind, ColGuard());
+    // window mode: the vectors inside the row as one aligned access each, the row's first and last
+    // column by column (never a byte outside the row: the first row's start and the last row's end
+    // are the tensor's)
+    if (Windowed()) s += fmt::format("{}   if (c0 >= 0 && c0 + {} <= C) {{\n", ind, vec_);
     for (int in : inputs)
       s += evict_first ? fmt::format("{}    {}{}[it].load_ef(in{}, {}, pol);\n", ind, prefix, in, in, Index(in, r, "c0"))
                        : fmt::format("{}    {}{}[it].load(in{}, {});\n", ind, prefix, in, in, Index(in, r, "c0"));
+    if (Windowed()) {
+      s += fmt::format("{}   }} else {{\n", ind);
+      for (int in : inputs) s += fmt::format("{}    {}{}[it].load_cols(in{}, {}, c0, C);\n", ind, prefix, in, in, Index(in, r, "c0"));
+      s += fmt::format("{}   }}\n", ind);
+    }
     s += fmt::format("{}  }}\n{}}}\n", ind, ind);
   }
 
@@ -709,6 +825,7 @@ class Emitter {
   // offset by the block's share).
   std::string C0Expr() const {
     const std::string local = fmt::format("(({0})it * TPR + t) * {1}", ix_, vec_);
+    if (Windowed()) return local + " - sh";  // window mode: the row's aligned window starts sh columns before it
     return split_now_ ? "W0 + " + local : local;
   }
 
@@ -717,6 +834,7 @@ class Emitter {
   // In the split function: inside this block's share too.
   std::string ColGuard() const {
     if (split_now_) return "c0 - W0 < CHUNK && c0 < C";
+    if (Windowed()) return "c0 < C";
     const Dim& c = k_.cols();
     return c.is_static() && c.value == int64_t{tpr_now_} * vpt_now_ * vec_ ? "true" : "c0 < C";
   }
@@ -775,6 +893,18 @@ class Emitter {
     for (const auto& cached : PassCaches(vec_targets, args, {}, &kept_after)) words += vec_ * static_cast<int>(cached.size());
     return std::max(words, 1);
   }
+  // Whether a pass keeps f32 values for a later pass or the epilogue (PassCaches: softmax's exponentials).
+  bool KeepsPassValues() const {
+    std::vector<int> vec_targets;
+    for (size_t o = 0; o < k_.outputs.size(); ++o)
+      if (k_.outputs[o].tensor.access != Access::kRowScalar) vec_targets.push_back(StoredExpr(o));
+    std::vector<std::vector<int>> reds, args;
+    PassReductions(&reds, &args);
+    std::vector<KeptPacks> kept_after;
+    for (const auto& cached : PassCaches(vec_targets, args, {}, &kept_after))
+      if (!cached.empty()) return true;
+    return false;
+  }
   // The split function's vectors per thread at most (its loops are unrolled: code size).
   static constexpr int kSplitMaxVpt = 64;
 
@@ -789,11 +919,13 @@ class Emitter {
     tpr_now_ = tpr;
     vpt_now_ = vpt;
     split_now_ = split;
+    reg_now_ = !split && !decode;  // window mode: the prefill function only
     const std::set<int> cached = CachedInputs();
     // Per-column inputs before the rows, except in the half-pack decode function: there the weight
     // loaded in the epilogue (the compiler issues it during the reduction) measured faster
     // (add_rms_norm 1 / 32 / 512 x 4096: docs/BENCHMARKS.md).
-    reg_channels_ = decode && decode_half_ ? std::set<int>{} : ChannelInputs(vpt);
+    // None in window mode: a per-column operand's columns move with each row's shift.
+    reg_channels_ = (decode && decode_half_) || Windowed() ? std::set<int>{} : ChannelInputs(vpt);
     if (split) {
       // target::RowSplitChunk's formula: the launcher sized the block (TPR) for this share
       s += fmt::format("  const int TPR = blockDim.x;  // the block: the row's share over VPT vectors (the launcher's)\n"
@@ -843,6 +975,8 @@ class Emitter {
       s += "    const bool valid = r0 + g < R;\n";
       s += fmt::format("    const {} r = valid ? r0 + g : R - 1;  // an idle group re-reads the last row and stores nothing\n", ix_);
     }
+    if (Windowed())
+      s += fmt::format("    const {} sh = ({})((r * C) & {});  // the row start past the 16-byte boundary (elements)\n", ix_, ix_, vec_ - 1);
     EmitPackLoads(s, cached, "xr", "r", "    ", evict_first);
     EmitRowDefs(s, 0, "    ");
     // Outputs that need no reduction (add_rms_norm's sum) are stored now, before the first
@@ -915,9 +1049,10 @@ class Emitter {
       s += fmt::format("    // pass {}: {} reduction{}\n", p, reds.size(), reds.size() == 1 ? "" : "s");
       for (int x : pass_cache[p]) s += fmt::format("    float ce{}[VPT][{}];  // kept for the passes after this one\n", x, vec_);
       EmitRegLoop(s, pass_args[p], ColGuard(), [](std::string&) {}, [&](std::string& b) {
+        const std::string skip = Windowed() && edge_now_ ? "if (c >= 0 && c < C) " : "";  // window edges: the row's columns only
         for (int rd : reds)
-          b += k_.exprs[rd].op == OpKind::kMax ? fmt::format("          acc{0} = fmaxf(acc{0}, e{1});\n", rd, k_.exprs[rd].args[0])
-                                               : fmt::format("          acc{0} += e{1};\n", rd, k_.exprs[rd].args[0]);
+          b += k_.exprs[rd].op == OpKind::kMax ? fmt::format("          {2}acc{0} = fmaxf(acc{0}, e{1});\n", rd, k_.exprs[rd].args[0], skip)
+                                               : fmt::format("          {2}acc{0} += e{1};\n", rd, k_.exprs[rd].args[0], skip);
         for (int x : pass_cache[p]) b += fmt::format("          ce{0}[it][j] = e{0};\n", x);
       }, [](std::string&) {}, kept_after[p - 1]);
       for (int rd : reds) {
@@ -949,6 +1084,7 @@ class Emitter {
     if (split) s += "    fz::cluster_sync();  // no block exits while another still reads its share\n";
     s += "  }\n";
     split_now_ = false;
+    reg_now_ = false;
   }
 
   // ---------------------------------------------------------------- looped path (symbolic or very wide rows)
@@ -1104,6 +1240,8 @@ class Emitter {
   std::map<int, int64_t> stage_inputs_;                     // the stage function's inputs -> shared-memory offset
   int64_t stage_bytes_ = 0, stage_vectors_ = 0;             // their windows' bytes; the widest window's vectors
   int window_vec_ = 0;                                      // the stage function's window-mode vector (0: vec_)
+  bool reg_window_ = false;                                 // the prefill function in window mode (vec_ is the window's)
+  bool reg_now_ = false;                                    // emitting a register-path function (not the split one)
   bool edge_now_ = false;                                   // window mode: emitting the edge vectors' element loop
   bool stage_now_ = false;                                  // emitting the stage function
   int split_slot_ = 0;                                      // the split function's next share[] slot

@@ -45,7 +45,7 @@
 
 namespace opfuse::codegen {
 
-inline constexpr int kEmitterVersion = 14;
+inline constexpr int kEmitterVersion = 15;
 // Looped row kernels (rows wider than the register path, static width): threads per block where the
 // vectors are narrower than 16 bytes (one block per row), and the vectors per thread per step (loads
 // first): at most kLoopedUnroll, as many as keep kLoopedRowFloats loaded values per thread. A block's
@@ -54,6 +54,10 @@ inline constexpr int kLoopedRowThreads = 1024;
 inline constexpr int kLoopedUnroll = 8;
 inline constexpr int kLoopedRowFloats = 32;
 inline constexpr int kPrefillRowBlock = 128;   // prefill row kernels: rows per block fill ~this many threads
+// Register-path prefill functions compute in window mode (16-byte vectors of each row's aligned
+// window, rows off the 16-byte grid) from this many window vectors per row: below it a large share of
+// a row group's vectors sit at a row's edge, and narrow rows measured slower than in 1-element vectors.
+inline constexpr int kMinWindowVectors = 256;
 inline constexpr int kDecodeRowsPerSm = 4;     // rows < this x SMs: the decode function (as the library)
 // Decode row groups up to 256 threads: on an H200 (CUDA-graph replay, rows 1/8/32, h2048/h4096 bf16)
 // 256 beat 32 (warp per row) clearly for softmax, rms_norm and add_rms_norm (docs/BENCHMARKS.md).

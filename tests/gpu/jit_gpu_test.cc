@@ -285,45 +285,74 @@ TEST_F(JitGpuCases, PrefillRowsMatchCpu) {
 #endif
 }
 
-// The untuned sweep on the JIT (issue 30): 200 (rows, width) pairs drawn with a fixed seed by the
-// bench's sampler (model sizes, primes, log-uniform widths up to 262144), rows cut so a tensor stays
-// under 2^20 elements (the CPU reference's time), for a generic row reduction (logsumexp), a generic
-// softmax (an epilogue over kept exponentials) and rms_norm with a weight; dtypes in turn (f16 up to
-// 32768 columns), every fourth case unaligned. Rows past the register path take the split function on sm_90 (counted).
-TEST_F(JitGpuCases, RandomSweepMatchesCpu) {
 #ifdef OPFUSE_WITH_CUDA
+// The untuned sweep's shapes on the JIT (issue 30): 200 (rows, width) pairs drawn with seed 30 by the
+// bench's sampler (model sizes, primes, log-uniform widths up to 262144), rows cut so a tensor stays
+// under 2^20 elements (the CPU reference's time); dtypes in turn (f16 up to 32768 columns), every
+// fourth case unaligned. Each body (graph text after the input x; `params` declares more operands:
+// {0} the dtype, {1} rows, {2} columns) runs on every shape. Returns how many cases ran on the split
+// function; a failure stops the sweep.
+struct SweepBody {
+  const char* params;
+  const char* text;
+};
+int RunSweep(const SweepBody* bodies, size_t n) {
   constexpr uint64_t kSeed = 30;
   constexpr int64_t kMaxElements = int64_t{1} << 20;
   const char* dts[] = {"bf16", "f16", "f32"};
-  const char* bodies[] = {
-      "m = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\nl = log(s)\ny = add(l, m)\noutput y\n",
-      "m = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\ny = div(e, s)\noutput y\n",
-      "y = rms_norm(x, w)\noutput y\n",
-  };
   int i = 0, cases = 0, split = 0;
   for (const bench::ShapeSample& sh : bench::RandomShapes(200, kSeed)) {
     const int64_t cols = sh.width, rows = std::max<int64_t>(1, std::min(sh.rows, kMaxElements / cols));
     // f16 only where the op-by-op reference's f16 sum of exponentials (up to the width) stays finite
     const char* dt = dts[i % 3] == std::string("f16") && cols > 32768 ? "bf16" : dts[i % 3];
     const bool aligned = i % 4 != 3;
-    for (int b = 0; b < 3; ++b) {
+    for (size_t b = 0; b < n; ++b) {
       const std::string name = fmt::format("sweep{}_{}x{}_{}_{}{}", i, rows, cols, dt, b, aligned ? "" : "_unaligned");
       const std::string text = fmt::format("graph g\ninput x: {0}[{1}, {2}]\n{3}{4}", dt, rows, cols,
-                                           b == 2 ? fmt::format("param w: {}[{}]\n", dt, cols) : "", bodies[b]);
+                                           fmt::format(fmt::runtime(bodies[b].params), dt, rows, cols), bodies[b].text);
       SCOPED_TRACE(name);
       std::string fn;
       RunCase(JitCase{name.c_str(), text.c_str(), {}}, aligned, &fn);
-      if (HasFatalFailure()) return;
+      if (::testing::Test::HasFatalFailure()) return split;
       ++cases;
       split += fn.size() > 6 && fn.compare(fn.size() - 6, 6, "_split") == 0;
     }
     ++i;
   }
   std::printf("[ sweep    ] %d cases, %d on the split function\n", cases, split);
+  return split;
+}
+#endif
+
+// The sweep over a generic row reduction (logsumexp), a generic softmax (an epilogue over kept
+// exponentials) and rms_norm with a weight: odd widths run the register path's window mode and the
+// stage function's. Rows past the register path take the split function on sm_90 (counted).
+TEST_F(JitGpuCases, RandomSweepMatchesCpu) {
+#ifdef OPFUSE_WITH_CUDA
+  const SweepBody bodies[] = {
+      {"", "m = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\nl = log(s)\ny = add(l, m)\noutput y\n"},
+      {"", "m = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\ny = div(e, s)\noutput y\n"},
+      {"param w: {0}[{2}]\n", "y = rms_norm(x, w)\noutput y\n"},
+  };
+  const int split = RunSweep(bodies, std::size(bodies));
+  if (HasFatalFailure()) return;
   int major = 0, dev = 0;
   Check(cudaGetDevice(&dev));
   Check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   if (major >= 9) EXPECT_GT(split, 20) << "rows past the register path should run split";
+#endif
+}
+
+// The sweep over layer_norm with a weight and a bias, add_rms_norm (two row inputs, two outputs) and a
+// flat pointwise kernel (16-byte vectors at any width, the last one masked).
+TEST_F(JitGpuCases, RandomSweepNormsAndPointwiseMatchCpu) {
+#ifdef OPFUSE_WITH_CUDA
+  const SweepBody bodies[] = {
+      {"param w: {0}[{2}]\nparam b: {0}[{2}]\n", "y = layer_norm(x, w, b)\noutput y\n"},
+      {"input r: {0}[{1}, {2}]\nparam w: {0}[{2}]\n", "y, h = add_rms_norm(x, r, w)\noutput y, h\n"},
+      {"", "a = silu(x)\ny = mul(a, x)\noutput y\n"},
+  };
+  RunSweep(bodies, std::size(bodies));
 #endif
 }
 
@@ -347,10 +376,11 @@ TEST_F(JitGpuCases, StagedRowsMatchCpu) {
   const Case cases[] = {
       {"bf16", 8, 16411, "", lse},
       {"f32", 1, 20001, "", sm},
-      {"bf16", 18, 25101, "param w: bf16[25101]\n", "y = rms_norm(x, w)\noutput y\n"},
+      // odd widths past the register path in window mode too (rms_norm: 1024 threads x 4 vectors of 8)
+      {"bf16", 18, 33001, "param w: bf16[33001]\n", "y = rms_norm(x, w)\noutput y\n"},
       {"f16", 68, 9001, "", sm},
       {"bf16", -1, 16400, "", lse},  // 16-byte vectors: the split is taken too, so rows that fill the blocks (3 an SM)
-      {"bf16", 3, 12347, "input r: bf16[{R}, 12347]\nparam w: bf16[12347]\n", "y, h = add_rms_norm(x, r, w)\noutput y, h\n"},
+      {"bf16", 3, 16411, "input r: bf16[{R}, 16411]\nparam w: bf16[16411]\n", "y, h = add_rms_norm(x, r, w)\noutput y, h\n"},
   };
   int staged = 0;
   for (const Case& c : cases) {

@@ -169,6 +169,18 @@ std::string PrefillSource(const codegen::EmittedKernel& e) {
   return e.source.substr(at, end == std::string::npos ? std::string::npos : end - at);
 }
 
+// The decode function's VPT and vector (from its source: "constexpr int TPR = .., VPT = ..;" and its
+// packs "fz_pack<T, N>", or 1 where it loads element by element).
+int DecodeVpt(const std::string& decode) {
+  const size_t at = decode.find("VPT = ");
+  return at == std::string::npos ? 0 : std::stoi(decode.substr(at + 6));
+}
+int DecodeVec(const std::string& decode) {
+  const size_t at = decode.find("fz_pack<");
+  if (at == std::string::npos) return 1;
+  return std::stoi(decode.substr(decode.find(", ", at) + 2));
+}
+
 // The emitted source compiles with NVRTC for `arch` (nothing to check in a build without NVRTC).
 void ExpectCompiles(const std::string& source, const std::string& function, const char* arch = "sm_90") {
   if (!jit::NvrtcAvailable()) return;
@@ -513,7 +525,10 @@ TEST(JitKernel, PointwiseDecodeFunction) {
   const Case cases[] = {
       {"graph g\ninput a: bf16[T, 5632]\ninput b: bf16[T, 5632]\ny = swiglu(a, b)\noutput y\n", true, 8, 2},
       {"graph g\ninput a: f32[T, 64]\ninput b: f32[T, 64]\ny = add(a, b)\noutput y\n", true, 4, 1},
-      {"graph g\ninput a: bf16[T, 6]\ninput b: bf16[T, 6]\ny = mul(a, b)\noutput y\n", true, 2, 0},
+      // a flat kernel's vector does not depend on the width (FlatPointwiseVectorsAtAnyWidth)
+      {"graph g\ninput a: bf16[T, 6]\ninput b: bf16[T, 6]\ny = mul(a, b)\noutput y\n", true, 8, 2},
+      {"graph g\ninput a: f32[T, 6]\nparam b: f32[6]\ny = add(a, b)\noutput y\n", true, 2, 1},
+      {"graph g\ninput a: bf16[T, 6]\nparam b: bf16[6]\ny = add(a, b)\noutput y\n", true, 2, 0},
       {"graph g\ninput a: bf16[T, 64]\ninput b: bf16[T, 64]\ny = mul(a, b)\noutput y\n", false, 1, 0},
   };
   for (const Case& c : cases) {
@@ -541,6 +556,126 @@ TEST(JitKernel, PointwiseDecodeFunction) {
     EXPECT_EQ(decode.find("long long v"), std::string::npos) << decode;
     ExpectCompiles(e->source, e->function);
   }
+}
+
+// A flat pointwise kernel (every operand full-shape or scalar: no row or column needed) reads 16-byte
+// vectors from an aligned base at any width, the last vector masked where the element count may not
+// fill it (a symbolic row count, or a static count that is not a multiple); a per-column operand keeps
+// the width's vector (its columns must line up with the row's), unaligned pointers 1-element ones.
+TEST(JitKernel, FlatPointwiseVectorsAtAnyWidth) {
+  struct Case {
+    const char* graph;
+    bool aligned;
+    int vec;
+    bool masked;
+  };
+  const Case cases[] = {
+      {"graph g\ninput a: bf16[T, 4999]\ninput b: bf16[T, 4999]\ny = swiglu(a, b)\noutput y\n", true, 8, true},
+      {"graph g\ninput a: bf16[3, 4999]\ninput b: bf16[3, 4999]\ny = geglu(a, b)\noutput y\n", true, 8, true},
+      {"graph g\ninput a: bf16[8, 4999]\ny = silu(a)\noutput y\n", true, 8, false},  // 39992 = 4999 x 8 elements
+      {"graph g\ninput a: f32[T, 37379]\ninput b: f32[T, 37379]\ny = mul(a, b)\noutput y\n", true, 4, true},
+      {"graph g\ninput a: bf16[T, 4999]\ninput b: bf16[T, 4999]\ny = swiglu(a, b)\noutput y\n", false, 1, false},
+      {"graph g\ninput a: bf16[T, 4999]\nparam b: bf16[4999]\ny = add(a, b)\noutput y\n", true, 1, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("{} aligned {}", c.graph, c.aligned));
+    codegen::EmitOptions o;
+    o.aligned = c.aligned;
+    auto e = EmitGraph(c.graph, o);
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    EXPECT_FALSE(e->row);
+    EXPECT_EQ(e->vec, c.vec);
+    const std::string main = e->source.substr(e->source.find(e->function + "("));
+    EXPECT_EQ(main.find("the last vector masked") != std::string::npos, c.masked) << main;
+    EXPECT_EQ(main.find(fmt::format("fz_load_cols<{}>(", c.vec)) != std::string::npos, c.masked) << main;
+    EXPECT_EQ(main.find(fmt::format("fz_store_cols<{}, ", c.vec)) != std::string::npos, c.masked) << main;
+    ExpectCompiles(e->source, e->function);
+  }
+}
+
+// Register-path rows whose starts are off the 16-byte grid (odd widths, aligned bases) compute in
+// window mode in the prefill function: 16-byte vectors of each row's aligned window (the row shift sh
+// per row, the first and last vector loaded, reduced and stored column by column, a per-column operand
+// element by element). Not the decode function (the width's own vectors) — except where those form no
+// row group (wider than 1024 x 8 of them): then the prefill function serves both. Not rows of fewer than
+// kMinWindowVectors window vectors, not kernels that keep f32 values between passes (softmax); aligned
+// widths and unaligned pointers keep their vectors. Every source compiles for sm_90 and sm_80.
+TEST(JitKernel, RegisterWindowModeAtOddWidths) {
+  struct Case {
+    const char* graph;
+    bool aligned;
+    int vec;  // the prefill function's
+    bool window;
+  };
+  const char* lse = "m = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\nl = log(s)\ny = add(l, m)\noutput y\n";
+  const std::string lse_odd = fmt::format("graph g\ninput x: bf16[T, 5323]\n{}", lse);
+  const std::string lse_f32 = fmt::format("graph g\ninput x: f32[T, 1201]\n{}", lse);  // 301 window vectors of 4
+  const std::string lse_narrow = fmt::format("graph g\ninput x: f32[T, 1001]\n{}", lse);  // 251
+  const Case cases[] = {
+      {"graph g\ninput x: bf16[T, 4999]\nparam w: bf16[4999]\ny = rms_norm(x, w)\noutput y\n", true, 8, true},
+      {"graph g\ninput x: bf16[T, 4999]\nparam w: bf16[4999]\ny = rms_norm(x, w)\noutput y\n", false, 1, false},
+      {"graph g\ninput x: bf16[T, 4096]\nparam w: bf16[4096]\ny = rms_norm(x, w)\noutput y\n", true, 8, false},
+      {"graph g\ninput x: bf16[T, 1531]\nparam w: bf16[1531]\ny = rms_norm(x, w)\noutput y\n", true, 1, false},  // 193 vectors
+      {"graph g\ninput x: bf16[T, 3251]\nparam w: bf16[3251]\nparam b: bf16[3251]\ny = layer_norm(x, w, b)\noutput y\n", true, 8, true},
+      {"graph g\ninput x: bf16[T, 4999]\ninput r: bf16[T, 4999]\nparam w: bf16[4999]\ny, s = add_rms_norm(x, r, w)\noutput y, s\n",
+       true, 8, true},
+      {lse_odd.c_str(), true, 8, true},
+      {lse_f32.c_str(), true, 4, true},
+      {lse_narrow.c_str(), true, 1, false},
+      {"graph g\ninput x: bf16[T, 4999]\ny = softmax(x)\noutput y\n", true, 1, false},  // keeps its exponentials
+      // 14325 and 25101 columns: no decode row group of 1-element vectors, one windowed function
+      {"graph g\ninput x: f16[T, 14325]\nparam w: f16[14325]\ny = rms_norm(x, w)\noutput y\n", true, 8, true},
+      {"graph g\ninput x: bf16[T, 25101]\nparam w: bf16[25101]\ny = rms_norm(x, w)\noutput y\n", true, 8, true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("{} aligned {}", c.graph, c.aligned));
+    codegen::EmitOptions o;
+    o.aligned = c.aligned;
+    auto e = EmitGraph(c.graph, o);
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    ASSERT_TRUE(e->row_in_registers);
+    EXPECT_EQ(e->vec, c.vec);
+    EXPECT_EQ(e->source.find("window mode (16-byte vectors") != std::string::npos, c.window) << e->source;
+    const std::string prefill = PrefillSource(*e), decode = DecodeSource(*e);
+    EXPECT_EQ(prefill.find(" sh = ") != std::string::npos, c.window) << prefill;
+    EXPECT_EQ(prefill.find("].load_cols(in0, ") != std::string::npos, c.window) << prefill;
+    EXPECT_EQ(prefill.find("if (c >= 0 && c < C) acc") != std::string::npos, c.window) << prefill;
+    if (c.window && prefill.find("out0[r]") == std::string::npos)  // a full-shape output: masked at the edges
+      EXPECT_NE(prefill.find(fmt::format("fz_store_cols<{}, ", c.vec)), std::string::npos) << prefill;
+    // a separate decode function in the width's own vectors where they form a row group (at most
+    // 1024 threads of 8), else the windowed prefill function for both; either covers the row
+    const int64_t cols = std::stoll(std::string(c.graph).substr(std::string(c.graph).find(", ") + 2));
+    if (c.window && e->decode_function != e->function) {
+      EXPECT_LE(cols, 1024 * 8);
+      EXPECT_EQ(decode.find(" sh = "), std::string::npos) << decode;
+      EXPECT_EQ(decode.find("load_cols"), std::string::npos) << decode;
+    } else if (c.window) {
+      EXPECT_GT(cols, 1024 * 8);
+    }
+    if (e->decode_function != e->function)  // the decode row group covers the row: TPR x VPT x its vector
+      EXPECT_GE(int64_t{e->decode_threads / e->decode_rows_per_block} * DecodeVpt(decode) * DecodeVec(decode), cols) << decode;
+    ExpectCompiles(e->source, e->function);
+    ExpectCompiles(e->source, e->function, "sm_80");
+  }
+  // the weight of a window-mode rms_norm: element by element inside the row, guarded at its edges
+  auto e = EmitGraph(cases[0].graph, {});
+  ASSERT_TRUE(e.ok());
+  const std::string prefill = PrefillSource(*e);
+  EXPECT_NE(prefill.find("fz_load_elems<8>(in1, c0, x1);"), std::string::npos) << prefill;
+  EXPECT_NE(prefill.find("fz_load_cols<8>(in1, c0, c0, C, x1);"), std::string::npos) << prefill;
+}
+
+// A kernel that writes per-row values only (a row reduction) holds 32 registers of row data per
+// thread in its prefill function (8 vectors of 16-bit packs), a row-to-row kernel fewer.
+TEST(JitKernel, RowReductionsHoldMoreOfTheRowPerThread) {
+  auto lse = EmitGraph("graph g\ninput x: bf16[T, 11008]\nm = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\nl = log(s)\n"
+                       "y = add(l, m)\noutput y\n", {});
+  ASSERT_TRUE(lse.ok()) << lse.status().message();
+  EXPECT_EQ(lse->vectors_per_thread, 8);
+  EXPECT_EQ(lse->threads_per_row, 192);  // 1376 vectors over 8 a thread, whole warps
+  auto sm = EmitGraph("graph g\ninput x: bf16[T, 11008]\ny = softmax(x)\noutput y\n", {});
+  ASSERT_TRUE(sm.ok()) << sm.status().message();
+  EXPECT_EQ(sm->vectors_per_thread, 2);
 }
 
 }  // namespace

@@ -69,6 +69,12 @@ template <int N, typename T> __device__ __forceinline__ void fz_load_cols(const 
 #pragma unroll
   for (int k = 0; k < N; ++k) out[k] = c0 + k >= 0 && c0 + k < C ? fz_f32(p[i + k]) : 0.0f;
 }
+// A window vector inside the row whose operand is off the 16-byte grid there (a per-column operand at
+// a shifted row's columns): N single loads, no guard.
+template <int N, typename T> __device__ __forceinline__ void fz_load_elems(const T* __restrict__ p, long long i, float* out) {
+#pragma unroll
+  for (int k = 0; k < N; ++k) out[k] = fz_f32(p[i + k]);
+}
 template <int N, typename T> __device__ __forceinline__ void fz_store_cols(T* __restrict__ p, long long i, long long c0, long long C, const float* v) {
   if (c0 >= 0 && c0 + N <= C) {
     fz_store<N>(p, i, v);
@@ -101,6 +107,13 @@ template <typename T, int N> struct fz_pack {
     else if constexpr (B == 8) asm volatile("ld.global.L1::evict_first.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;"
                                             : "=r"(w[0]), "=r"(w[1]) : "l"(p + i), "l"(pol));
     else load(p, i);
+  }
+  // A window vector at a row's edge (columns c0 .. c0 + N - 1, partly outside the row's [0, C)):
+  // the columns inside loaded one by one, 0 outside — never a byte past the row's ends.
+  __device__ __forceinline__ void load_cols(const T* __restrict__ p, long long i, long long c0, long long C) {
+    float f[N];
+    fz_load_cols<N>(p, i, c0, C, f);
+    set(f);
   }
   // Packs N f32 values (rounded to nearest even for 16-bit T) and stores the pack at p[i]: the
   // words then hold exactly what memory holds, for later passes to read instead of re-loading it.

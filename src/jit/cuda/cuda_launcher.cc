@@ -174,7 +174,7 @@ StatusOr<LoadedKernel::Geometry> LoadedKernel::LaunchGeometry(const std::vector<
   } else {
     // a tiny tensor (at most kPointwiseDecodeBlocksPerSm blocks of the decode function per SM): that function
     if (em.decode_vec > 0 && decode_kernel_ != kernel_ && rows * cols <= codegen::kDecodeMaxElements) {
-      const int64_t vecs = rows * cols / em.decode_vec;
+      const int64_t vecs = (rows * cols + em.decode_vec - 1) / em.decode_vec;  // a partial last vector too
       const int small = std::min(em.decode_threads, codegen::kPointwiseDecodeThreads);
       if ((vecs + small - 1) / small <= int64_t{kPointwiseDecodeBlocksPerSm} * sm_count_) {
         // blocks as wide as the function allows while every SM still gets one, else of `small`
@@ -186,7 +186,7 @@ StatusOr<LoadedKernel::Geometry> LoadedKernel::LaunchGeometry(const std::vector<
         return geo;
       }
     }
-    const int64_t vecs = rows * cols / em.vec;
+    const int64_t vecs = (rows * cols + em.vec - 1) / em.vec;
     if (vecs < int64_t{1024} * sm_count_) geo.threads = std::min(em.threads, 64);
     geo.blocks = std::clamp<int64_t>((vecs + geo.threads - 1) / geo.threads, 1, kMaxGrid);
   }
