@@ -141,6 +141,7 @@ void Choose(double unfused, std::optional<double> library, std::optional<double>
 GroupShape DescribeGroup(const Graph& g, const FusionGroup& grp, const Bindings& bindings) {
   GroupShape s;
   if (IsPattern(grp)) s.pattern = grp.kind.substr(8);
+  else if (grp.kind.rfind("matmul:", 0) == 0) s.pattern = grp.kind;
   else if (grp.kind == "generic") {
     s.pattern = "generic:";
     const auto ops = fusion::GroupOpNames(g, grp.nodes);
@@ -264,10 +265,31 @@ FusionChoice ShouldFuse(const Graph& g, const FusionGroup& grp, const Bindings& 
                         const ShouldFuseOptions& opts) {
   FusionChoice out;
   if (grp.kind.rfind("matmul:", 0) == 0 && grp.decision.fuse) {
-    // fuse_matmul's groups (decode GEMV): one library kernel, nothing to trade off per variant —
-    // the executor runs the matmuls one by one above the GEMV's row limit.
+    // fuse_matmul's groups: `library` is the fused group (the GEMV with its norm prologue, RoPE or
+    // SwiGLU epilogue; above the GEMV's row limit the executor runs its matmuls through cuBLASLt one
+    // by one), the alternative its ops one by one, each with its own library kernel (matmuls on the
+    // GEMV or cuBLASLt, the norm, RoPE and SwiGLU kernels): `unfused` in the profile, run as the
+    // group's library nodes. Without a profile, or where it has no point for the group: the fused
+    // group (there is no cost model for matmul groups).
     out.decision = grp.decision;
     out.variant = out.run_now = Variant::kLibrary;
+    if (!opts.profile) return out;
+    const GroupShape shape = DescribeGroup(g, grp, bindings);
+    if (!shape.rows || !shape.cols) {
+      out.decision.reason += "; profile not consulted: rows unknown (bind the symbols with --shape)";
+      return out;
+    }
+    std::string why_not;
+    const auto p = Lookup(*opts.profile, shape, &why_not);
+    if (!p || !p->unfused || !p->library) {
+      out.decision.reason += fmt::format("; {}; no cost model for matmul groups: the fused group",
+                                         p ? p->how + " lacks unfused or library times" : why_not);
+      return out;
+    }
+    const std::string terms = fmt::format("ops one by one {}, fused group {}", Us(*p->unfused), Us(*p->library));
+    Choose(*p->unfused, p->library, std::nullopt, /*allow_library=*/true, opts.margin, out, p->how, terms);
+    out.source = DecisionSource::kProfile;
+    out.variant = out.run_now = Variant::kLibrary;  // fused: the group's kernel; not: its ops' library kernels
     return out;
   }
   out.decision = ApplyConfigRules(g, grp, config, bindings, /*size_gate=*/opts.profile == nullptr);

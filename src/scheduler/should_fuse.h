@@ -58,7 +58,7 @@ struct FusionChoice {
 };
 
 // The group's profile key: pattern name for pattern groups ("add_rms_norm"), "generic:<op>_<op>..."
-// for generic groups, "" for single ops. Rows/cols from the group's widest output: cols = its last
+// for generic groups, the kind for fuse_matmul's groups ("matmul:norm_swiglu"), "" for single ops. Rows/cols from the group's widest output: cols = its last
 // dim, rows = its other dims multiplied (nullopt when a symbol is unbound or a dim is dynamic).
 struct GroupShape {
   std::string pattern, dtype;
