@@ -61,6 +61,9 @@ inline const JitCase kJitCases[] = {
     {"rope_f32_tables", "graph g\ninput x: bf16[T, 8, 128]\ninput c: f32[T, 1, 128]\ninput s: f32[T, 1, 128]\ny = rope(x, c, s)\noutput y\n", {{"T", 3}}},
     {"rope_odd_half", "graph g\ninput x: bf16[T, 2, 24]\ninput c: bf16[T, 1, 24]\ninput s: bf16[T, 1, 24]\ny = rope(x, c, s)\noutput y\n", {{"T", 5}}},
     {"generic_row_contiguous_reduce", "graph g\ninput x: bf16[T, 4, 256]\ninput y: bf16[T, 1, 256]\nm = mul(x, y)\nmx = max(m)\nq = sub(m, mx)\noutput q\n", {{"T", 3}}},
+    // ... and at an odd width with enough rows for the prefill function (>= 4 x SMs): window mode, the
+    // broadcast input loaded element by element at each row's shifted columns.
+    {"generic_row_contiguous_window", "graph g\ninput x: bf16[T, 2, 4001]\ninput y: bf16[T, 1, 4001]\nm = mul(x, y)\nmx = max(m)\nq = sub(m, mx)\noutput q\n", {{"T", 270}}},
     {"generic_row_contiguous_symbolic", "graph g\ninput x: f16[T, 2, S]\ninput y: f16[T, 1, S]\nm = mul(x, y)\nmx = max(m)\nq = sub(m, mx)\noutput q\n", {{"T", 3}, {"S", 40}}},
     // narrow rows (a row group of 8 threads at both shapes: one function) at a decode row count above
     // a decode-sized block's rows: every row of the function's compiled block must be launched.
