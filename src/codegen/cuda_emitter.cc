@@ -408,7 +408,7 @@ class Emitter {
     // Single-pass kernels without a MUFU op per element (rms_norm) double it too: rms_norm x 4096 bf16
     // t512x1 against t256x2 in bench ops was faster at 1 and 32 rows and level at 512; not softmax
     // (doubled, slower at 4096) nor two-pass layer_norm (doubled, slower at 512 rows) (docs/BENCHMARKS.md).
-    const int64_t dv = CeilDiv(c.value, base_vec);  // the decode function's vectors per row (never windowed)
+    const int64_t dv = CeilDiv(c.value, base_vec);  // vectors per row at the width's own vector (the decode function's)
     int words = 0;  // 32-bit registers per vector of the cached inputs, at base_vec
     for (int in : CachedInputs()) words += std::max(1, base_vec * DTypeSize(k_.inputs[in].type.dtype) / 4);
     words = std::max(words, 1);
