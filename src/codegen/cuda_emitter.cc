@@ -358,15 +358,14 @@ class Emitter {
     // The row group for vectors of `vec` over `v` vectors per row: {tpr, vpt}, tpr 0 past the register
     // path (fit_want's row group wider than 1024 threads).
     auto group = [&](int vec, int64_t v) {
-      int words = 0;  // 32-bit registers per vector of the cached inputs
-      for (int in : CachedInputs()) words += std::max(1, vec * DTypeSize(k_.inputs[in].type.dtype) / 4);
-      auto shape = [&](int w) {
+      const int words = PackWords(vec);
+      auto for_want = [&](int w) {
         const int target = std::clamp(w / std::max(words, 1), 1, 8);
         const int tpr = RoundThreads(std::max(CeilDiv(v, target), std::min<int64_t>(v, 8)));
         const int vpt = tpr ? SmallestVpt(CeilDiv(v, tpr)) : 0;
         return std::pair<int, int>(vpt ? tpr : 0, vpt);
       };
-      return shape(fit_want).first == 0 ? std::pair<int, int>(0, 0) : shape(want);
+      return for_want(fit_want).first == 0 ? std::pair<int, int>(0, 0) : for_want(want);
     };
     // Window mode (widths whose row starts are off the 16-byte grid, e.g. odd widths, 16-byte aligned
     // bases): the row's aligned window in 16-byte vectors, cols + W - 1 columns of it covered, so every
@@ -379,16 +378,18 @@ class Emitter {
     // row counts the window's fewer, longer threads measured slower) where they form a row group;
     // else the prefill function serves both.
     const int base_vec = vec_;
+    std::pair<int, int> shape{0, 0};  // {tpr, vpt}
     const int wv = o_.aligned ? WindowVec() : 0;
     if (wv > vec_ && wv <= 8 && !CachedInputs().empty() && !KeepsPassValues()) {  // 16-bit or f32 elements
       const int64_t nv = CeilDiv(c.value + wv - 1, wv);
-      if (nv >= kMinWindowVectors && group(wv, nv).first > 0) {
+      if (nv >= kMinWindowVectors) shape = group(wv, nv);
+      if (shape.first > 0) {
         vec_ = wv;
         reg_window_ = true;
       }
     }
-    const int64_t v = reg_window_ ? CeilDiv(c.value + vec_ - 1, vec_) : CeilDiv(c.value, vec_);  // vectors per row
-    const auto [tpr, vpt] = group(vec_, v);
+    if (!reg_window_) shape = group(vec_, CeilDiv(c.value, vec_));
+    const auto [tpr, vpt] = shape;
     if (tpr == 0 || vpt == 0) {  // wider than 1024 x 8 vectors: looped, one block per row
       // Vectors narrower than 16 bytes (odd widths: 1 element): kLoopedRowThreads threads, so a block
       // still has its bytes in flight; 16-byte vectors keep max_threads, so more rows share an SM
@@ -409,9 +410,7 @@ class Emitter {
     // t512x1 against t256x2 in bench ops was faster at 1 and 32 rows and level at 512; not softmax
     // (doubled, slower at 4096) nor two-pass layer_norm (doubled, slower at 512 rows) (docs/BENCHMARKS.md).
     const int64_t dv = CeilDiv(c.value, base_vec);  // vectors per row at the width's own vector (the decode function's)
-    int words = 0;  // 32-bit registers per vector of the cached inputs, at base_vec
-    for (int in : CachedInputs()) words += std::max(1, base_vec * DTypeSize(k_.inputs[in].type.dtype) / 4);
-    words = std::max(words, 1);
+    const int words = std::max(PackWords(base_vec), 1);
     const bool doubled = words >= 8 || (k_.num_passes == 1 && !transcendental);
     const int cap = std::clamp(o_.decode_row_threads * (doubled ? 2 : 1), 1, 1024);
     for (int cand : {1, 2, 4, 8}) {
@@ -759,22 +758,12 @@ class Emitter {
           s += fmt::format("        float x{}[{}];\n", in, vec_), others.insert(in);
       }
       pre(s);
-      auto elements = [&](const std::string& ind) {
+      EmitInteriorAndEdges(s, [&](const std::string& ind) {
         for (int in : others)
           s += edge_now_ ? fmt::format("{}fz_load_cols<{}>(in{}, {}, c0, C, x{});\n", ind, vec_, in, Index(in, "r", "c0"), in)
                          : fmt::format("{}fz_load_elems<{}>(in{}, {}, x{});\n", ind, vec_, in, Index(in, "r", "c0"), in);
-        s += fmt::format("#pragma unroll\n{0}for (int j = 0; j < {1}; ++j) {{\n{0}  const {2} c = c0 + j;\n{0}  (void)c;\n", ind, vec_, ix_);
-        EmitElementDefs(s, targets, ind + "  ", kept);
-        inner(s);
-        s += ind + "}\n";
-      };
-      s += fmt::format("        if (c0 >= 0 && c0 + {} <= C) {{\n", vec_);
-      elements("          ");
-      s += "        } else {\n";
-      edge_now_ = true;
-      elements("          ");
-      edge_now_ = false;
-      s += "        }\n";
+        EmitElementLoop(s, ind, targets, kept, inner);
+      });
       after(s);
       s += "      }\n    }\n";
       return;
@@ -789,12 +778,31 @@ class Emitter {
     }
     EmitRotHalfLoads(s, targets, "        ", kept);
     pre(s);
-    s += fmt::format("#pragma unroll\n        for (int j = 0; j < {}; ++j) {{\n          const {} c = c0 + j;\n          (void)c;\n", vec_, ix_);
-    EmitElementDefs(s, targets, "          ", kept);
-    inner(s);
-    s += "        }\n";
+    EmitElementLoop(s, "        ", targets, kept, inner);
     after(s);
     s += "      }\n    }\n";
+  }
+
+  // One vector's element loop at indentation `ind`: j over the vector, c = c0 + j, the element exprs
+  // `targets` need (EmitElementDefs, `kept` read from registers), then `inner`.
+  void EmitElementLoop(std::string& s, const std::string& ind, const std::vector<int>& targets, const KeptPacks& kept,
+                       const std::function<void(std::string&)>& inner) const {
+    s += fmt::format("#pragma unroll\n{0}for (int j = 0; j < {1}; ++j) {{\n{0}  const {2} c = c0 + j;\n{0}  (void)c;\n", ind, vec_, ix_);
+    EmitElementDefs(s, targets, ind + "  ", kept);
+    inner(s);
+    s += ind + "}\n";
+  }
+
+  // Window mode's vector body twice (`body(ind)`): for vectors inside the row, then with edge_now_
+  // set for the row's first and last (column-guarded loads, stores and reductions).
+  void EmitInteriorAndEdges(std::string& s, const std::function<void(const std::string&)>& body) {
+    s += fmt::format("        if (c0 >= 0 && c0 + {} <= C) {{\n", vec_);
+    body("          ");
+    s += "        } else {\n";
+    edge_now_ = true;
+    body("          ");
+    edge_now_ = false;
+    s += "        }\n";
   }
 
   // Declares `<prefix><input>[VPT]` packs for `inputs` and loads this thread's vectors of row `r`
@@ -882,28 +890,32 @@ class Emitter {
   // passes' kept f32 values (one word per element), as EmitRowRegisters lays them out (no early
   // outputs: those are the decode function's).
   int SplitWordsPerVector() const {
-    int words = 0;
-    for (int in : CachedInputs()) words += std::max(1, vec_ * DTypeSize(k_.inputs[in].type.dtype) / 4);
-    std::vector<int> vec_targets;
-    for (size_t o = 0; o < k_.outputs.size(); ++o)
-      if (k_.outputs[o].tensor.access != Access::kRowScalar) vec_targets.push_back(StoredExpr(o));
-    std::vector<std::vector<int>> reds, args;
-    PassReductions(&reds, &args);
-    std::vector<KeptPacks> kept_after;
-    for (const auto& cached : PassCaches(vec_targets, args, {}, &kept_after)) words += vec_ * static_cast<int>(cached.size());
+    int words = PackWords(vec_);
+    for (const auto& cached : KernelPassCaches()) words += vec_ * static_cast<int>(cached.size());
     return std::max(words, 1);
   }
   // Whether a pass keeps f32 values for a later pass or the epilogue (PassCaches: softmax's exponentials).
   bool KeepsPassValues() const {
+    for (const auto& cached : KernelPassCaches())
+      if (!cached.empty()) return true;
+    return false;
+  }
+  // PassCaches of the kernel's vector outputs and passes, nothing kept before them (no early outputs).
+  std::vector<std::vector<int>> KernelPassCaches() const {
     std::vector<int> vec_targets;
     for (size_t o = 0; o < k_.outputs.size(); ++o)
       if (k_.outputs[o].tensor.access != Access::kRowScalar) vec_targets.push_back(StoredExpr(o));
     std::vector<std::vector<int>> reds, args;
     PassReductions(&reds, &args);
     std::vector<KeptPacks> kept_after;
-    for (const auto& cached : PassCaches(vec_targets, args, {}, &kept_after))
-      if (!cached.empty()) return true;
-    return false;
+    return PassCaches(vec_targets, args, {}, &kept_after);
+  }
+  // 32-bit registers per vector of `vec` elements that the cached inputs' packs take (a pack
+  // narrower than a register takes one; 0 without cached inputs).
+  int PackWords(int vec) const {
+    int words = 0;
+    for (int in : CachedInputs()) words += std::max(1, vec * DTypeSize(k_.inputs[in].type.dtype) / 4);
+    return words;
   }
   // The split function's vectors per thread at most (its loops are unrolled: code size).
   static constexpr int kSplitMaxVpt = 64;
@@ -1116,25 +1128,14 @@ class Emitter {
     for (int in : used) s += fmt::format("        const float* x{0} = xu{0}[u];\n", in);
     EmitRotHalfLoads(s, targets, "        ");
     pre(s);
-    auto elements = [&](const std::string& ind) {
-      s += fmt::format("#pragma unroll\n{0}for (int j = 0; j < {1}; ++j) {{\n{0}  const {2} c = c0 + j;\n{0}  (void)c;\n", ind, vec_, ix_);
-      EmitElementDefs(s, targets, ind + "  ");
-      inner(s);
-      s += ind + "}\n";
-    };
+    auto elements = [&](const std::string& ind) { EmitElementLoop(s, ind, targets, {}, inner); };
     if (Windowed()) {
       // window mode: the element loop twice — vectors inside the row without a column guard, the
       // row's first and last vector with it (edge_now_: the reductions skip columns outside the row).
       // nvcc may merge the two back into one predicated body (a compare per element); the interior
       // vectors as a loop of their own, the edge vectors after it on their owner threads, measured
       // slower at odd widths (docs/BENCHMARKS.md).
-      s += fmt::format("        if (c0 >= 0 && c0 + {} <= C) {{\n", vec_);
-      elements("          ");
-      s += "        } else {\n";
-      edge_now_ = true;
-      elements("          ");
-      edge_now_ = false;
-      s += "        }\n";
+      EmitInteriorAndEdges(s, elements);
     } else {
       elements("        ");
     }
