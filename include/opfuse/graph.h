@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "opfuse/config.h"
 #include "opfuse/status.h"
 
 namespace opfuse {
@@ -141,6 +142,10 @@ struct MatmulGroupPlan {
   std::vector<int> ropes;     // parallel to matmuls: the rope applied to that matmul's output, or -1
   std::vector<int> views;     // the reshapes between a matmul and its rope (views, no kernel)
   int swiglu = -1;            // the swiglu epilogue reading matmuls[0] (gate) and matmuls[1] (up), or -1
+  // The most rows the group runs as one GEMV launch (more: its matmuls on cuBLASLt one by one): the
+  // default kDecodeGemvMaxRows, raised up to kGemvCapacityRows by the schedule pass where a profile
+  // measured the fused group faster at those rows.
+  int64_t gemv_max_rows = kDecodeGemvMaxRows;
 };
 
 struct FusionGroup {

@@ -42,9 +42,6 @@ StatusOr<Graph> RunFusionPasses(const Graph& model, const FusionConfig& config) 
   ctx.config = config;
   for (const auto& p : Pipeline()) {
     if (std::string(p.name) == "schedule") break;
-    // fuse_matmul's groups have one kernel (the decode GEMV), nothing for a profile to choose
-    // between; without the pass the swiglu it would absorb stays a case of its own.
-    if (std::string(p.name) == "fuse_matmul") continue;
     if (p.can_disable && config.IsDisabled(p.name)) continue;
     OPFUSE_RETURN_IF_ERROR(p.fn(g, ctx));
   }
@@ -202,7 +199,8 @@ StatusOr<GroupCases> ExtractGroupCases(const Graph& model, const GroupCaseOption
     for (size_t gi = 0; gi < g.groups.size(); ++gi) {
       const FusionGroup& grp = g.groups[gi];
       const bool pattern = grp.kind.rfind("pattern:", 0) == 0;
-      if (!grp.decision.fuse || !(pattern || grp.kind == "generic")) continue;
+      const bool matmul = grp.kind.rfind("matmul:", 0) == 0;
+      if (!grp.decision.fuse || !(pattern || matmul || grp.kind == "generic")) continue;
       const auto first = fusion::ComputeNodes(g, grp.nodes);
       const std::string label = fmt::format("[{}] {} ({})", gi, grp.kind,
                                             first.empty() ? "?" : g.values[g.nodes[first.back()].outputs[0]].name);
@@ -234,9 +232,14 @@ StatusOr<GroupCases> ExtractGroupCases(const Graph& model, const GroupCaseOption
           break;
         }
         c->id = fmt::format("profile/{}/{}/rows={}/cols={}", key.pattern, key.dtype, key.rows, key.cols);
+        c->unfused_is_library_ops = matmul;
         const CutOut cut_copy = *cut;
         const std::string sym = o.symbol, pat = s.pattern;
-        c->remake = [cut_copy, sym, pat, dt](int64_t rows) { return MakeCase(cut_copy, pat, sym, rows, dt); };
+        c->remake = [cut_copy, sym, pat, dt, matmul](int64_t rows) -> StatusOr<OpCase> {
+          auto r = MakeCase(cut_copy, pat, sym, rows, dt);
+          if (r.ok()) r->unfused_is_library_ops = matmul;
+          return r;
+        };
         out.cases.push_back({std::move(*c), key, label, value, static_cast<int>(gi)});
       }
     }

@@ -3,10 +3,12 @@
 // Design (DESIGN.md "Scheduler", issue 5): the profile database is keyed the way should_fuse looks
 // things up — (pattern, dtype, rows, cols) from scheduler::DescribeGroup — so the profiler must
 // measure exactly the groups the fusion passes form on the model graph, not a hand-written list.
-// ExtractGroupCases runs the fusion passes (verify → ... → fuse_generic) on the graph, and for each
-// fused group (a pattern group, or a generic group of ≥ 2 ops) cuts the group out as a graph of its
-// own: the values it reads from outside become inputs, the values it hands to the rest of the graph
-// (or the graph's outputs) become outputs, every other node is dropped. Symbols stay symbolic in
+// ExtractGroupCases runs the fusion passes (verify → ... → fuse_matmul) on the graph, and for each
+// fused group (a pattern group, a generic group of ≥ 2 ops, or a fuse_matmul group: a GEMV with its
+// norm prologue, sibling matmuls, RoPE or SwiGLU epilogue, whose alternative — the case's "unfused"
+// — is its ops one by one on their library kernels, OpCase::unfused_is_library_ops) cuts the group
+// out as a graph of its own: the values it reads from outside become inputs, the values it hands to
+// the rest of the graph (or the graph's outputs) become outputs, every other node is dropped. Symbols stay symbolic in
 // the cut-out; one OpCase per (group, dtype, symbol value) binds them to static shapes, so each
 // variant (unfused / library / jit) is compiled for exactly the case's sizes, and the CPU-reference
 // check can ask for the same group with fewer rows (OpCase::remake).

@@ -81,6 +81,11 @@ struct OpCase {
   // is rebuilt with MakeOpCase(op, dtype, rows, width, kv_len). Set by cases not in the op suite
   // (the model groups of `opfuse profile`, bench/group_cases.h).
   std::function<StatusOr<OpCase>(int64_t rows)> remake;
+  // A fuse_matmul group of `opfuse profile`: its alternative to the fused group is the group's ops
+  // one by one, each on its own library kernel (the GEMV or cuBLASLt alone, the norm, RoPE and
+  // SwiGLU kernels) — what the executor runs when should_fuse declines the group — so the variant
+  // "unfused" is timed as "library" with fuse_matmul off, not as every primitive alone.
+  bool unfused_is_library_ops = false;
 };
 
 struct SkippedCase {

@@ -28,6 +28,10 @@
 
 namespace opfuse::bench {
 
+// Whether `variant` is an alternative of the case: a fuse_matmul group has no "jit" (its GEMV is a
+// library kernel; its "unfused" is its ops one by one on library kernels).
+bool VariantApplies(const GroupCase& gc, const std::string& variant);
+
 // nullopt (and a warning) when no variant of the case was measured correctly.
 std::optional<scheduler::ProfileEntry> ProfileEntryFor(const GroupCase& gc, const CaseResult& r,
                                                        std::vector<std::string>* warnings);
@@ -35,7 +39,7 @@ std::optional<scheduler::ProfileEntry> ProfileEntryFor(const GroupCase& gc, cons
 // Name, "9.0"-style sm (from the report's "sm_90"), driver, copy GB/s and launch µs of a run.
 scheduler::DeviceInfo ProfileDeviceFor(const BenchReport& r);
 
-// Cases whose key is not yet in `existing` with every one of `variants` measured.
+// Cases whose key is not yet in `existing` with every one of `variants` that applies measured.
 std::vector<GroupCase> RemainingCases(const std::vector<GroupCase>& all, const scheduler::ProfileDb& existing,
                                       const std::vector<std::string>& variants);
 

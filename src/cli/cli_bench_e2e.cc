@@ -23,6 +23,8 @@
 
 #include "cli/cli.h"
 #include "bench/e2e_cases.h"
+#include "bench/plan_check.h"
+#include "scheduler/profile_db.h"
 #include "model/llama/engine.h"
 #include "util/files.h"
 
@@ -53,11 +55,13 @@ std::string UtcNow() {
   return buf;
 }
 
-// The fused groups of a compiled graph: "pattern:rms_norm x22 (library)", one line per kind+variant.
+// The fused groups of a compiled graph, one entry per kind and plan: "pattern:rms_norm (fused library)": 22,
+// "matmul:norm_swiglu (fused library gemv<=2)", a declined fuse_matmul group "... (ops one by one (library))".
 nlohmann::json GroupSummary(const Graph& g) {
   std::map<std::string, int> count;
-  for (const auto& grp : g.groups)
-    if (grp.decision.fuse) ++count[grp.kind + " (" + (grp.variant == Variant::kAuto ? "?" : VariantName(grp.variant)) + ")"];
+  for (const auto& grp : g.groups) {
+    if (grp.decision.fuse || grp.matmul) ++count[grp.kind + " (" + bench::GroupPlanName(grp) + ")"];
+  }
   nlohmann::json out = nlohmann::json::object();
   for (const auto& [k, n] : count) out[k] = n;
   return out;
@@ -108,6 +112,9 @@ int RunE2e(const E2eArgs& a) {
   nlohmann::json details = nlohmann::json::object();
   std::string device, model_name, dtype_name;
   std::map<std::string, std::map<std::string, int>> kernels_per_step;  // strategy -> case -> kernels
+  // always_fuse's and smart_schedule's compiled graphs per case (decode, prefill): the plan check
+  std::map<std::string, std::pair<Graph, Graph>> always_graphs, smart_graphs;
+  int64_t context_used = 0;
   Progress progress;
   const int total = static_cast<int>(strategies.size() * cases.size());
   int done = 0;
@@ -166,6 +173,9 @@ int RunE2e(const E2eArgs& a) {
         totals.push_back(g->prefill_ms + g->decode_ms);
       }
       const int kps = e.kernels_per_decode_step();
+      context_used = e.context();
+      if (s == llama::Strategy::kAlwaysFuse) always_graphs[c.label] = {e.decode_graph(), e.prefill_graph()};
+      if (s == llama::Strategy::kSmartSchedule) smart_graphs[c.label] = {e.decode_graph(), e.prefill_graph()};
       kernels_per_step[sname][c.label] = kps;
       const double mpt = Median(per_tok);
       results[sname][c.label] = {{"total_ms", Median(totals)},
@@ -225,6 +235,28 @@ int RunE2e(const E2eArgs& a) {
                                                       "per decode step ({}): the strategies made no difference",
                                                       c.label, nv)));
     }
+  }
+  // smart_schedule must have run what its profile picks where that differs from always_fuse's plan.
+  if (!a.profile.empty() && !always_graphs.empty() && !smart_graphs.empty()) {
+    auto profile = scheduler::ProfileDb::Load(a.profile);
+    if (!profile.ok()) return Fail("bench e2e", profile.status());
+    auto base = FusionConfig::FromEnv();
+    if (!base.ok()) return Fail("bench e2e", base.status());
+    const FusionConfig smart_config = llama::StrategyConfig(llama::Strategy::kSmartSchedule, *base);
+    std::vector<std::string> ignored;
+    for (const auto& [label, ag] : always_graphs) {
+      auto sg = smart_graphs.find(label);
+      if (sg == smart_graphs.end()) continue;
+      for (auto& line : bench::IgnoredProfileChoices(ag.first, sg->second.first, *profile, {}, smart_config))
+        ignored.push_back(label + " decode: " + line);
+      for (auto& line : bench::IgnoredProfileChoices(ag.second, sg->second.second, *profile,
+                                                     llama::PrefillScheduleHint(context_used), smart_config))
+        ignored.push_back(label + " prefill: " + line);
+    }
+    if (!ignored.empty())
+      return Fail("bench e2e", Internal(fmt::format("smart_schedule ran always_fuse's plan where its profile picks another, "
+                                                    "for {} group(s); first: {}", ignored.size(), ignored.front())));
+    std::cout << "smart_schedule ran its profile's choice for every group (checked against always_fuse's plan)\n";
   }
   if (!a.output.empty()) std::cerr << "opfuse bench e2e: wrote " << a.output << "\n";
   SetExitCode(0);

@@ -181,7 +181,13 @@ int ExplainMain(const ExplainOptions& o) {
     const auto vals = fusion::GroupValueNames(g, grp.nodes);
     std::cout << fmt::format("  [{}] {}  ops: {}  ({})\n", i, grp.kind, Join(ops, ", "), Join(vals, ", "));
     std::cout << fmt::format("      {}\n", grp.decision.ToString());
-    std::cout << fmt::format("      variant: {}  kernel: {}\n", grp.variant == Variant::kAuto ? "-" : VariantName(grp.variant), grp.name);
+    if (grp.matmul && !grp.decision.fuse)  // declined: its ops one by one, each on its library kernel
+      std::cout << fmt::format("      variant: {}  kernels: its ops one by one\n", VariantName(grp.variant));
+    else if (grp.matmul)
+      std::cout << fmt::format("      variant: {}  kernel: {} (one GEMV launch up to {} rows)\n", VariantName(grp.variant), grp.name,
+                               grp.matmul->gemv_max_rows);
+    else
+      std::cout << fmt::format("      variant: {}  kernel: {}\n", grp.variant == Variant::kAuto ? "-" : VariantName(grp.variant), grp.name);
     if (ctx.profile && i < ctx.choices.size())
       std::cout << fmt::format("      source: {}  expected saved: {:.2f} us\n", scheduler::SourceName(ctx.choices[i].source),
                                ctx.choices[i].expected_us_saved);

@@ -228,7 +228,10 @@ void RegisterProfile(CLI::App& app) {
   cmd->footer(
       "Every case is one fused group cut out of the graph at one row count; each variant (unfused, library, jit)\n"
       "is checked against the CPU reference and timed like `opfuse bench ops` (events / CUDA-graph replay, L2 flushed,\n"
-      "rotated inputs). Only correct, measured variants enter the profile. The file is saved after every case; a rerun\n"
+      "rotated inputs). A fuse_matmul group (a GEMV with its norm prologue, RoPE or SwiGLU epilogue) has two: library =\n"
+      "the fused group (one GEMV launch up to 4 rows), unfused = its ops one by one on their library kernels; no jit.\n"
+      "--disable fuse_matmul profiles the pattern groups on their own. Several --graph runs into one --out merge.\n"
+      "Only correct, measured variants enter the profile. The file is saved after every case; a rerun\n"
       "resumes. A profile from another device is refused. Last, the table of smart's choice vs the fastest variant.\n"
       "Use it: opfuse explain FILE --profile profile_result.json --shape T=64.   See docs/scheduler.md.\n"
       "Exit 0 ok, 2 bad input / other device / no CUDA device, 1 internal error or an incomplete run.");

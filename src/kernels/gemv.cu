@@ -1,4 +1,4 @@
-// GEMV library kernel (gemv.h): C[m, n] = A[m, k] · W[n, k]ᵀ (+ bias) for m ≤ kGemvMaxRows (2), bf16/f16 with f32
+// GEMV library kernel (gemv.h): C[m, n] = A[m, k] · W[n, k]ᵀ (+ bias) for m ≤ kGemvMaxRows (4), bf16/f16 with f32
 // accumulation, several weights per launch, optional SwiGLU epilogue.
 //
 // Design note (the decode matmul is a weight stream):

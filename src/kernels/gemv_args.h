@@ -11,7 +11,9 @@
 
 namespace opfuse::kernels {
 
-inline constexpr int64_t kGemvMaxRows = kDecodeGemvMaxRows;  // M above this: cuBLASLt (opfuse/config.h)
+// M above this: cuBLASLt (opfuse/config.h). Plain matmuls and fuse_matmul's groups take the GEMV up to
+// kDecodeGemvMaxRows rows; a group a profile measured up to this many (MatmulGroupPlan::gemv_max_rows).
+inline constexpr int64_t kGemvMaxRows = kGemvCapacityRows;
 inline constexpr int kGemvMaxSegments = 4;
 inline constexpr int kGemvLongKSplit = 4;  // warps per column when k > 2048 (gemv.cu, KSplitFor)
 

@@ -18,9 +18,12 @@
 //   4. RoPE epilogue — "..._rope": a sibling's output only reshaped to [..., H, D] and rotated by a
 //      fused rope group (q and k before attention) joins the group: the GEMV rotates each head's
 //      column pairs in its epilogue. OPFUSE_DISABLE=matmul_norm / matmul_rope turn 3 / 4 off.
-// The rewrites apply to bf16/f16 matmuls (the GEMV's types). When the bound row count is above
-// kDecodeGemvMaxRows (opfuse/config.h; prefill) the executor runs the group's matmuls through cuBLASLt one by
-// one (and the swiglu kernel after them): the group then only names what the decode step does.
+// The rewrites apply to bf16/f16 matmuls (the GEMV's types). When the bound row count is above the
+// group's GEMV rows (MatmulGroupPlan::gemv_max_rows: kDecodeGemvMaxRows, opfuse/config.h, or up to
+// kGemvCapacityRows where the schedule pass's profile measured the fused group there) the executor runs
+// the group's matmuls through cuBLASLt one by one (and the swiglu kernel after them): the group then
+// only names what the decode step does. Whether the group runs fused at all is the schedule pass's
+// choice (scheduler/should_fuse.h: the fused group, or its ops one by one).
 // Each group carries its MatmulGroupPlan (opfuse/graph.h): norm prologue, the matmuls in segment
 // order (gate before up), the rope of each, the swiglu epilogue — the executor builds the GEMV's
 // arguments from it and never re-derives the group's structure.

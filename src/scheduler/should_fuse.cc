@@ -140,8 +140,42 @@ void Choose(double unfused, std::optional<double> library, std::optional<double>
 
 GroupShape DescribeGroup(const Graph& g, const FusionGroup& grp, const Bindings& bindings) {
   GroupShape s;
+  auto bind = [&](const Dim& d) -> std::optional<int64_t> {
+    if (d.is_static()) return d.value;
+    auto it = bindings.find(d.sym);
+    if (it == bindings.end()) return std::nullopt;
+    return it->second;
+  };
+  // rows = the leading dims of `sh` multiplied (nullopt where one is unbound)
+  auto leading = [&](const Shape& sh) -> std::optional<int64_t> {
+    int64_t rows = 1;
+    for (size_t i = 0; i + 1 < sh.size(); ++i) {
+      auto d = bind(sh[i]);
+      if (!d) return std::nullopt;
+      rows *= *d;
+    }
+    return rows;
+  };
+  if (grp.kind.rfind("matmul:", 0) == 0 && grp.matmul && !grp.matmul->matmuls.empty()) {
+    // fuse_matmul's groups: the GEMV's shape. One kind reads other weights in other models, so the key
+    // names the inner dimension K and cols is the matmuls' output columns together (q, k and v:
+    // 2048 + 256 + 256 in TinyLlama, 2048 + 512 + 512 in Llama-3.2-1B); rows are the activations'.
+    const Node& first = g.nodes[grp.matmul->matmuls.front()];
+    const Shape& a = g.values[first.inputs[0]].type.shape;
+    s.dtype = DTypeName(g.values[first.outputs[0]].type.dtype);
+    if (a.empty() || !a.back().is_static()) return s.pattern = grp.kind, s;
+    s.pattern = fmt::format("{}:k{}", grp.kind, a.back().value);
+    int64_t cols = 0;
+    for (int m : grp.matmul->matmuls) {
+      const Shape& o = g.values[g.nodes[m].outputs[0]].type.shape;
+      if (o.empty() || !o.back().is_static()) return s;
+      cols += o.back().value;
+    }
+    s.cols = cols;
+    s.rows = leading(g.values[first.outputs[0]].type.shape);
+    return s;
+  }
   if (IsPattern(grp)) s.pattern = grp.kind.substr(8);
-  else if (grp.kind.rfind("matmul:", 0) == 0) s.pattern = grp.kind;
   else if (grp.kind == "generic") {
     s.pattern = "generic:";
     const auto ops = fusion::GroupOpNames(g, grp.nodes);
@@ -160,20 +194,8 @@ GroupShape DescribeGroup(const Graph& g, const FusionGroup& grp, const Bindings&
   s.dtype = DTypeName(g.values[best].type.dtype);
   const Shape& sh = g.values[best].type.shape;
   if (sh.empty()) return s.rows = 1, s.cols = 1, s;
-  auto bind = [&](const Dim& d) -> std::optional<int64_t> {
-    if (d.is_static()) return d.value;
-    auto it = bindings.find(d.sym);
-    if (it == bindings.end()) return std::nullopt;
-    return it->second;
-  };
   s.cols = bind(sh.back());
-  int64_t rows = 1;
-  for (size_t i = 0; i + 1 < sh.size(); ++i) {
-    auto d = bind(sh[i]);
-    if (!d) return s;
-    rows *= *d;
-  }
-  s.rows = rows;
+  s.rows = leading(sh);
   return s;
 }
 
@@ -265,12 +287,15 @@ FusionChoice ShouldFuse(const Graph& g, const FusionGroup& grp, const Bindings& 
                         const ShouldFuseOptions& opts) {
   FusionChoice out;
   if (grp.kind.rfind("matmul:", 0) == 0 && grp.decision.fuse) {
-    // fuse_matmul's groups: `library` is the fused group (the GEMV with its norm prologue, RoPE or
-    // SwiGLU epilogue; above the GEMV's row limit the executor runs its matmuls through cuBLASLt one
-    // by one), the alternative its ops one by one, each with its own library kernel (matmuls on the
-    // GEMV or cuBLASLt, the norm, RoPE and SwiGLU kernels): `unfused` in the profile, run as the
-    // group's library nodes. Without a profile, or where it has no point for the group: the fused
-    // group (there is no cost model for matmul groups).
+    // fuse_matmul's groups: `library` is the fused group — one GEMV launch with its norm prologue,
+    // RoPE or SwiGLU epilogue up to kDecodeGemvMaxRows rows, or up to the GEMV's capacity
+    // (kGemvCapacityRows) where the profile measured it there; above that the executor runs its
+    // matmuls through cuBLASLt one by one — and the alternative is its ops one by one, each on its own
+    // library kernel (matmuls on the GEMV or cuBLASLt, the norm, RoPE and SwiGLU kernels): `unfused`
+    // in the profile, run as the group's library nodes. The fused group is the default: it is
+    // declined only where its ops one by one measured faster by more than the margin. Without a
+    // profile, or where it has no point for the group: the fused group (there is no cost model for
+    // matmul groups).
     out.decision = grp.decision;
     out.variant = out.run_now = Variant::kLibrary;
     if (!opts.profile) return out;
@@ -286,11 +311,21 @@ FusionChoice ShouldFuse(const Graph& g, const FusionGroup& grp, const Bindings& 
                                          p ? p->how + " lacks unfused or library times" : why_not);
       return out;
     }
-    const std::string terms = fmt::format("ops one by one {}, fused group {}", Us(*p->unfused), Us(*p->library));
-    Choose(*p->unfused, p->library, std::nullopt, /*allow_library=*/true, opts.margin, out, p->how, terms);
     out.source = DecisionSource::kProfile;
-    out.variant = out.run_now = Variant::kLibrary;  // fused: the group's kernel; not: its ops' library kernels
-    return out;
+    out.evidence = p->how;
+    const double fused = *p->library, ops = *p->unfused;
+    const double frac = fused > 0 ? (fused - ops) / fused : 0;
+    const std::string terms = fmt::format("ops one by one {}, fused group {}", Us(ops), Us(fused));
+    if (frac > opts.margin) {
+      out.decision = FusionDecision::No(fmt::format("{}: {}; its ops one by one save {} ({:.1f}%) > margin {:.0f}%", p->how,
+                                                    terms, Us(fused - ops), 100 * frac, 100 * opts.margin));
+    } else {
+      out.gemv_max_rows = kGemvCapacityRows;  // measured as one GEMV launch up to the GEMV's capacity
+      out.expected_us_saved = std::max(0.0, ops - fused);
+      out.decision = FusionDecision::Yes(fmt::format("{}: {}; the fused group (its ops one by one save no more than margin {:.0f}%)",
+                                                     p->how, terms, 100 * opts.margin));
+    }
+    return out;  // variant library either way: the group's kernel, or its ops' library kernels
   }
   out.decision = ApplyConfigRules(g, grp, config, bindings, /*size_gate=*/opts.profile == nullptr);
   out.source = DecisionSource::kConfig;

@@ -55,11 +55,16 @@ struct FusionChoice {
   // Set by the schedule pass when a requested variant (PassContext::variant) cannot run this group:
   // "<requested> -> <runs>: <why>"; the group's FusionGroup::variant is the one that runs.
   std::string substitution;
+  // fuse_matmul's groups kept on a profile's measurement: the most rows the fused group runs as one
+  // GEMV launch (the profile timed it so, up to the GEMV's capacity); 0 = kDecodeGemvMaxRows.
+  int64_t gemv_max_rows = 0;
 };
 
 // The group's profile key: pattern name for pattern groups ("add_rms_norm"), "generic:<op>_<op>..."
-// for generic groups, the kind for fuse_matmul's groups ("matmul:norm_swiglu"), "" for single ops. Rows/cols from the group's widest output: cols = its last
+// for generic groups, "" for single ops; rows/cols from the group's widest output: cols = its last
 // dim, rows = its other dims multiplied (nullopt when a symbol is unbound or a dim is dynamic).
+// fuse_matmul's groups: the kind and the matmuls' inner dimension ("matmul:norm_swiglu:k2048"),
+// cols = the matmuls' output columns together, rows = the activations' rows.
 struct GroupShape {
   std::string pattern, dtype;
   std::optional<int64_t> rows, cols;

@@ -50,7 +50,7 @@ using testing_gpu::FreshSeed;
 
 // Runs `text` on the GPU (gemv on) and on the CPU with the same groups; returns kernels per run.
 int RunAndCompare(const std::string& what, const std::string& text, const Bindings& b, bool gemv = true,
-                  const kernels::GemvTuning& tuning = {}) {
+                  const kernels::GemvTuning& tuning = {}, const scheduler::ProfileDb* profile = nullptr) {
   auto g = ParseGraph(text);
   EXPECT_TRUE(g.ok()) << g.status().ToString();
   if (!g.ok()) return -1;
@@ -58,6 +58,11 @@ int RunAndCompare(const std::string& what, const std::string& text, const Bindin
   cuda::ExecutorOptions o;
   o.gemv = gemv;
   o.gemv_tuning = tuning;
+  o.profile = profile;
+  if (profile) o.schedule_bindings = b;
+  // without a profile: fuse_matmul's groups as `opfuse profile` times them, one GEMV launch up to
+  // the GEMV's capacity; with one, the schedule's choice of rows
+  else o.gemv_group_max_rows = kernels::kGemvMaxRows;
   auto ex = cuda::CudaExecutable::Create(*g, o);
   EXPECT_TRUE(ex.ok()) << what << ": " << ex.status().ToString();
   if (!ex.ok()) return -1;
@@ -185,6 +190,41 @@ TEST_F(GemvTest, NormPrologueGroups) {
   EXPECT_EQ(RunAndCompare("normed f16 m=1", testing_graphs::NormedBlock("f16", 512, 1000, true), {{"M", 1}}), 3);
   // up written before gate: the swiglu epilogue still takes gate as its first segment.
   EXPECT_EQ(RunAndCompare("normed up-first m=1", testing_graphs::NormedBlock("bf16", 512, 1000, true, true), {{"M", 1}}), 3);
+}
+
+// smart_schedule with a profile where each matmul group's ops one by one are faster (hand-written
+// numbers): the declined groups run their ops on their own library kernels — the norm, each
+// matmul's GEMV, the swiglu — and still match the CPU reference; a profile that favours the
+// fused groups keeps one GEMV launch each.
+TEST_F(GemvTest, NormPrologueGroupsDeclinedByTheProfileRunTheirOpsOneByOne) {
+  // keys (should_fuse's DescribeGroup): kind:k512, cols = the matmuls' columns together
+  auto profile_for = [](double unfused, double library) {
+    std::string entries;
+    for (const auto& [kind, cols] : std::vector<std::pair<std::string, int>>{
+             {"matmul:norm_siblings:k512", 512 + 64}, {"matmul:norm_swiglu:k512", 2 * 1408}, {"matmul:norm:k512", 1000}})
+      for (int m : {1, 2, 4})
+        entries += fmt::format(R"({}{{"pattern": "{}", "dtype": "bf16", "shape": {{"rows": {}, "cols": {}}},
+            "variants_us": {{"unfused": {}, "library": {}}}, "samples": 10}})",
+                               entries.empty() ? "" : ",", kind, m, cols, unfused, library);
+    return scheduler::ProfileDb::Parse(fmt::format(R"({{"schema": 1, "device": {{"name": "test", "sm": "9.0",
+        "driver": "hand-written", "copy_gbps": 3000, "launch_us": 2}}, "entries": [{}]}})", entries));
+  };
+  auto split = profile_for(5.0, 10.0), fused = profile_for(10.0, 5.0);
+  ASSERT_TRUE(split.ok()) << split.status().message();
+  ASSERT_TRUE(fused.ok()) << fused.status().message();
+  // a profile with no point for these groups (another model's K): the default rows, kDecodeGemvMaxRows
+  auto other = scheduler::ProfileDb::Parse(R"({"schema": 1, "device": {"name": "test", "sm": "9.0", "driver": "hand-written",
+      "copy_gbps": 3000, "launch_us": 2}, "entries": [{"pattern": "matmul:norm:k4096", "dtype": "bf16",
+      "shape": {"rows": 1, "cols": 1000}, "variants_us": {"unfused": 1.0, "library": 2.0}, "samples": 10}]})");
+  ASSERT_TRUE(other.ok()) << other.status().message();
+  for (int64_t m = 1; m <= kernels::kGemvMaxRows; ++m) {
+    // norm + q + k; add_rms_norm + gate + up + swiglu; norm + head
+    EXPECT_EQ(RunAndCompare(fmt::format("declined m={}", m), kNormed, {{"M", m}}, true, {}, &*split), 9) << m;
+    // kept on the profile: one GEMV launch per group up to the GEMV's capacity (m = 3: interpolated)
+    EXPECT_EQ(RunAndCompare(fmt::format("kept m={}", m), kNormed, {{"M", m}}, true, {}, &*fused), 3) << m;
+    EXPECT_EQ(RunAndCompare(fmt::format("unmeasured m={}", m), kNormed, {{"M", m}}, true, {}, &*other),
+              m <= kDecodeGemvMaxRows ? 3 : 9) << m;
+  }
 }
 
 // q/k/v with RoPE epilogues on q and k (with biases, as in Qwen2: the pair's second column has its own)

@@ -23,10 +23,14 @@ Graph Layer() {
   return *g;
 }
 
-bench::GroupCases Extract(std::vector<int64_t> rows, std::vector<DType> dts = {DType::kBF16}) {
+// The layer's groups as `opfuse profile` finds them: bf16 matmuls join fuse_matmul's groups (the
+// norms, RoPE and SwiGLU with them); `patterns`: with fuse_matmul off (`--disable fuse_matmul`), the
+// pattern groups on their own.
+bench::GroupCases Extract(std::vector<int64_t> rows, std::vector<DType> dts = {DType::kBF16}, bool patterns = false) {
   bench::GroupCaseOptions o;
   o.values = std::move(rows);
   o.dtypes = std::move(dts);
+  if (patterns) o.config.disabled.insert("fuse_matmul");
   auto c = bench::ExtractGroupCases(Layer(), o);
   EXPECT_TRUE(c.ok()) << c.status().message();
   return c.ok() ? *c : bench::GroupCases{};
@@ -43,8 +47,45 @@ TEST(ProfileCases, BuiltinLayerMatchesTheExampleFile) {
             ReadFile(std::string(OPFUSE_SOURCE_DIR) + "/examples/graphs/llama_decoder_layer.ofg"));
 }
 
+TEST(ProfileCases, LlamaLayerMatmulGroupsAndKeys) {
+  const auto c = Extract({1, 2, 128});
+  // input norm + q, k, v + RoPE on q and k; post-attention add_rms_norm + gate, up + SwiGLU
+  ASSERT_EQ(c.groups.size(), 2u);
+  EXPECT_TRUE(c.skipped.empty()) << c.skipped.front().id << ": " << c.skipped.front().reason;
+  EXPECT_EQ(c.cases.size(), 6u);
+  // keys follow should_fuse's DescribeGroup: the kind and K, cols = the matmuls' columns together
+  const auto* qkv = Find(c, "matmul:norm_siblings_rope:k2048", 2);
+  ASSERT_NE(qkv, nullptr);
+  EXPECT_EQ(qkv->key.cols, 2048 + 256 + 256);
+  EXPECT_EQ(qkv->c.phase, "decode");
+  EXPECT_TRUE(qkv->c.unfused_is_library_ops);
+  const auto* mlp = Find(c, "matmul:norm_swiglu:k2048", 128);
+  ASSERT_NE(mlp, nullptr);
+  EXPECT_EQ(mlp->key.cols, 2 * 5632);
+  EXPECT_EQ(mlp->c.phase, "prefill");
+  EXPECT_TRUE(mlp->c.unfused_is_library_ops);
+  // the weights are inputs of the case, with their own shapes; the activations lead with the rows
+  bool saw_weight = false;
+  for (const auto& t : mlp->c.inputs)
+    if (!t.rows_leading) saw_weight = saw_weight || (t.shape == std::vector<int64_t>{5632, 2048});
+  EXPECT_TRUE(saw_weight);
+  // the remade (check) case keeps the flag: its unfused variant is the same alternative
+  auto small = mlp->c.remake(3);
+  ASSERT_TRUE(small.ok()) << small.status().message();
+  EXPECT_TRUE(small->unfused_is_library_ops);
+  // a matmul case has no JIT form; its unfused and library variants apply
+  EXPECT_FALSE(bench::VariantApplies(*mlp, "jit"));
+  EXPECT_TRUE(bench::VariantApplies(*mlp, "unfused"));
+  EXPECT_TRUE(bench::VariantApplies(*mlp, "library"));
+  // f32 matmuls are not GEMV groups: the pattern groups stay cases of their own there
+  const auto f = Extract({1}, {DType::kF32});
+  EXPECT_EQ(f.groups.size(), 5u);
+  EXPECT_NE(Find(f, "swiglu", 1), nullptr);
+  EXPECT_TRUE(bench::VariantApplies(*Find(f, "swiglu", 1), "jit"));
+}
+
 TEST(ProfileCases, LlamaLayerGroupsAndKeys) {
-  const auto c = Extract({1, 128});
+  const auto c = Extract({1, 128}, {DType::kBF16}, /*patterns=*/true);
   // rms_norm, rope (q), rope (k), add_rms_norm, swiglu
   ASSERT_EQ(c.groups.size(), 5u);
   EXPECT_TRUE(c.skipped.empty()) << c.skipped.front().id << ": " << c.skipped.front().reason;
@@ -73,7 +114,7 @@ TEST(ProfileCases, LlamaLayerGroupsAndKeys) {
 
 TEST(ProfileCases, DuplicateKeysAreMeasuredOnce) {
   // rope k at T=8 is [8, 4, 64]: rows 32, cols 64 — the same key as rope q at T=1.
-  const auto c = Extract({1, 8});
+  const auto c = Extract({1, 8}, {DType::kBF16}, true);
   int rope32 = 0;
   for (const auto& x : c.cases) rope32 += x.key.pattern == "rope" && x.key.rows == 32;
   EXPECT_EQ(rope32, 1);
@@ -114,6 +155,7 @@ TEST(ProfileCases, CaseGraphsAreStaticRunnableAndShrinkForTheCheck) {
 
 TEST(ProfileCases, RetypedDtypes) {
   const auto c = Extract({1}, {DType::kBF16, DType::kF32});
+  ASSERT_NE(Find(c, "matmul:norm_swiglu:k2048", 1), nullptr);
   ASSERT_NE(Find(c, "swiglu", 1), nullptr);
   int f32 = 0;
   for (const auto& x : c.cases)
@@ -161,7 +203,7 @@ bench::CaseResult Result(const std::string& id, std::vector<std::tuple<std::stri
 }
 
 TEST(ProfileBuild, EntryKeepsOnlyCorrectMeasuredVariants) {
-  const auto c = Extract({1});
+  const auto c = Extract({1}, {DType::kBF16}, true);
   const auto* gc = Find(c, "rms_norm", 1);
   ASSERT_NE(gc, nullptr);
   std::vector<std::string> warnings;
@@ -200,7 +242,7 @@ scheduler::ProfileDb DbFor(const bench::GroupCases& c, const std::function<std::
 }
 
 TEST(ProfileBuild, ResumeSkipsMeasuredCases) {
-  const auto c = Extract({1, 2});
+  const auto c = Extract({1, 2}, {DType::kBF16}, true);
   auto db = DbFor(c, [](const bench::GroupCase&) { return std::tuple{5.0, 2.0, 2.5}; });
   EXPECT_TRUE(bench::RemainingCases(c.cases, db, {"unfused", "library", "jit"}).empty());
   db.entries[0].jit_us.reset();
@@ -211,8 +253,37 @@ TEST(ProfileBuild, ResumeSkipsMeasuredCases) {
   EXPECT_EQ(bench::RemainingCases(c.cases, scheduler::ProfileDb{}, {"jit"}).size(), c.cases.size());
 }
 
+TEST(ProfileBuild, MatmulGroupsAreDoneWithoutJitAndDeclinedMeansOpsOneByOne) {
+  const auto c = Extract({1, 2, 4});
+  ASSERT_EQ(c.cases.size(), 6u);
+  // Hand-written: the fused group wins at 1 and 2 rows, its ops one by one at 4 (norm_swiglu only).
+  auto db = DbFor(c, [](const bench::GroupCase& gc) {
+    const bool split = gc.key.pattern == "matmul:norm_swiglu:k2048" && gc.key.rows == 4;
+    return std::tuple{split ? 20.0 : 30.0, split ? 26.0 : 21.0, 0.0};
+  });
+  for (auto& e : db.entries) e.jit_us.reset();  // never measured for a matmul group
+  EXPECT_TRUE(bench::RemainingCases(c.cases, db, {"unfused", "library", "jit"}).empty());
+  db.entries[0].unfused_us.reset();
+  EXPECT_EQ(bench::RemainingCases(c.cases, db, {"unfused", "library", "jit"}).size(), 1u);
+  db.entries[0].unfused_us = 30.0;
+  bench::GroupCaseOptions o;
+  o.values = {1, 2, 4};
+  auto v = bench::ValidateProfile(Layer(), o, c.cases, db);
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(v->points, 6);
+  EXPECT_EQ(v->within, 6);
+  bool saw_split = false;
+  for (const auto& row : v->rows) {
+    const bool split = row.key.pattern == "matmul:norm_swiglu:k2048" && row.key.rows == 4;
+    EXPECT_EQ(row.best, split ? "unfused" : "library") << row.key.ToString();
+    EXPECT_EQ(row.smart, split ? "unfused" : "library") << row.key.ToString();  // declined: its ops one by one
+    saw_split = saw_split || split;
+  }
+  EXPECT_TRUE(saw_split);
+}
+
 TEST(ProfileBuild, ValidationPicksUnfusedWhereFusionLoses) {
-  const auto c = Extract({1, 2, 4, 8});
+  const auto c = Extract({1, 2, 4, 8}, {DType::kBF16}, true);
   // Hand-written: fused wins everywhere except swiglu, where unfused is fastest at every row count,
   // and rms_norm's JIT kernel is 50% slower than the library kernel.
   auto db = DbFor(c, [](const bench::GroupCase& gc) {
@@ -223,6 +294,7 @@ TEST(ProfileBuild, ValidationPicksUnfusedWhereFusionLoses) {
   });
   bench::GroupCaseOptions o;
   o.values = {1, 2, 4, 8};
+  o.config.disabled.insert("fuse_matmul");
   auto v = bench::ValidateProfile(Layer(), o, c.cases, db);
   ASSERT_TRUE(v.ok()) << v.status().message();
   EXPECT_EQ(v->points, static_cast<int>(c.cases.size()));
@@ -259,9 +331,14 @@ Cli RunCli(const std::string& args) { return RunOpfuseCli(args, "profile"); }
 TEST(ProfileCli, ListCases) {
   Cli c = RunCli("profile --list-cases --rows 1,64");
   ASSERT_EQ(c.code, 0) << c.err;
-  EXPECT_NE(c.out.find("5 fusible groups"), std::string::npos) << c.out;
-  EXPECT_NE(c.out.find("profile/add_rms_norm/bf16/rows=64/cols=2048"), std::string::npos) << c.out;
-  EXPECT_NE(c.out.find("10 cases"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("2 fusible groups"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("profile/matmul:norm_swiglu:k2048/bf16/rows=64/cols=11264"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("4 cases"), std::string::npos) << c.out;
+  Cli p = RunCli("profile --list-cases --rows 1,64 --disable fuse_matmul");
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.out.find("5 fusible groups"), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("profile/add_rms_norm/bf16/rows=64/cols=2048"), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("10 cases"), std::string::npos) << p.out;
 }
 
 TEST(ProfileCli, ValidateAnExistingProfile) {
@@ -272,8 +349,8 @@ TEST(ProfileCli, ValidateAnExistingProfile) {
   Cli r = RunCli("profile --validate --rows 1,2 --json --out " + path);
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["validation"]["points"], 10);
-  EXPECT_EQ(j["validation"]["within"], 10);
+  EXPECT_EQ(j["validation"]["points"], 4);  // 2 matmul groups x 2 row counts
+  EXPECT_EQ(j["validation"]["within"], 4);
   for (const auto& row : j["validation"]["rows"]) EXPECT_EQ(row["smart"], "library");
 }
 

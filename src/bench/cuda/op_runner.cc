@@ -623,7 +623,19 @@ Status RunVariant(const OpCase& c, const Graph& graph, const CaseBuffers& b, con
       v.error = variant.status().message();
       return Status::Ok();
     }
-    auto exe = cuda::CudaExecutable::Create(graph, BenchExecutorOptions(config, *variant));
+    if (c.unfused_is_library_ops && *variant == cuda::Variant::kJit) {
+      v.error = "not measured: a fuse_matmul group has no JIT form (its GEMV is a library kernel)";
+      return Status::Ok();
+    }
+    FusionConfig vconfig = config;
+    if (c.unfused_is_library_ops && *variant == cuda::Variant::kUnfused) {
+      *variant = cuda::Variant::kLibrary;
+      vconfig.disabled.insert("fuse_matmul");
+    }
+    cuda::ExecutorOptions eo = BenchExecutorOptions(vconfig, *variant);
+    // the fused group as smart_schedule may run it: one GEMV launch up to the GEMV's capacity
+    if (c.unfused_is_library_ops) eo.gemv_group_max_rows = kGemvCapacityRows;
+    auto exe = cuda::CudaExecutable::Create(graph, eo);
     if (!exe.ok()) {
       v.error = "create: " + exe.status().message();
       return IsStickyStatus(exe.status()) ? exe.status() : Status::Ok();

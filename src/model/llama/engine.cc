@@ -103,6 +103,8 @@ StatusOr<Strategy> ParseStrategy(std::string_view s) {
   return InvalidArgument(fmt::format("unknown strategy '{}' (expected never, always or smart)", s));
 }
 
+Bindings PrefillScheduleHint(int64_t context) { return {{"T", std::min<int64_t>(128, context)}}; }
+
 FusionConfig StrategyConfig(Strategy s, FusionConfig base) {
   switch (s) {
     case Strategy::kNeverFuse:
@@ -207,7 +209,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opts) {
       OPFUSE_ASSIGN_OR_RETURN(profile, scheduler::ProfileDb::Load(opts.profile_path));
     }
     s.profile = &profile;
-    s.prefill_hint = {{"T", std::min<int64_t>(128, e->context_)}};
+    s.prefill_hint = PrefillScheduleHint(e->context_);
   } else if (!opts.profile_path.empty()) {
     return InvalidArgument(fmt::format("a profile only applies to the smart strategy, not {}", StrategyName(opts.strategy)));
   }

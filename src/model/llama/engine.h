@@ -41,6 +41,9 @@ const char* StrategyName(Strategy s);  // "never_fuse" | "always_fuse" | "smart_
 StatusOr<Strategy> ParseStrategy(std::string_view s);
 // The pipeline config of a strategy, starting from `base` (kill switches from OPFUSE_DISABLE).
 FusionConfig StrategyConfig(Strategy s, FusionConfig base = {});
+// The token count smart_schedule schedules the prefill graph for (its groups are chosen once, at
+// engine creation): min(128, context). The decode graph's shapes are static (the batch).
+Bindings PrefillScheduleHint(int64_t context);
 
 struct EngineOptions {
   std::string model_dir;        // a Hugging Face model directory; "" = a built-in config

@@ -70,6 +70,7 @@ struct Step {
   std::vector<Node> matmuls;               // GEMV segments in order (with swiglu: gate, up)
   std::vector<std::optional<Node>> ropes;  // parallel to matmuls
   std::optional<Node> swiglu;
+  int64_t gemv_max_rows = kDecodeGemvMaxRows;  // the plan's: the most rows of the one GEMV launch
   // kLibrary kv_attention: no step of this executable writes pos or the caches, so the kernel may
   // read them before its PDL wait (kernels::LibraryPlanOptions::early_reads).
   bool early_reads = false;
@@ -510,6 +511,7 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
             st.ropes.push_back(i < mp.ropes.size() && mp.ropes[i] >= 0 ? std::optional<Node>(g.nodes[mp.ropes[i]]) : std::nullopt);
           }
           if (mp.swiglu >= 0) st.swiglu = g.nodes[mp.swiglu];
+          st.gemv_max_rows = mp.gemv_max_rows;
           std::set<int> seen_in;
           auto add_io = [&](const Node& m) {
             for (int v : m.inputs)
@@ -720,7 +722,7 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
   auto plan = std::make_shared<Plan>();
   plan->arena = arena;
   const bool use_gemv = opts.gemv && !opts.config.IsDisabled("gemv");
-  // A matmul node: the GEMV at decode sizes (bf16/f16, rows <= kGemvMaxRows, transpose_b), else cuBLASLt.
+  // A matmul node: the GEMV at decode sizes (bf16/f16, rows <= kDecodeGemvMaxRows, transpose_b), else cuBLASLt.
   auto plan_matmul = [&](const Node& n) -> Status {
     const auto& as = arena->shapes[n.inputs[0]];
     const auto& bs = arena->shapes[n.inputs[1]];
@@ -735,7 +737,7 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
     a.bias = n.inputs.size() > 2 ? resolve(n.inputs[2]) : nullptr;
     a.c = resolve(n.outputs[0]);
     if (a.m == 0 || a.n == 0) return Status::Ok();
-    if (use_gemv && a.transpose_b && a.m <= kernels::kGemvMaxRows) {
+    if (use_gemv && a.transpose_b && a.m <= kDecodeGemvMaxRows) {
       kernels::GemvArgs ga;
       ga.tuning = opts.gemv_tuning;
       ga.dtype = values[n.inputs[0]].type.dtype;
@@ -836,6 +838,9 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
           ga.segments.push_back(seg);
         }
         if (st.swiglu) ga.segments[0].out = resolve(st.swiglu->outputs[0]);
+        const int64_t group_rows = opts.gemv_group_max_rows > 0 ? opts.gemv_group_max_rows : st.gemv_max_rows;
+        if (ok.ok() && ga.m > group_rows)
+          ok = Unimplemented(fmt::format("gemv: {} rows, above the group's {}", ga.m, group_rows));
         if (ok.ok()) ok = use_gemv ? kernels::GemvSupported(ga) : Unimplemented("gemv disabled");
         if (ok.ok() && ga.m > 0) {
           OPFUSE_ASSIGN_OR_RETURN(KernelLaunch l, kernels::PlanGemv(ga, dev));

@@ -66,6 +66,10 @@ struct ExecutorOptions {
   // (src/kernels/gemv.h) instead of cuBLASLt; off with this false or OPFUSE_DISABLE=gemv.
   bool gemv = true;
   kernels::GemvTuning gemv_tuning;  // the GEMV planner's overrides (tests; the defaults are the tuned rules)
+  // The most rows a fuse_matmul group runs as one GEMV launch; 0 = each group's own
+  // (MatmulGroupPlan::gemv_max_rows: the schedule's). `opfuse profile` times the fused group up to the
+  // GEMV's capacity (kernels::kGemvMaxRows) with it.
+  int64_t gemv_group_max_rows = 0;
   // Background compile (docs/runtime.md): a JIT kernel not in the kernel cache is not compiled in
   // Create; its group runs its fallback (library for a pattern group with a library kernel, else
   // op by op) while a worker thread compiles it, and plans built once it is ready use it. Off:
