@@ -54,7 +54,7 @@ e2e() {  # tag, env..., strategies
 }
 t=$SECONDS
 e2e new "${STRATS:-never,always,smart}"
-# Ablations, always_fuse, same run: the session-4 decode step (no norm prologue, separate KV write +
+# Ablations, always_fuse, same run: the decode step before its fusions (no norm prologue, separate KV write +
 # combine kernels), each of those two alone, and the step before the GEMV (cuBLASLt, no PDL).
 if [ -n "${AB:-}" ]; then
   # A/B instead of the fixed ablations: AB="ENV=a ENV2=b;ENV=c" (';' between settings), always_fuse each,

@@ -64,6 +64,33 @@ TEST(BenchE2eCli, FailsWhenStrategiesRanTheSamePlan) {
   EXPECT_EQ(ok.code, 0) << ok.err;
 }
 
+// smart_schedule with a profile (hand-written numbers) where the tiny model's SwiGLU is faster op by op
+// at decode (1 row) and at the prefill hint (128 rows): smart runs it unfused, always fused, the JSON
+// lists each strategy's groups, and the run confirms that smart ran its profile's choice
+// (bench/plan_check.h; the failing side is PlanCheck.SmartThatIgnoresItsProfileIsReported).
+TEST(BenchE2eCli, SmartRunsItsProfilesChoiceAndSaysSo) {
+  const std::string prof = ::testing::TempDir() + "opfuse_e2e_profile.json";
+  std::ofstream(prof) << R"({"schema": 1, "device": {"name": "Test GPU", "sm": "9.0", "driver": "hand-written",
+    "copy_gbps": 3000, "launch_us": 2}, "entries": [
+    {"pattern": "swiglu", "dtype": "f32", "shape": {"rows": 1, "cols": 128}, "variants_us": {"unfused": 1.0, "library": 5.0, "jit": 5.0}, "samples": 10},
+    {"pattern": "swiglu", "dtype": "f32", "shape": {"rows": 128, "cols": 128}, "variants_us": {"unfused": 1.0, "library": 5.0, "jit": 5.0}, "samples": 10}]})";
+  const std::string out = ::testing::TempDir() + "opfuse_e2e_smart.json";
+  std::remove(out.c_str());
+  CliResult c = RunCli("bench e2e --backend cpu --runs 1 --strategies always,smart --cases '[prefill=4, decode=2]' --profile " +
+                       prof + " --output " + out);
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_NE(c.out.find("smart_schedule ran its profile's choice for every group"), std::string::npos) << c.out;
+  auto j = nlohmann::json::parse(opfuse::testing::ReadTextFile(out));
+  const auto& always = j["details"]["always_fuse"]["[prefill=4, decode=2]"];
+  const auto& smart = j["details"]["smart_schedule"]["[prefill=4, decode=2]"];
+  for (const char* phase : {"decode_groups", "prefill_groups"}) {
+    SCOPED_TRACE(phase);
+    EXPECT_TRUE(always[phase].contains("pattern:swiglu (fused library)")) << always[phase].dump();
+    EXPECT_FALSE(smart[phase].contains("pattern:swiglu (fused library)")) << smart[phase].dump();
+    EXPECT_FALSE(smart[phase].contains("pattern:swiglu (fused jit)")) << smart[phase].dump();
+  }
+}
+
 TEST(BenchE2eCli, BadInputExits2) {
   const std::string out = ::testing::TempDir() + "opfuse_e2e_bad.json";
   std::remove(out.c_str());

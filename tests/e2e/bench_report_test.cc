@@ -250,7 +250,7 @@ TEST(BenchReport, JsonRoundTrip) {
       saw_null = true;
     }
   EXPECT_TRUE(saw_null);
-  // The PDL launch count survives the round trip; a report without it (before session 12) reads 0.
+  // The PDL launch count survives the round trip; a report written before the field existed reads 0.
   int pdl = 0;
   for (const auto& c : back->cases)
     for (const auto& v : c.variants) pdl += v.pdl_launches;

@@ -62,7 +62,7 @@ TEST_P(JitKernelTest, NvrtcCompilesAlignedAndUnaligned) {
 
 // Generated kernels never tag L2 lines evict_last: such lines survive an L2 flush into the next timed
 // call, and bench ops' timing (src/bench/cuda/timing.h) leaves tags alone, while tools/bench_peer.py
-// undoes those torch.compile's kernels leave (L2Tags, session 14). Evict-first hints are fine.
+// undoes those torch.compile's kernels leave (L2Tags). Evict-first hints are fine.
 TEST_P(JitKernelTest, EmittedSourceNeverTagsEvictLast) {
   std::vector<codegen::EmittedKernel> emitted;
   ASSERT_NO_FATAL_FAILURE(EmitAlignedAndUnaligned(GetParam(), &emitted));
@@ -358,8 +358,8 @@ TEST(JitKernel, ChannelPacksLaunderedWhereTheyWouldBeHoisted) {
 // RoPE's [T, 1, D] tables load as packs at the row's offset (no 64-bit remainder by T per access), and
 // rotate_half's partner as one pack from the other half, in the prefill and decode functions; where the
 // half width is not a multiple of the pack the partner stays per element. A row kernel's [T, 1, C]
-// broadcast input loads as packs too. (H200, rope 16384 x 32 x 64 bf16 with per-element table and
-// partner loads: JIT 57.5 µs against the library's 39.2; docs/BENCHMARKS.md, issue 4 session 16.)
+// broadcast input loads as packs too. (Per-element table and partner loads left the JIT's RoPE well
+// behind the library kernel; docs/BENCHMARKS.md, issue 4.)
 TEST(JitKernel, RowContiguousBroadcastAndRotHalfLoadAsPacks) {
   struct Case {
     const char* graph;
