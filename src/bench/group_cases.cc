@@ -153,6 +153,7 @@ StatusOr<OpCase> MakeCase(const CutOut& cut, const std::string& pattern, const s
   c.rows = value;
   c.phase = PhaseOf(value);
   c.rows_independent = true;
+  c.unfused_is_library_ops = pattern.rfind("matmul:", 0) == 0;  // a fuse_matmul group's key (DescribeGroup)
   std::set<std::string> seen;
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     const Value& v = g.values[g.inputs[i]];
@@ -232,14 +233,9 @@ StatusOr<GroupCases> ExtractGroupCases(const Graph& model, const GroupCaseOption
           break;
         }
         c->id = fmt::format("profile/{}/{}/rows={}/cols={}", key.pattern, key.dtype, key.rows, key.cols);
-        c->unfused_is_library_ops = matmul;
         const CutOut cut_copy = *cut;
         const std::string sym = o.symbol, pat = s.pattern;
-        c->remake = [cut_copy, sym, pat, dt, matmul](int64_t rows) -> StatusOr<OpCase> {
-          auto r = MakeCase(cut_copy, pat, sym, rows, dt);
-          if (r.ok()) r->unfused_is_library_ops = matmul;
-          return r;
-        };
+        c->remake = [cut_copy, sym, pat, dt](int64_t rows) { return MakeCase(cut_copy, pat, sym, rows, dt); };
         out.cases.push_back({std::move(*c), key, label, value, static_cast<int>(gi)});
       }
     }

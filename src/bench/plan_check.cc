@@ -24,11 +24,12 @@ std::string PlanName(const FusionGroup& grp, const FusionDecision& d, Variant v,
   return s;
 }
 
+// The GEMV rows of a compiled group (only fuse_matmul's groups have them).
+int64_t GemvRows(const FusionGroup& grp) { return grp.matmul ? grp.matmul->gemv_max_rows : kDecodeGemvMaxRows; }
+
 }  // namespace
 
-std::string GroupPlanName(const FusionGroup& grp) {
-  return PlanName(grp, grp.decision, grp.variant, grp.matmul ? grp.matmul->gemv_max_rows : 0);
-}
+std::string GroupPlanName(const FusionGroup& grp) { return PlanName(grp, grp.decision, grp.variant, GemvRows(grp)); }
 
 std::vector<std::string> IgnoredProfileChoices(const Graph& always, const Graph& smart, const scheduler::ProfileDb& profile,
                                                const Bindings& bindings, const FusionConfig& config) {
@@ -44,11 +45,9 @@ std::vector<std::string> IgnoredProfileChoices(const Graph& always, const Graph&
     const scheduler::FusionChoice c = scheduler::ShouldFuse(always, a, bindings, config, opts);
     const std::optional<int64_t> rows = scheduler::DescribeGroup(always, a, bindings).rows;
     const FusionGroup& s = *it->second;
-    auto gemv_rows = [](const FusionGroup& g) { return g.matmul ? g.matmul->gemv_max_rows : kDecodeGemvMaxRows; };
-    const std::string picked =
-        PlanName(a, c.decision, c.variant, c.gemv_max_rows > 0 ? c.gemv_max_rows : kDecodeGemvMaxRows, rows);
-    const std::string ran_always = PlanName(a, a.decision, a.variant, gemv_rows(a), rows);
-    const std::string ran_smart = PlanName(s, s.decision, s.variant, gemv_rows(s), rows);
+    const std::string picked = PlanName(a, c.decision, c.variant, c.gemv_max_rows, rows);
+    const std::string ran_always = PlanName(a, a.decision, a.variant, GemvRows(a), rows);
+    const std::string ran_smart = PlanName(s, s.decision, s.variant, GemvRows(s), rows);
     if (picked != ran_always && ran_smart == ran_always)
       out.push_back(fmt::format("group {} {} ({}): the profile picks {}, smart_schedule ran always_fuse's {} ({})", gi,
                                 a.name.empty() ? a.kind : a.name, a.kind, picked, ran_smart, c.decision.reason));

@@ -65,7 +65,7 @@ Status Schedule(Graph& g, const PassContext& ctx) {
     scheduler::FusionChoice choice = scheduler::ShouldFuse(g, grp, ctx.bindings, ctx.config, opts);
     grp.decision = choice.decision;
     grp.variant = Resolve(g, grp, choice, ctx);
-    if (grp.matmul) grp.matmul->gemv_max_rows = choice.gemv_max_rows > 0 ? choice.gemv_max_rows : kDecodeGemvMaxRows;
+    if (grp.matmul) grp.matmul->gemv_max_rows = choice.gemv_max_rows;
     if (grp.name.empty()) grp.name = fusion::KernelName(g, grp);
     ctx.choices.push_back(std::move(choice));
   }

@@ -55,9 +55,9 @@ struct FusionChoice {
   // Set by the schedule pass when a requested variant (PassContext::variant) cannot run this group:
   // "<requested> -> <runs>: <why>"; the group's FusionGroup::variant is the one that runs.
   std::string substitution;
-  // fuse_matmul's groups kept on a profile's measurement: the most rows the fused group runs as one
-  // GEMV launch (the profile timed it so, up to the GEMV's capacity); 0 = kDecodeGemvMaxRows.
-  int64_t gemv_max_rows = 0;
+  // fuse_matmul's groups: the most rows the fused group runs as one GEMV launch — the GEMV's capacity
+  // where a profile measured the group kept there, else the default (MatmulGroupPlan::gemv_max_rows).
+  int64_t gemv_max_rows = kDecodeGemvMaxRows;
 };
 
 // The group's profile key: pattern name for pattern groups ("add_rms_norm"), "generic:<op>_<op>..."
