@@ -2,6 +2,7 @@
 
     eng = opfuse.Engine()                         # built-in tiny model on the CPU, random weights
     eng = opfuse.Engine("TinyLlama-1.1B", backend="cuda", strategy="smart_schedule")
+    eng = opfuse.Engine(tensor_parallel=2)        # split over 2 ranks (docs/tensor_parallel.md; cpu)
     out = eng.generate([[1, 15043, 29892]], max_new_tokens=16)   # {"tokens": [[...]], "decode_ms": ...}
 
 Strategies: never_fuse, always_fuse, smart_schedule (or never / always / smart). Prompts are
@@ -19,12 +20,12 @@ from . import _opfuse
 class Engine:
     def __init__(self, model_dir: str = "", backend: str = "cpu", strategy: str = "always_fuse", batch: int = 1,
                  max_context: int = 0, dtype: str = "", weight_seed: int = 0, builtin: str = "",
-                 profile: str = ""):
+                 profile: str = "", tensor_parallel: int = 1):
         if not getattr(_opfuse, "has_engine", False):
             raise _opfuse.UnavailableError("this opfuse module was built without the Llama engine "
                                            "(src/model/llama/engine.h was not in the tree)")
         self._native = _opfuse.Engine(str(model_dir), backend, strategy, batch, max_context, dtype, weight_seed,
-                                      builtin, profile)
+                                      builtin, profile, tensor_parallel)
 
     def generate(self, prompts: Union[Sequence[int], Sequence[Sequence[int]]], max_new_tokens: int = 16,
                  temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
@@ -38,7 +39,7 @@ class Engine:
         return self._native.generate(ids, max_new_tokens, temperature, top_k, top_p, seed, stop_at_eos)
 
     def __getattr__(self, name):
-        # device, strategy, model_name, batch, context, compile_ms, kernels_per_decode_step
+        # device, strategy, model_name, batch, tensor_parallel, context, compile_ms, kernels_per_decode_step
         return getattr(self._native, name)
 
     def __repr__(self):

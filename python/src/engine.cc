@@ -23,7 +23,7 @@ class PyEngine {
  public:
   PyEngine(const std::string& model_dir, const std::string& backend, const std::string& strategy, int64_t batch,
            int64_t max_context, const std::string& dtype, uint64_t weight_seed, const std::string& builtin,
-           const std::string& profile) {
+           const std::string& profile, int64_t tensor_parallel) {
     llama::EngineOptions o;
     o.model_dir = model_dir;
     o.backend = backend;
@@ -34,6 +34,7 @@ class PyEngine {
     o.weight_seed = weight_seed;
     o.builtin = builtin;
     o.profile_path = profile;
+    o.tensor_parallel = tensor_parallel;
     StatusOr<std::unique_ptr<llama::Engine>> e = Status(StatusCode::kInternal, "not created");
     {
       py::gil_scoped_release release;
@@ -78,10 +79,10 @@ class PyEngine {
 void RegisterEngine(py::module_& m) {
   py::class_<PyEngine>(m, "Engine", "The Llama-family engine (token ids in, token ids out).")
       .def(py::init<const std::string&, const std::string&, const std::string&, int64_t, int64_t, const std::string&,
-                    uint64_t, const std::string&, const std::string&>(),
+                    uint64_t, const std::string&, const std::string&, int64_t>(),
            py::arg("model_dir") = "", py::arg("backend") = "cpu", py::arg("strategy") = "always_fuse",
            py::arg("batch") = 1, py::arg("max_context") = 0, py::arg("dtype") = "", py::arg("weight_seed") = 0,
-           py::arg("builtin") = "", py::arg("profile") = "")
+           py::arg("builtin") = "", py::arg("profile") = "", py::arg("tensor_parallel") = 1)
       .def("generate", &PyEngine::Generate, py::arg("prompts"), py::arg("max_new_tokens") = 16,
            py::arg("temperature") = 0.0, py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("seed") = 0,
            py::arg("stop_at_eos") = false)
@@ -89,6 +90,7 @@ void RegisterEngine(py::module_& m) {
       .def_property_readonly("strategy", [](PyEngine& e) { return std::string(e.engine().strategy_name()); })
       .def_property_readonly("model_name", [](PyEngine& e) { return e.engine().model_name(); })
       .def_property_readonly("batch", [](PyEngine& e) { return e.engine().batch(); })
+      .def_property_readonly("tensor_parallel", [](PyEngine& e) { return e.engine().tensor_parallel(); })
       .def_property_readonly("context", [](PyEngine& e) { return e.engine().context(); })
       .def_property_readonly("compile_ms", [](PyEngine& e) { return e.engine().compile_ms(); })
       .def_property_readonly("kernels_per_decode_step", [](PyEngine& e) { return e.engine().kernels_per_decode_step(); });

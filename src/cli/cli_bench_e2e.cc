@@ -37,6 +37,7 @@ struct E2eArgs {
   int runs = 3;
   uint64_t seed = 1;
   int64_t max_context = 0;
+  int64_t tensor_parallel = 1;
 };
 
 using bench::E2eCase;
@@ -132,6 +133,7 @@ int RunE2e(const E2eArgs& a) {
       eo.dtype = a.dtype;
       if (s == llama::Strategy::kSmartSchedule) eo.profile_path = a.profile;  // the others take no profile
       eo.max_context = a.max_context;
+      eo.tensor_parallel = a.tensor_parallel;
       auto engine = llama::Engine::Create(eo);
       if (!engine.ok()) {
         progress.Clear();
@@ -150,10 +152,13 @@ int RunE2e(const E2eArgs& a) {
       }
       llama::GenerateOptions go;
       go.max_new_tokens = c.decode;
-      std::vector<double> prefill, per_tok, totals;
+      std::vector<double> prefill, per_tok, totals, coll_ms;
+      int64_t coll_count = 0;
       std::vector<int32_t> first_tokens;
       for (int r = 0; r <= a.runs; ++r) {  // run 0 is the warm-up (plans, CUDA-graph capture)
         e.Reset();
+        const double coll_ms0 = e.collective_ms();
+        const int64_t coll0 = e.collectives();
         auto g = e.Generate(prompts, go);
         if (!g.ok()) {
           progress.Clear();
@@ -168,6 +173,8 @@ int RunE2e(const E2eArgs& a) {
           return Fail("bench e2e", Internal(fmt::format("{} {}: run {} generated other tokens than the warm-up run "
                                                         "(greedy decoding must be deterministic)", sname, c.label, r)));
         }
+        coll_ms.push_back(e.collective_ms() - coll_ms0);
+        coll_count = e.collectives() - coll0;
         prefill.push_back(g->prefill_ms);
         per_tok.push_back(g->ms_per_token());
         totals.push_back(g->prefill_ms + g->decode_ms);
@@ -185,7 +192,12 @@ int RunE2e(const E2eArgs& a) {
                                  {"compile_ms", e.compile_ms()},
                                  {"kernels_per_prefill", e.kernels_per_prefill()},
                                  {"decode_tokens_per_s", mpt > 0 ? 1000.0 * static_cast<double>(c.batch) / mpt : 0.0},
-                                 {"batch", c.batch}};
+                                 {"batch", c.batch},
+                                 {"tensor_parallel", e.tensor_parallel()}};
+      if (e.tensor_parallel() > 1) {  // rank 0's collectives of one generation (prefill + decode), waits included
+        results[sname][c.label]["collectives_per_run"] = coll_count;
+        results[sname][c.label]["collective_ms_per_run"] = Median(coll_ms);
+      }
       details[sname][c.label] = {{"prefill_runs_ms", prefill},
                                  {"decode_ms_per_token_runs", per_tok},
                                  {"decode_groups", GroupSummary(e.decode_graph())},
@@ -200,6 +212,7 @@ int RunE2e(const E2eArgs& a) {
                           {"dtype", dtype_name},
                           {"runs", a.runs},
                           {"backend", a.backend},
+                          {"tensor_parallel", a.tensor_parallel},
                           {"command", CommandLine("opfuse bench e2e")},
                           {"date", UtcNow()},
                           {"timing", "wall clock per Engine call including the device sync; median of runs after one "
@@ -280,6 +293,9 @@ void RegisterBenchE2e(CLI::App& bench) {
   cmd->add_option("--output", a->output, "write the JSON (DESIGN.md format, plus details) here");
   cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16 (default: the checkpoint's; built-in: bf16 on cuda, f32 on cpu)");
   cmd->add_option("--profile", a->profile, "profile_result.json for smart_schedule (default: its cost model)");
+  cmd->add_option("--tensor-parallel", a->tensor_parallel,
+                  "split the model over N ranks (docs/tensor_parallel.md; cpu: one thread per rank)")
+      ->capture_default_str();
   cmd->add_option("--max-context", a->max_context, "KV-cache positions (default: the model's max_position_embeddings, at most 8192)");
   cmd->add_option("--seed", a->seed, "seed of the random prompt ids")->capture_default_str()->check(NonNegativeInteger);
   cmd->footer(

@@ -5,7 +5,7 @@
 //   opfuse generate [--model DIR | --config NAME] [--prompt TEXT | --ids 1,2,3]... [--max-new-tokens N]
 //                   [--backend cpu|cuda] [--strategy never|always|smart] [--seed N] [--temperature F]
 //                   [--top-k N] [--top-p F] [--batch N] [--max-context N] [--dtype f32|f16|bf16]
-//                   [--profile FILE] [--stop-at-eos] [--dump-logits FILE]
+//                   [--profile FILE] [--stop-at-eos] [--dump-logits FILE] [--tensor-parallel N]
 //
 // Each --prompt / --ids is one sequence; --batch N repeats them (cyclically) to N sequences, which
 // are prefilled one by one and decoded together. --dump-logits writes every step's logits as JSON
@@ -33,7 +33,7 @@ namespace {
 struct GenOptions {
   std::string model, config, backend = "cpu", strategy = "always", dtype, profile, dump_logits;
   std::vector<std::string> prompts, ids;
-  int64_t max_new_tokens = 16, batch = 0, max_context = 0, top_k = 0;
+  int64_t max_new_tokens = 16, batch = 0, max_context = 0, top_k = 0, tensor_parallel = 1;
   uint64_t seed = 0, weight_seed = 0;
   double temperature = 0, top_p = 1.0;
   bool stop_at_eos = false;
@@ -86,6 +86,7 @@ int GenerateMain(const GenOptions& o) {
   eo.dtype = o.dtype;
   eo.profile_path = o.profile;
   eo.weight_seed = o.weight_seed;
+  eo.tensor_parallel = o.tensor_parallel;
   // The config first (for vocab and the tokenizer), then the prompts, then the engine (compiles).
   llama::LlamaConfig cfg;
   if (!o.model.empty()) {
@@ -144,6 +145,9 @@ int GenerateMain(const GenOptions& o) {
                                                             e.config().max_position_embeddings)
                                               : "",
                            llama::Bytes(e.memory().total()));
+  if (e.tensor_parallel() > 1)
+    std::cout << fmt::format("tensor parallel {}: {} collectives (all_reduce, all_gather) on rank 0, {:.3f} ms in them\n",
+                             e.tensor_parallel(), e.collectives(), e.collective_ms());
   for (size_t b = 0; b < prompts.size(); ++b) {
     std::vector<int64_t> ids(r->tokens[b].begin(), r->tokens[b].end());
     std::cout << fmt::format("[{}] prompt {} tokens -> {}\n", b, prompts[b].size(), Tokenizer::FormatIds(ids));
@@ -197,6 +201,8 @@ void RegisterGenerate(CLI::App& app) {
   cmd->add_option("--weight-seed", o->weight_seed, "seed of the built-in random weights (as init-weights --seed; default 0)")->check(NonNegativeInteger);
   cmd->add_option("--profile", o->profile, "profile_result.json for --strategy smart (default: the cost model)");
   cmd->add_flag("--stop-at-eos", o->stop_at_eos, "stop a sequence at its end-of-sequence token");
+  cmd->add_option("--tensor-parallel", o->tensor_parallel,
+                  "split the model over N ranks, Megatron-style (docs/tensor_parallel.md; cpu: one thread per rank; default 1)");
   cmd->add_option("--dump-logits", o->dump_logits, "write every step's logits and tokens as JSON to this file");
   cmd->callback([o] { SetExitCode(GenerateMain(*o)); });
 }

@@ -119,6 +119,7 @@ std::string SingleReason(const Graph& g, int node, const FusionConfig& config, c
       if (op == OpKind::kMatmul) r = "matmul is a library op (cuBLASLt)";
       else if (op == OpKind::kEmbedding) r = "embedding is a library op (gather kernel)";
       else if (op == OpKind::kKvAttention) r = "kv_attention is a library op that writes its k_cache/v_cache inputs in place";
+      else if (op == OpKind::kAllReduce || op == OpKind::kAllGather) r = name + " is a collective: it runs through the communicator of the rank's group";
       else r = name + " is a library op";
       break;
     case FusionKind::kView:

@@ -70,6 +70,7 @@ void RegisterCompositeOps(OpDefTable& t);
 void RegisterCompositeDecompositions(OpDefTable& t);  // composite_decompose.cc: fills OpDef::decompose
 void RegisterCompositeCpu(OpDefTable& t);  // composite_cpu.cc: fills OpDef::cpu only
 void RegisterLibraryOps(OpDefTable& t);
+void RegisterCollectiveOps(OpDefTable& t);  // collective.cc: all_reduce, all_gather
 void RegisterViewOps(OpDefTable& t);
 void RegisterSourceOps(OpDefTable& t);
 

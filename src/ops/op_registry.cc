@@ -15,6 +15,7 @@ const OpDef& GetOpDef(OpKind op) {
     RegisterCompositeOps(t);
     RegisterCompositeCpu(t);
     RegisterLibraryOps(t);
+    RegisterCollectiveOps(t);
     RegisterViewOps(t);
     RegisterSourceOps(t);
     return t;

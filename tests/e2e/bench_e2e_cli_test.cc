@@ -113,3 +113,32 @@ TEST(BenchE2eCli, BadInputExits2) {
 }
 
 }  // namespace
+
+namespace {
+
+// --tensor-parallel on the CPU: the JSON records N and rank 0's collectives per generation (two
+// all_reduce a layer and one all_gather, for the prefill and every decode step); a config that
+// does not split exits 2 naming the quantity, without writing the output.
+TEST(BenchE2eCli, TensorParallelRecordsRanksAndCollectives) {
+  const std::string out = ::testing::TempDir() + "opfuse_e2e_tp.json";
+  std::remove(out.c_str());
+  CliResult c = RunCli("bench e2e --backend cpu --runs 1 --strategies never,always --tensor-parallel 2 "
+                       "--cases '[prefill=5, decode=3]' --output " + out);
+  ASSERT_EQ(c.code, 0) << c.err;
+  auto j = nlohmann::json::parse(opfuse::testing::ReadTextFile(out));
+  EXPECT_EQ(j["config"]["tensor_parallel"], 2);
+  EXPECT_NE(j["config"]["device"].get<std::string>().find("tensor parallel 2"), std::string::npos) << j["config"].dump();
+  for (const char* s : {"never_fuse", "always_fuse"}) {
+    const auto& r = j["results"][s]["[prefill=5, decode=3]"];
+    EXPECT_EQ(r["tensor_parallel"], 2);
+    EXPECT_EQ(r["collectives_per_run"], 3 * (2 * 2 + 1)) << r.dump();  // tiny: 2 layers; prefill + 2 decode steps
+    EXPECT_GE(r["collective_ms_per_run"].get<double>(), 0);
+  }
+  std::remove(out.c_str());
+  c = RunCli("bench e2e --backend cpu --runs 1 --tensor-parallel 3 --output " + out);
+  EXPECT_EQ(c.code, 2) << c.err;
+  EXPECT_NE(c.err.find("--tensor-parallel 3: num_attention_heads 4 is not a multiple of 3"), std::string::npos) << c.err;
+  EXPECT_FALSE(std::ifstream(out).good());
+}
+
+}  // namespace

@@ -79,6 +79,28 @@ TEST(GenerateCli, StrategiesSameTokensDifferentKernels) {
   fs::remove_all(dir);
 }
 
+// --tensor-parallel 2 and 4 on the CPU (one thread per rank): the same greedy tokens as one rank,
+// a line naming the ranks and their collectives; --tensor-parallel 3 (4 heads) and on cuda exit 2.
+TEST(GenerateCli, TensorParallelGivesOneRanksTokens) {
+  const fs::path dir = TempDir("tp");
+  Result one = RunCli("generate --ids 1,17,42,99 --max-new-tokens 6 --batch 2", dir);
+  ASSERT_EQ(one.code, 0) << one.err;
+  for (const char* tp : {"2", "4"}) {
+    Result r = RunCli(std::string("generate --ids 1,17,42,99 --max-new-tokens 6 --batch 2 --tensor-parallel ") + tp, dir);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(Tokens(r.out, 0), Tokens(one.out, 0)) << r.out;
+    EXPECT_EQ(Tokens(r.out, 1), Tokens(one.out, 1)) << r.out;
+    EXPECT_FALSE(Tokens(r.out, 1).empty());
+    EXPECT_NE(r.out.find(std::string("tensor parallel ") + tp + ": "), std::string::npos) << r.out;
+  }
+  Result bad = RunCli("generate --ids 1,2 --tensor-parallel 3", dir);
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_EQ(bad.err, "opfuse generate: --tensor-parallel 3: num_attention_heads 4 is not a multiple of 3\n");
+  bad = RunCli("generate --ids 1,2 --tensor-parallel 0", dir);
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  fs::remove_all(dir);
+}
+
 TEST(GenerateCli, SeededSamplingReproducible) {
   const fs::path dir = TempDir("seed");
   const std::string base = "generate --ids 1,2,3 --max-new-tokens 10 --temperature 1.2 --top-k 40 --top-p 0.9 --seed ";

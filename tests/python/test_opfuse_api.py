@@ -319,6 +319,17 @@ def test_unavailable_is_a_runtime_error():
                                [("f32", (4, 8)), ("f32", (4, 8))], FusionConfig()._to_native(), "cuda", "auto")
 
 
+def test_engine_tensor_parallel_cpu():
+    if not opfuse._opfuse.has_engine:
+        pytest.skip("module built without src/model/llama/engine.h")
+    one = opfuse.Engine(backend="cpu").generate([1, 2, 3], max_new_tokens=5)
+    eng = opfuse.Engine(backend="cpu", tensor_parallel=2)
+    assert eng.tensor_parallel == 2
+    assert eng.generate([1, 2, 3], max_new_tokens=5)["tokens"] == one["tokens"]
+    with pytest.raises(ValueError, match="num_attention_heads 4 is not a multiple of 3"):
+        opfuse.Engine(backend="cpu", tensor_parallel=3)
+
+
 def test_op_names_come_from_ops_def():
     names = opfuse.op_names()
     assert {"silu", "mul", "rms_norm", "add_rms_norm", "swiglu", "matmul"} <= set(names)

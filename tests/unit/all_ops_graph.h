@@ -78,6 +78,9 @@ inline StatusOr<Graph> BuildAllOpsGraph() {
     int pos = b.Input("kv_pos", DType::kI32, {B});
     outs.push_back(b.KvAttention({kq, kk, kv, kc, vc, pos}, {{"scale", 0.25}}));
   }
+  // collectives (world 1: the identity; a tensor-parallel rank's graph has world > 1)
+  outs.push_back(b.AllReduce({x}, {{"world", int64_t{1}}}));
+  outs.push_back(b.AllGather({x}, {{"world", int64_t{1}}, {"axis", int64_t{-1}}}));
   // views
   outs.push_back(b.Reshape({x}, {{"shape", DimList{T, 8, -1}}}));
   outs.push_back(b.Transpose({x}, {{"perm", DimList{1, 0}}}));

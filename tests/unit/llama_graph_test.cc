@@ -11,6 +11,7 @@
 
 #include "model/llama/engine.h"
 #include "model/llama/graph_builder.h"
+#include "model/llama/tensor_parallel.h"
 #include "model/llama/weights.h"
 #include "passes/pipeline.h"
 
@@ -208,6 +209,95 @@ TEST(LlamaStrategy, Names) {
   EXPECT_EQ(ParseStrategy("sometimes").status().code(), StatusCode::kInvalidArgument);
   EXPECT_FALSE(StrategyConfig(Strategy::kNeverFuse).enable_fusion);
   EXPECT_EQ(StrategyConfig(Strategy::kAlwaysFuse).min_tensor_elements, 0);
+}
+
+}  // namespace
+}  // namespace opfuse::llama
+
+namespace opfuse::llama {
+namespace {
+
+// Tensor parallelism (tensor_parallel.h): one table decides the split; a rank's graph holds its
+// shards and heads, all_reduces the two row-parallel outputs of every layer, gathers the logits, and
+// still fuses what one rank's graph fuses.
+TEST(LlamaTensorParallel, ShardTableAndRankGraph) {
+  EXPECT_EQ(ShardKindOf("model.layers.3.self_attn.q_proj.weight"), ShardKind::kRows);
+  EXPECT_EQ(ShardKindOf("model.layers.3.self_attn.k_proj.bias"), ShardKind::kKvRows);
+  EXPECT_EQ(ShardKindOf("model.layers.3.self_attn.o_proj.weight"), ShardKind::kCols);
+  EXPECT_EQ(ShardKindOf("model.layers.3.self_attn.o_proj.bias"), ShardKind::kFirstRank);
+  EXPECT_EQ(ShardKindOf("model.layers.0.mlp.down_proj.weight"), ShardKind::kCols);
+  EXPECT_EQ(ShardKindOf("model.layers.0.mlp.up_proj.weight"), ShardKind::kRows);
+  EXPECT_EQ(ShardKindOf("model.layers.0.self_attn.q_norm.weight"), ShardKind::kReplicated);
+  EXPECT_EQ(ShardKindOf("model.embed_tokens.weight"), ShardKind::kReplicated);
+  EXPECT_EQ(ShardKindOf("lm_head.weight"), ShardKind::kRows);
+
+  const LlamaConfig c = *BuiltinConfig("tinyllama-1.1b");  // 32 heads, 4 KV heads, 5632, vocab 32000
+  GraphOptions o;
+  o.dtype = DType::kBF16;
+  o.with_argmax = true;
+  o.cache_len = 64;
+  o.tp = {1, 4};
+  auto g = BuildDecodeGraph(c, o);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  const int64_t L = c.num_hidden_layers;
+  EXPECT_EQ(CountOps(*g, OpKind::kAllReduce), 2 * L);
+  EXPECT_EQ(CountOps(*g, OpKind::kAllGather), 1);
+  auto type = [&](const std::string& name) { return g->values[*g->FindValue(name)].type.ToString(); };
+  EXPECT_EQ(type("model.layers.0.self_attn.q_proj.weight"), "bf16[512, 2048]");
+  EXPECT_EQ(type("model.layers.0.self_attn.k_proj.weight"), "bf16[64, 2048]");
+  EXPECT_EQ(type("model.layers.0.self_attn.o_proj.weight"), "bf16[2048, 512]");
+  EXPECT_EQ(type("model.layers.0.mlp.gate_proj.weight"), "bf16[1408, 2048]");
+  EXPECT_EQ(type("model.layers.0.mlp.down_proj.weight"), "bf16[2048, 1408]");
+  EXPECT_EQ(type("lm_head.weight"), "bf16[8000, 2048]");
+  EXPECT_EQ(type("model.embed_tokens.weight"), "bf16[32000, 2048]");
+  EXPECT_EQ(type(CacheKeyName(0)), "bf16[1, 64, 1, 64]");
+  EXPECT_EQ(type("logits"), "f32[1, 32000]");
+  const auto fused = PatternCounts(Compiled(*g, Strategy::kAlwaysFuse));
+  EXPECT_EQ(fused.at("norm_swiglu"), L);
+  EXPECT_EQ(fused.at("norm_siblings_rope"), L);
+  EXPECT_EQ(fused.at("add_rms_norm"), 1);
+
+  // 8 ranks over 4 KV heads: each head on two ranks; a rank beyond the group is refused.
+  o.tp = {5, 8};
+  g = BuildDecodeGraph(c, o);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(type("model.layers.0.self_attn.v_proj.weight"), "bf16[64, 2048]");
+  EXPECT_EQ(type("model.layers.0.self_attn.q_proj.weight"), "bf16[256, 2048]");
+  o.tp = {8, 8};
+  EXPECT_EQ(BuildDecodeGraph(c, o).status().code(), StatusCode::kInvalidArgument);
+  o.tp = {0, 3};
+  EXPECT_EQ(BuildDecodeGraph(c, o).status().message(), "--tensor-parallel 3: num_attention_heads 32 is not a multiple of 3");
+}
+
+// ShardParams against the rule by hand: KV heads replicated at world > Hkv, row-parallel biases on
+// rank 0 only, the tied head's vocabulary rows.
+TEST(LlamaTensorParallel, ShardParamsByHand) {
+  LlamaConfig c = Tiny();  // 4 heads, 2 KV heads of 16, hidden 64, vocab 256
+  c.attention_bias = c.o_proj_bias = true;
+  c.tie_word_embeddings = true;
+  std::map<std::string, HostTensor> full;
+  for (const auto& e : ExpectedTensors(c)) {
+    HostTensor t(DType::kF32, e.shape);
+    for (int64_t i = 0; i < t.numel(); ++i) t.set(i, static_cast<double>(i));
+    full[e.name] = std::move(t);
+  }
+  const auto r3 = ShardParams(c, full, {3, 4});
+  const HostTensor& k = r3.at("model.layers.0.self_attn.k_proj.weight");
+  ASSERT_EQ(k.shape, (std::vector<int64_t>{16, 64}));
+  EXPECT_EQ(k.get(0), 16.0 * 64);  // rank 3 of 4 holds KV head 3 / (4 / 2) = 1: rows 16..31
+  const HostTensor& kb = r3.at("model.layers.0.self_attn.k_proj.bias");
+  EXPECT_EQ(kb.get(0), 16.0);
+  const HostTensor& o = r3.at("model.layers.0.self_attn.o_proj.weight");
+  ASSERT_EQ(o.shape, (std::vector<int64_t>{64, 16}));
+  EXPECT_EQ(o.get(0), 48.0);      // columns 48..63 of row 0
+  EXPECT_EQ(o.get(16), 64 + 48.0);  // row 1
+  for (int64_t i = 0; i < 64; ++i) EXPECT_EQ(r3.at("model.layers.0.self_attn.o_proj.bias").get(i), 0.0);
+  EXPECT_EQ(ShardParams(c, full, {0, 4}).at("model.layers.0.self_attn.o_proj.bias").get(5), 5.0);
+  const HostTensor& head = r3.at("lm_head.weight");
+  ASSERT_EQ(head.shape, (std::vector<int64_t>{64, 64}));
+  EXPECT_EQ(head.get(0), 192.0 * 64);  // vocabulary rows 192..255 of the tied embedding
+  EXPECT_EQ(r3.at("model.embed_tokens.weight").shape, (std::vector<int64_t>{256, 64}));
+  EXPECT_EQ(full.at("model.layers.0.self_attn.k_proj.weight").shape, (std::vector<int64_t>{32, 64}));  // untouched
 }
 
 }  // namespace

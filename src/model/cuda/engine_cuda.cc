@@ -80,7 +80,7 @@ class CudaRunner final : public Runner {
       t = HostTensor();
     }
     // KV caches, zeroed (a slot is always written before it is read; zeros keep a bug visible, not NaN).
-    const size_t cache_bytes = static_cast<size_t>(s.batch * s.context * s.config.num_key_value_heads *
+    const size_t cache_bytes = static_cast<size_t>(s.batch * s.context * s.kv_heads *
                                                    s.config.head_dim * DTypeSize(s.dtype));
     r->row_bytes_ = cache_bytes / s.batch;
     for (int64_t l = 0; l < s.config.num_hidden_layers; ++l)

@@ -13,6 +13,7 @@
 
 #include "model/llama/engine_runner.h"
 #include "model/llama/graph_builder.h"
+#include "model/llama/tensor_parallel.h"
 #include "model/llama/weights.h"
 #include "model/safetensors.h"
 
@@ -138,6 +139,11 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opts) {
   if (opts.batch < 1) return InvalidArgument(fmt::format("batch must be >= 1, got {}", opts.batch));
   if (opts.batch > kMaxBatch)
     return InvalidArgument(fmt::format("batch {} exceeds the engine's maximum of {} sequences", opts.batch, kMaxBatch));
+  if (opts.tensor_parallel < 1)
+    return InvalidArgument(fmt::format("--tensor-parallel must be >= 1, got {}", opts.tensor_parallel));
+  if (opts.tensor_parallel > 1 && opts.backend == "cuda")
+    return InvalidArgument(fmt::format("--tensor-parallel {} on cuda is not implemented yet (NCCL transport); "
+                                     "--backend cpu runs it with one thread per rank", opts.tensor_parallel));
   // The device first (fail fast): no weight is read for a run that cannot start.
   double device_free = 0;
   if (opts.backend == "cuda") {
@@ -164,6 +170,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opts) {
   }
   e->dtype_ = dt;
   const LlamaConfig& c = e->config_;
+  const int64_t world = opts.tensor_parallel;
+  OPFUSE_RETURN_IF_ERROR(CheckTensorParallel(c, world));  // before any weight is read
   if (opts.max_context < 0) return InvalidArgument(fmt::format("max context must be >= 0, got {}", opts.max_context));
   e->context_ = ContextFor(c, opts.max_context);
   e->context_capped_ = opts.max_context == 0 && c.max_position_embeddings > kDefaultContextCap;
@@ -192,14 +200,21 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opts) {
     s.params[name] = std::move(t);
   }
 
-  GraphOptions go;
-  go.cache_len = e->context_;
-  go.dtype = dt;
-  go.batch = 1;
-  OPFUSE_ASSIGN_OR_RETURN(s.prefill, BuildPrefillGraph(c, go));
-  go.batch = opts.batch;
-  go.with_argmax = true;
-  OPFUSE_ASSIGN_OR_RETURN(s.decode, BuildDecodeGraph(c, go));
+  // Each rank's graphs (one rank without tensor parallelism).
+  auto build_graphs = [&](RunnerSetup& rs, const TensorParallel& tp) -> Status {
+    GraphOptions go;
+    go.cache_len = e->context_;
+    go.dtype = dt;
+    go.tp = tp;
+    rs.kv_heads = LocalKvHeads(c, tp.world);
+    go.batch = 1;
+    OPFUSE_ASSIGN_OR_RETURN(rs.prefill, BuildPrefillGraph(c, go));
+    go.batch = opts.batch;
+    go.with_argmax = true;
+    OPFUSE_ASSIGN_OR_RETURN(rs.decode, BuildDecodeGraph(c, go));
+    return Status::Ok();
+  };
+  OPFUSE_RETURN_IF_ERROR(build_graphs(s, TensorParallel{0, 1}));
 
   OPFUSE_ASSIGN_OR_RETURN(FusionConfig base, FusionConfig::FromEnv());
   s.fusion = StrategyConfig(opts.strategy, base);
@@ -215,7 +230,24 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opts) {
   }
   s.background_compile = opts.background_compile;
   e->load_ms_ = MsSince(t0);
-  if (opts.backend == "cuda") {
+  if (world > 1) {  // cpu (checked above): one runner per rank on its shards
+    std::vector<std::unique_ptr<Runner>> ranks;
+    for (int64_t r = 0; r < world; ++r) {
+      RunnerSetup rs;
+      rs.config = s.config;
+      rs.dtype = s.dtype;
+      rs.batch = s.batch;
+      rs.context = s.context;
+      rs.fusion = s.fusion;
+      rs.profile = s.profile;
+      rs.prefill_hint = s.prefill_hint;
+      OPFUSE_RETURN_IF_ERROR(build_graphs(rs, TensorParallel{r, world}));
+      rs.params = ShardParams(c, s.params, TensorParallel{r, world});
+      OPFUSE_ASSIGN_OR_RETURN(std::unique_ptr<Runner> runner, MakeCpuRunner(std::move(rs)));
+      ranks.push_back(std::move(runner));
+    }
+    OPFUSE_ASSIGN_OR_RETURN(e->runner_, MakeTensorParallelCpuRunner(std::move(ranks)));
+  } else if (opts.backend == "cuda") {
     OPFUSE_ASSIGN_OR_RETURN(e->runner_, MakeCudaRunner(std::move(s)));
   } else {
     OPFUSE_ASSIGN_OR_RETURN(e->runner_, MakeCpuRunner(std::move(s)));
@@ -228,6 +260,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opts) {
 std::string Engine::device() const { return runner_->device(); }
 int Engine::kernels_per_decode_step() const { return runner_->kernels_per_decode_step(); }
 int Engine::kernels_per_prefill() const { return runner_->kernels_per_prefill(); }
+int64_t Engine::collectives() const { return runner_->collectives(); }
+double Engine::collective_ms() const { return runner_->collective_ms(); }
 const Graph& Engine::prefill_graph() const { return runner_->prefill_graph(); }
 const Graph& Engine::decode_graph() const { return runner_->decode_graph(); }
 void Engine::Reset() { std::fill(lengths_.begin(), lengths_.end(), 0); }

@@ -58,6 +58,10 @@ struct EngineOptions {
   // cuda: JIT kernels not in the kernel cache compile in the background while their fallback runs
   // (cuda::ExecutorOptions::background_compile); the decode graph is re-captured when one lands.
   bool background_compile = false;
+  // Tensor parallelism (docs/tensor_parallel.md): the model split over this many ranks, each
+  // running its own graph on its shard. cpu: one thread per rank in this process, an in-process
+  // communicator. cuda: not yet (Unimplemented). CheckTensorParallel says which configs split.
+  int64_t tensor_parallel = 1;
 };
 
 struct GenerateOptions {
@@ -94,6 +98,10 @@ class Engine {
   std::string device() const;
   DType dtype() const { return dtype_; }
   int64_t batch() const { return opts_.batch; }
+  int64_t tensor_parallel() const { return opts_.tensor_parallel; }
+  // Collectives (all_reduce, all_gather) rank 0 ran and the ms it spent in them, since creation.
+  int64_t collectives() const;
+  double collective_ms() const;
   int64_t context() const { return context_; }
   // True when the context is the default cap (kDefaultContextCap), below max_position_embeddings.
   bool context_capped() const { return context_capped_; }
@@ -102,10 +110,10 @@ class Engine {
   double compile_ms() const { return compile_ms_; }   // both graphs: pipeline, JIT (or cache loads), capture excluded
   double load_ms() const { return load_ms_; }         // weights read or generated, and uploaded
   // Kernels one decode step launches (CUDA: counted from the executor's plan / captured graph;
-  // CPU: node groups the reference runs). -1 before the first step.
+  // CPU: node groups the reference runs), per rank with tensor parallelism. -1 before the first step.
   int kernels_per_decode_step() const;
   int kernels_per_prefill() const;                     // the last prefill's
-  const Graph& prefill_graph() const;                  // after the pipeline
+  const Graph& prefill_graph() const;                  // after the pipeline (rank 0's with tensor parallelism)
   const Graph& decode_graph() const;
 
   // Forgets every sequence (lengths back to 0). Cache slots are always written before they are read.

@@ -38,7 +38,7 @@ class CpuRunner final : public Runner {
     r->batch_ = s.batch;
     r->S_ = s.context;
     r->inputs_ = std::move(s.params);
-    const int64_t Hkv = s.config.num_key_value_heads, D = s.config.head_dim;
+    const int64_t Hkv = s.kv_heads, D = s.config.head_dim;
     for (int64_t l = 0; l < s.config.num_hidden_layers; ++l)
       for (const std::string& name : {CacheKeyName(l), CacheValueName(l)}) {
         HostTensor cache(s.dtype, {s.batch, s.context, Hkv, D});

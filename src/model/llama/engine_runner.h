@@ -23,6 +23,7 @@ struct RunnerSetup {
   int64_t batch = 1;
   int64_t context = 0;     // S
   Graph prefill, decode;   // as built (the runner compiles them)
+  int64_t kv_heads = 0;    // KV heads the caches hold: the graphs' (LocalKvHeads with tensor parallelism)
   FusionConfig fusion;     // the strategy's pipeline config
   const scheduler::ProfileDb* profile = nullptr;  // smart_schedule: the scheduler consults it (may be empty)
   Bindings prefill_hint;   // symbol sizes the scheduler may assume for prefill (smart_schedule)
@@ -44,9 +45,17 @@ class Runner {
   // tokens[b] at position pos[b] for every row; next [batch] (argmax) and/or logits [batch * vocab].
   virtual Status Decode(std::span<const int32_t> tokens, std::span<const int32_t> pos, std::vector<int32_t>* next,
                         std::vector<float>* logits) = 0;
+  // Collectives rank 0 has run, and the wall-clock ms it spent in them (waiting for the other ranks
+  // included), since creation: zero without tensor parallelism.
+  virtual int64_t collectives() const { return 0; }
+  virtual double collective_ms() const { return 0; }
 };
 
 StatusOr<std::unique_ptr<Runner>> MakeCpuRunner(RunnerSetup s);
+// Tensor parallelism on the CPU (engine_tp.cc): `ranks` (rank r's runner at index r, each built
+// from its rank's graphs and shards) run each call on one thread per rank, joined through an
+// in-process communicator; rank 0's logits and tokens are the answer.
+StatusOr<std::unique_ptr<Runner>> MakeTensorParallelCpuRunner(std::vector<std::unique_ptr<Runner>> ranks);
 // Unavailable when this build has no CUDA backend or the machine no GPU.
 StatusOr<std::unique_ptr<Runner>> MakeCudaRunner(RunnerSetup s);
 // Free memory of the current CUDA device in bytes: the engine's device probe, run before any weight

@@ -102,7 +102,9 @@ DimList Dims(std::initializer_list<Dim> d) { return DimList(d); }
 class Builder {
  public:
   Builder(const LlamaConfig& c, const GraphOptions& o, bool decode)
-      : c_(c), o_(o), decode_(decode), b_(decode ? "llama_decode" : "llama_prefill") {
+      : c_(c), o_(o), decode_(decode),
+        b_(o.tp.world > 1 ? fmt::format("{}_tp{}_rank{}", decode ? "llama_decode" : "llama_prefill", o.tp.world, o.tp.rank)
+                          : std::string(decode ? "llama_decode" : "llama_prefill")) {
     B_ = Dim(o.batch);
     T_ = decode ? Dim(1) : o.tokens ? Dim(*o.tokens) : Dim::Sym("T");
     S_ = o.cache_len > 0 ? o.cache_len : c.max_position_embeddings;
@@ -116,8 +118,13 @@ class Builder {
       return InvalidArgument("graph builder: a prefill graph with batch > 1 needs a fixed token count (tokens)");
     if (!IsFloat(o_.dtype)) return InvalidArgument("graph builder: the model dtype must be f32, f16 or bf16");
     OPFUSE_RETURN_IF_ERROR(CheckContext(c_, S_.value));
+    const int64_t world = o_.tp.world;
+    OPFUSE_RETURN_IF_ERROR(CheckTensorParallel(c_, world));
+    if (o_.tp.rank < 0 || o_.tp.rank >= world)
+      return InvalidArgument(fmt::format("graph builder: rank {} out of range [0, {})", o_.tp.rank, world));
     const DType dt = o_.dtype;
     const int64_t H = c_.hidden_size, D = c_.head_dim;
+    const int64_t Hq = LocalHeads(c_, world), Hkv = LocalKvHeads(c_, world);  // this rank's heads
 
     // Inputs first (engine-facing), then the caches, then params in HF order.
     const int ids = b_.Input("input_ids", DType::kI32, {B_, T_});
@@ -126,10 +133,10 @@ class Builder {
     const int last_index = decode_ ? -1 : b_.Input("last_index", DType::kI32, {B_});
     std::vector<int> kc, vc;
     for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
-      kc.push_back(b_.Input(CacheKeyName(l), dt, {B_, S_, c_.num_key_value_heads, D}));
-      vc.push_back(b_.Input(CacheValueName(l), dt, {B_, S_, c_.num_key_value_heads, D}));
+      kc.push_back(b_.Input(CacheKeyName(l), dt, {B_, S_, Hkv, D}));
+      vc.push_back(b_.Input(CacheValueName(l), dt, {B_, S_, Hkv, D}));
     }
-    for (const auto& e : ExpectedTensors(c_)) {
+    for (const auto& e : RankTensors(c_, world)) {
       Shape s;
       for (int64_t d : e.shape) s.push_back(Dim(d));
       params_[e.name] = b_.Param(e.name, dt, s);
@@ -149,13 +156,13 @@ class Builder {
       const int q = Linear(h, p + "self_attn.q_proj", c_.attention_bias);
       const int k = Linear(h, p + "self_attn.k_proj", c_.attention_bias);
       const int v = Linear(h, p + "self_attn.v_proj", c_.attention_bias);
-      int q4 = b_.Reshape({q}, {{"shape", Dims({B_, T_, Dim(c_.num_attention_heads), Dim(D)})}});
-      int k4 = b_.Reshape({k}, {{"shape", Dims({B_, T_, Dim(c_.num_key_value_heads), Dim(D)})}});
+      int q4 = b_.Reshape({q}, {{"shape", Dims({B_, T_, Dim(Hq), Dim(D)})}});
+      int k4 = b_.Reshape({k}, {{"shape", Dims({B_, T_, Dim(Hkv), Dim(D)})}});
       if (c_.qk_norm) {  // Qwen3: RMSNorm over each head's D values, before RoPE
         q4 = RmsNorm(q4, P(p + "self_attn.q_norm.weight"));
         k4 = RmsNorm(k4, P(p + "self_attn.k_norm.weight"));
       }
-      const int v4 = b_.Reshape({v}, {{"shape", Dims({B_, T_, Dim(c_.num_key_value_heads), Dim(D)})}});
+      const int v4 = b_.Reshape({v}, {{"shape", Dims({B_, T_, Dim(Hkv), Dim(D)})}});
       const int qr = Rope(q4, cos, sin, D);
       const int kr = Rope(k4, cos, sin, D);
       // A sliding window shorter than the cache limits the keys each query sees; one at least as
@@ -164,14 +171,14 @@ class Builder {
       Attrs attn_attrs = {{"scale", 1.0 / std::sqrt(static_cast<double>(D))}};
       if (window > 0 && window < S_.value) attn_attrs["window"] = window;
       const int attn = b_.KvAttention({qr, kr, v4, kc[l], vc[l], cache_pos}, attn_attrs);
-      const int attn3 = b_.Reshape({attn}, {{"shape", Dims({B_, T_, Dim(c_.q_dim())})}});
-      const int o = Linear(attn3, p + "self_attn.o_proj", c_.o_proj_bias);
+      const int attn3 = b_.Reshape({attn}, {{"shape", Dims({B_, T_, Dim(Hq * D)})}});
+      const int o = AllReduce(Linear(attn3, p + "self_attn.o_proj", c_.o_proj_bias));
       const int h1 = b_.Add({x, o});  // residual, then the post-attention norm: Add+RMSNorm
       const int hn = RmsNorm(h1, P(p + "post_attention_layernorm.weight"));
       const int gate = Linear(hn, p + "mlp.gate_proj", c_.mlp_bias);
       const int up = Linear(hn, p + "mlp.up_proj", c_.mlp_bias);
       const int act = b_.Mul({b_.Silu({gate}), up});  // SwiGLU
-      const int down = Linear(act, p + "mlp.down_proj", c_.mlp_bias);
+      const int down = AllReduce(Linear(act, p + "mlp.down_proj", c_.mlp_bias));
       x = b_.Add({h1, down});
     }
     int last = RmsNorm(x, P("model.norm.weight"));  // [B, T, H]
@@ -184,8 +191,8 @@ class Builder {
       const int flat = b_.Reshape({last}, {{"shape", Dims({rows, Dim(H)})}});
       last = b_.Embedding({flat, last_index});  // [B, H]
     }
-    const std::string head = c_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
-    const int logits = b_.Matmul({last, P(head)}, {{"transpose_b", int64_t{1}}});  // [B, vocab]
+    int logits = b_.Matmul({last, P(HeadWeightName(c_, world))}, {{"transpose_b", int64_t{1}}});  // [B, vocab / world]
+    if (world > 1) logits = b_.AllGather({logits}, {{"world", world}, {"axis", int64_t{-1}}});  // [B, vocab]
     b_.Output(b_.Cast({logits}, {{"dtype", std::string("f32")}}), "logits");
     if (o_.with_argmax) {
       const int next = b_.Argmax({logits});  // [B, 1] i64
@@ -196,6 +203,9 @@ class Builder {
 
  private:
   int P(const std::string& name) const { return params_.at(name); }
+
+  // A row-parallel layer's partial output summed over the ranks (the identity at world 1: no op).
+  int AllReduce(int x) { return o_.tp.world > 1 ? b_.AllReduce({x}, {{"world", o_.tp.world}}) : x; }
 
   int Linear(int x, const std::string& prefix, bool bias) {
     std::vector<int> in = {x, P(prefix + ".weight")};

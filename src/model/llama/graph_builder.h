@@ -21,6 +21,8 @@
 //           only); past.N.key / past.N.value [B,S,Hkv,D] per layer (state: written in place)
 //   params  every HF tensor of ExpectedTensors(config); rope.cos / rope.sin [S, D] (RopeTables)
 //   outputs logits [B, vocab] f32; next_token [B, 1] i32 (argmax, when with_argmax)
+// With tensor parallelism (GraphOptions::tp) the interface is the same but for the params (each
+// rank's shards) and the caches' head count; the logits are the whole vocabulary on every rank.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -28,6 +30,7 @@
 #include <vector>
 
 #include "model/llama/config.h"
+#include "model/llama/tensor_parallel.h"
 #include "opfuse/graph.h"
 
 namespace opfuse::llama {
@@ -39,6 +42,10 @@ struct GraphOptions {
   int64_t cache_len = 0;     // S: positions the KV cache holds (0: max_position_embeddings)
   DType dtype = DType::kF32;  // weights, activations and cache
   bool with_argmax = false;   // add the next_token output (greedy decoding on the device)
+  // Tensor parallelism: the graph of rank tp.rank of tp.world (tensor_parallel.h). Its params are
+  // RankTensors' shards, its caches hold LocalKvHeads heads, o_proj's and down_proj's outputs are
+  // all_reduced before the residual add, and the vocabulary-parallel logits are all_gathered.
+  TensorParallel tp;
 };
 
 StatusOr<Graph> BuildPrefillGraph(const LlamaConfig& c, const GraphOptions& o);
