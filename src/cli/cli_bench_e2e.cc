@@ -194,9 +194,13 @@ int RunE2e(const E2eArgs& a) {
                                  {"decode_tokens_per_s", mpt > 0 ? 1000.0 * static_cast<double>(c.batch) / mpt : 0.0},
                                  {"batch", c.batch},
                                  {"tensor_parallel", e.tensor_parallel()}};
-      if (e.tensor_parallel() > 1) {  // rank 0's collectives of one generation (prefill + decode), waits included
-        results[sname][c.label]["collectives_per_run"] = coll_count;
-        results[sname][c.label]["collective_ms_per_run"] = Median(coll_ms);
+      if (e.tensor_parallel() > 1) {  // rank 0's collectives of one generation (prefill + decode)
+        auto& r = results[sname][c.label];
+        r["collectives_per_run"] = coll_count;
+        // the host's view (the CPU's in-process communicator, waits included); null on GPUs
+        r["collective_ms_per_run"] = e.collective_ms() >= 0 ? nlohmann::json(Median(coll_ms)) : nlohmann::json();
+        // GPUs: one all_reduce of the decode step's message, device µs, every rank at once
+        if (auto us = e.DecodeAllReduceUs(); us.ok()) r["decode_all_reduce_us"] = *us;  // {"one_shot", "nccl", "used"}
       }
       details[sname][c.label] = {{"prefill_runs_ms", prefill},
                                  {"decode_ms_per_token_runs", per_tok},

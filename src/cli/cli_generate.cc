@@ -146,8 +146,10 @@ int GenerateMain(const GenOptions& o) {
                                               : "",
                            llama::Bytes(e.memory().total()));
   if (e.tensor_parallel() > 1)
-    std::cout << fmt::format("tensor parallel {}: {} collectives (all_reduce, all_gather) on rank 0, {:.3f} ms in them\n",
-                             e.tensor_parallel(), e.collectives(), e.collective_ms());
+    std::cout << fmt::format("tensor parallel {}: {} collectives (all_reduce, all_gather) on rank 0{}\n", e.tensor_parallel(),
+                             e.collectives(),
+                             e.collective_ms() >= 0 ? fmt::format(", {:.3f} ms in them", e.collective_ms())
+                                                    : std::string(" (on the GPUs: `opfuse bench e2e` times the all_reduce)"));
   for (size_t b = 0; b < prompts.size(); ++b) {
     std::vector<int64_t> ids(r->tokens[b].begin(), r->tokens[b].end());
     std::cout << fmt::format("[{}] prompt {} tokens -> {}\n", b, prompts[b].size(), Tokenizer::FormatIds(ids));

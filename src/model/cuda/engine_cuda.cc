@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -25,6 +26,8 @@
 #include "cuda/cuda_check.h"
 #include "cuda/device.h"
 #include "runtime/cuda/executor.h"
+#include "runtime/cuda/nccl_comm.h"
+#include "model/llama/engine_tp.h"
 
 namespace opfuse::llama {
 namespace {
@@ -46,12 +49,16 @@ struct Pinned {
 class CudaRunner final : public Runner {
  public:
   ~CudaRunner() override {
+    if (device_ordinal_ >= 0) cudaSetDevice(device_ordinal_);
     graph_.reset();
     if (stream_) cudaStreamDestroy(stream_);
   }
 
-  static StatusOr<std::unique_ptr<Runner>> Create(RunnerSetup s) {
+  // `comm`: the rank's transport under tensor parallelism (nullptr: one GPU).
+  static StatusOr<std::unique_ptr<CudaRunner>> Create(RunnerSetup s, cuda::DeviceCommunicator* comm = nullptr) {
     std::unique_ptr<CudaRunner> r(new CudaRunner());
+    if (s.device >= 0) OPFUSE_CUDA_CHECK(cudaSetDevice(s.device));
+    OPFUSE_CUDA_CHECK(cudaGetDevice(&r->device_ordinal_));
     r->c_ = s.config;
     r->batch_ = s.batch;
     r->S_ = s.context;
@@ -65,6 +72,7 @@ class CudaRunner final : public Runner {
     eo.profile = s.profile;
     eo.schedule_bindings = s.prefill_hint;
     eo.background_compile = s.background_compile;
+    eo.comm = comm;
     OPFUSE_ASSIGN_OR_RETURN(r->prefill_, CudaExecutable::Create(s.prefill, eo));
     eo.schedule_bindings = {};
     OPFUSE_ASSIGN_OR_RETURN(r->decode_, CudaExecutable::Create(s.decode, eo));
@@ -91,7 +99,7 @@ class CudaRunner final : public Runner {
       }
     OPFUSE_RETURN_IF_ERROR(r->AllocStepBuffers());
     OPFUSE_RETURN_IF_ERROR(r->CaptureDecode());
-    return std::unique_ptr<Runner>(std::move(r));
+    return r;
   }
 
   std::string device() const override { return device_; }
@@ -102,6 +110,7 @@ class CudaRunner final : public Runner {
   int kernels_per_prefill() const override { return prefill_runs_ ? prefill_->kernels_per_run() : -1; }
 
   Status Prefill(int64_t row, std::span<const int32_t> ids, std::vector<float>* logits) override {
+    OPFUSE_CUDA_CHECK(cudaSetDevice(device_ordinal_));
     const int64_t T = static_cast<int64_t>(ids.size());
     // Packed: ids [T], positions [T], cache_pos [1], last_index [1].
     int32_t* h = h_prefill_.as<int32_t>();
@@ -130,6 +139,7 @@ class CudaRunner final : public Runner {
 
   Status Decode(std::span<const int32_t> tokens, std::span<const int32_t> pos, std::vector<int32_t>* next,
                 std::vector<float>* logits) override {
+    OPFUSE_CUDA_CHECK(cudaSetDevice(device_ordinal_));
     int32_t* h = h_step_.as<int32_t>();
     std::memcpy(h, tokens.data(), batch_ * sizeof(int32_t));
     std::memcpy(h + batch_, pos.data(), batch_ * sizeof(int32_t));
@@ -204,6 +214,7 @@ class CudaRunner final : public Runner {
   }
 
   LlamaConfig c_;
+  int device_ordinal_ = -1;
   int64_t batch_ = 1, S_ = 0;
   size_t row_bytes_ = 0;
   cudaStream_t stream_ = nullptr;
@@ -218,9 +229,102 @@ class CudaRunner final : public Runner {
   int64_t prefill_runs_ = 0;
 };
 
+// Tensor parallelism: rank r on GPU r, joined through NCCL. Every call runs rank r's work on its
+// own thread with GPU r current; a rank that fails aborts the NCCL communicators so that no rank
+// waits forever in a collective.
+class CudaRankGroup final : public RankGroup {
+ public:
+  explicit CudaRankGroup(std::unique_ptr<cuda::NcclGroup> nccl) : nccl_(std::move(nccl)) {}
+  Status RunAsRank(int rank, const std::function<Status()>& f) override {
+    OPFUSE_CUDA_CHECK(cudaSetDevice(rank));
+    return f();
+  }
+  void Abort() override { nccl_->Abort(); }
+  StatusOr<std::map<std::string, double>> AllReduceUs(int64_t count, DType dtype) override {
+    std::map<std::string, double> out;
+    OPFUSE_ASSIGN_OR_RETURN(out["nccl"], TimeAllReduce(count, dtype, false));
+    if (nccl_->one_shot()) {
+      OPFUSE_ASSIGN_OR_RETURN(out["one_shot"], TimeAllReduce(count, dtype, true));
+    }
+    OPFUSE_ASSIGN_OR_RETURN(out["used"], TimeAllReduce(count, dtype, true));  // the transport the ranks' graphs use
+    return out;
+  }
+
+ private:
+  // `group`: the ranks' own transport (comm); else NCCL alone.
+  StatusOr<double> TimeAllReduce(int64_t count, DType dtype, bool group) {
+    constexpr int kWarmup = 20, kIters = 200;
+    const int world = nccl_->world();
+    std::vector<double> us(world, 0);
+    std::vector<Status> st(world, Status::Ok());
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world; ++r)
+      threads.emplace_back([&, r] {
+        st[r] = [&]() -> Status {
+          OPFUSE_CUDA_CHECK(cudaSetDevice(r));
+          cuda::DeviceCommunicator* c = group ? nccl_->comm(r) : nccl_->nccl(r);
+          cudaStream_t s = nullptr;
+          cudaEvent_t e0 = nullptr, e1 = nullptr;
+          void* buf = nullptr;
+          const size_t bytes = static_cast<size_t>(count * DTypeSize(dtype));
+          Status out = cuda::CudaStatus(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+          if (out.ok()) out = cuda::CudaStatus(cudaMalloc(&buf, bytes), "cudaMalloc");
+          if (out.ok()) out = cuda::CudaStatus(cudaMemsetAsync(buf, 0, bytes, s), "cudaMemset");
+          if (out.ok()) out = cuda::CudaStatus(cudaEventCreate(&e0), "cudaEventCreate");
+          if (out.ok()) out = cuda::CudaStatus(cudaEventCreate(&e1), "cudaEventCreate");
+          for (int i = 0; out.ok() && i < kWarmup + kIters; ++i) {
+            if (i == kWarmup) out = cuda::CudaStatus(cudaEventRecord(e0, s), "cudaEventRecord");
+            if (out.ok()) out = c->AllReduceSum(buf, buf, count, dtype, s);
+          }
+          if (out.ok()) out = cuda::CudaStatus(cudaEventRecord(e1, s), "cudaEventRecord");
+          if (out.ok()) out = cuda::CudaStatus(cudaEventSynchronize(e1), "cudaEventSynchronize");
+          float ms = 0;
+          if (out.ok()) out = cuda::CudaStatus(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
+          us[r] = 1000.0 * ms / kIters;
+          if (e0) cudaEventDestroy(e0);
+          if (e1) cudaEventDestroy(e1);
+          if (buf) cudaFree(buf);
+          if (s) cudaStreamDestroy(s);
+          return out;
+        }();
+      });
+    for (auto& t : threads) t.join();
+    for (const Status& s : st) OPFUSE_RETURN_IF_ERROR(s);
+    return us[0];
+  }
+
+  std::unique_ptr<cuda::NcclGroup> nccl_;
+};
+
 }  // namespace
 
-StatusOr<std::unique_ptr<Runner>> MakeCudaRunner(RunnerSetup s) { return CudaRunner::Create(std::move(s)); }
+StatusOr<std::unique_ptr<Runner>> MakeCudaRunner(RunnerSetup s) {
+  OPFUSE_ASSIGN_OR_RETURN(std::unique_ptr<CudaRunner> r, CudaRunner::Create(std::move(s)));
+  return std::unique_ptr<Runner>(std::move(r));
+}
+
+StatusOr<std::unique_ptr<Runner>> MakeTensorParallelCudaRunner(std::vector<RunnerSetup> setups) {
+  const int world = static_cast<int>(setups.size());
+  OPFUSE_ASSIGN_OR_RETURN(std::unique_ptr<cuda::NcclGroup> nccl, cuda::NcclGroup::Create(world));
+  // Concurrently: each rank's creation runs its decode step once (the capture), collectives included.
+  std::vector<StatusOr<std::unique_ptr<CudaRunner>>> made;
+  for (int r = 0; r < world; ++r) made.emplace_back(Internal("not made"));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      setups[r].device = r;
+      made[r] = CudaRunner::Create(std::move(setups[r]), nccl->comm(r));
+      if (!made[r].ok()) nccl->Abort();
+    });
+  for (auto& t : threads) t.join();
+  std::vector<std::unique_ptr<Runner>> ranks;
+  for (auto& m : made) {
+    OPFUSE_RETURN_IF_ERROR(m.status());
+    ranks.push_back(std::move(*m));
+  }
+  return MakeTensorParallelRunner(std::move(ranks), std::make_unique<CudaRankGroup>(std::move(nccl)));
+}
+
 
 StatusOr<double> CudaFreeBytes() {
   OPFUSE_RETURN_IF_ERROR(cuda::DeviceCount().status());  // Unavailable("no CUDA device: ...") without one

@@ -141,9 +141,6 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opts) {
     return InvalidArgument(fmt::format("batch {} exceeds the engine's maximum of {} sequences", opts.batch, kMaxBatch));
   if (opts.tensor_parallel < 1)
     return InvalidArgument(fmt::format("--tensor-parallel must be >= 1, got {}", opts.tensor_parallel));
-  if (opts.tensor_parallel > 1 && opts.backend == "cuda")
-    return InvalidArgument(fmt::format("--tensor-parallel {} on cuda is not implemented yet (NCCL transport); "
-                                     "--backend cpu runs it with one thread per rank", opts.tensor_parallel));
   // The device first (fail fast): no weight is read for a run that cannot start.
   double device_free = 0;
   if (opts.backend == "cuda") {
@@ -180,7 +177,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opts) {
   e->memory_ = EstimateMemory(c, dt, opts.batch, e->context_);
   const MemoryEstimate& m = e->memory_;
   if (opts.backend == "cuda") {
-    OPFUSE_RETURN_IF_ERROR(CheckFits(m, m.total(), device_free, "the GPU", e->context_, opts.batch));
+    // Under tensor parallelism each GPU holds about its share (the replicated embedding aside).
+    OPFUSE_RETURN_IF_ERROR(CheckFits(m, m.total() / static_cast<double>(world), device_free, "the GPU", e->context_, opts.batch));
     OPFUSE_RETURN_IF_ERROR(CheckFits(m, m.weights + m.rope, HostAvailableBytes(), "the host", e->context_, opts.batch));
   } else {
     OPFUSE_RETURN_IF_ERROR(CheckFits(m, m.total(), HostAvailableBytes(), "the host", e->context_, opts.batch));
@@ -230,8 +228,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opts) {
   }
   s.background_compile = opts.background_compile;
   e->load_ms_ = MsSince(t0);
-  if (world > 1) {  // cpu (checked above): one runner per rank on its shards
-    std::vector<std::unique_ptr<Runner>> ranks;
+  if (world > 1) {  // one runner per rank on its shards
+    std::vector<RunnerSetup> setups;
     for (int64_t r = 0; r < world; ++r) {
       RunnerSetup rs;
       rs.config = s.config;
@@ -242,11 +240,21 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opts) {
       rs.profile = s.profile;
       rs.prefill_hint = s.prefill_hint;
       OPFUSE_RETURN_IF_ERROR(build_graphs(rs, TensorParallel{r, world}));
+      rs.background_compile = s.background_compile;
       rs.params = ShardParams(c, s.params, TensorParallel{r, world});
-      OPFUSE_ASSIGN_OR_RETURN(std::unique_ptr<Runner> runner, MakeCpuRunner(std::move(rs)));
-      ranks.push_back(std::move(runner));
+      setups.push_back(std::move(rs));
     }
-    OPFUSE_ASSIGN_OR_RETURN(e->runner_, MakeTensorParallelCpuRunner(std::move(ranks)));
+    s.params.clear();  // the shards are copies
+    if (opts.backend == "cuda") {
+      OPFUSE_ASSIGN_OR_RETURN(e->runner_, MakeTensorParallelCudaRunner(std::move(setups)));
+    } else {
+      std::vector<std::unique_ptr<Runner>> ranks;
+      for (RunnerSetup& rs : setups) {
+        OPFUSE_ASSIGN_OR_RETURN(std::unique_ptr<Runner> runner, MakeCpuRunner(std::move(rs)));
+        ranks.push_back(std::move(runner));
+      }
+      OPFUSE_ASSIGN_OR_RETURN(e->runner_, MakeTensorParallelCpuRunner(std::move(ranks)));
+    }
   } else if (opts.backend == "cuda") {
     OPFUSE_ASSIGN_OR_RETURN(e->runner_, MakeCudaRunner(std::move(s)));
   } else {
@@ -262,6 +270,7 @@ int Engine::kernels_per_decode_step() const { return runner_->kernels_per_decode
 int Engine::kernels_per_prefill() const { return runner_->kernels_per_prefill(); }
 int64_t Engine::collectives() const { return runner_->collectives(); }
 double Engine::collective_ms() const { return runner_->collective_ms(); }
+StatusOr<std::map<std::string, double>> Engine::DecodeAllReduceUs() { return runner_->AllReduceUs(batch() * config_.hidden_size, dtype_); }
 const Graph& Engine::prefill_graph() const { return runner_->prefill_graph(); }
 const Graph& Engine::decode_graph() const { return runner_->decode_graph(); }
 void Engine::Reset() { std::fill(lengths_.begin(), lengths_.end(), 0); }

@@ -59,8 +59,9 @@ struct EngineOptions {
   // (cuda::ExecutorOptions::background_compile); the decode graph is re-captured when one lands.
   bool background_compile = false;
   // Tensor parallelism (docs/tensor_parallel.md): the model split over this many ranks, each
-  // running its own graph on its shard. cpu: one thread per rank in this process, an in-process
-  // communicator. cuda: not yet (Unimplemented). CheckTensorParallel says which configs split.
+  // running its own graph on its shard, one thread per rank in this process. cpu: an in-process
+  // communicator; cuda: rank r on GPU r, NCCL loaded at run time. CheckTensorParallel says which
+  // configs split.
   int64_t tensor_parallel = 1;
 };
 
@@ -101,7 +102,10 @@ class Engine {
   int64_t tensor_parallel() const { return opts_.tensor_parallel; }
   // Collectives (all_reduce, all_gather) rank 0 ran and the ms it spent in them, since creation.
   int64_t collectives() const;
-  double collective_ms() const;
+  double collective_ms() const;  // -1 where the host cannot time them (GPUs)
+  // Tensor parallelism on GPUs: device µs of one all_reduce of the decode step's message (batch x
+  // hidden elements of the model dtype), timed on every rank at once. Unimplemented otherwise.
+  StatusOr<std::map<std::string, double>> DecodeAllReduceUs();
   int64_t context() const { return context_; }
   // True when the context is the default cap (kDefaultContextCap), below max_position_embeddings.
   bool context_capped() const { return context_capped_; }

@@ -135,6 +135,9 @@ StatusOr<std::unique_ptr<Runner>> MakeCudaRunner(RunnerSetup) {
 StatusOr<double> CudaFreeBytes() {
   return Unavailable("no CUDA device: this opfuse was built without the CUDA backend (OPFUSE_CUDA=OFF)");
 }
+StatusOr<std::unique_ptr<Runner>> MakeTensorParallelCudaRunner(std::vector<RunnerSetup>) {
+  return Unavailable("no CUDA device: this opfuse was built without the CUDA backend (OPFUSE_CUDA=OFF)");
+}
 #endif
 
 }  // namespace opfuse::llama

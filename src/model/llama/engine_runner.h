@@ -28,6 +28,7 @@ struct RunnerSetup {
   const scheduler::ProfileDb* profile = nullptr;  // smart_schedule: the scheduler consults it (may be empty)
   Bindings prefill_hint;   // symbol sizes the scheduler may assume for prefill (smart_schedule)
   bool background_compile = false;  // cuda: ExecutorOptions::background_compile
+  int device = -1;                  // cuda: the GPU ordinal (-1: the current device)
   std::map<std::string, HostTensor> params;  // every param of both graphs, in the model dtype
 };
 
@@ -45,10 +46,15 @@ class Runner {
   // tokens[b] at position pos[b] for every row; next [batch] (argmax) and/or logits [batch * vocab].
   virtual Status Decode(std::span<const int32_t> tokens, std::span<const int32_t> pos, std::vector<int32_t>* next,
                         std::vector<float>* logits) = 0;
-  // Collectives rank 0 has run, and the wall-clock ms it spent in them (waiting for the other ranks
-  // included), since creation: zero without tensor parallelism.
+  // Collectives rank 0 has run since creation, and the wall-clock ms it spent in them (waiting for
+  // the other ranks included; -1 where the host cannot see them: on a GPU). Zero without tensor
+  // parallelism.
   virtual int64_t collectives() const { return 0; }
   virtual double collective_ms() const { return 0; }
+  // Tensor parallelism on GPUs: device µs of one all_reduce of `count` elements (engine_tp.h).
+  virtual StatusOr<std::map<std::string, double>> AllReduceUs(int64_t count, DType dtype) {
+    return Unimplemented("not tensor parallel");
+  }
 };
 
 StatusOr<std::unique_ptr<Runner>> MakeCpuRunner(RunnerSetup s);
@@ -56,6 +62,10 @@ StatusOr<std::unique_ptr<Runner>> MakeCpuRunner(RunnerSetup s);
 // from its rank's graphs and shards) run each call on one thread per rank, joined through an
 // in-process communicator; rank 0's logits and tokens are the answer.
 StatusOr<std::unique_ptr<Runner>> MakeTensorParallelCpuRunner(std::vector<std::unique_ptr<Runner>> ranks);
+// Tensor parallelism on CUDA (src/model/cuda): rank r's runner on GPU r, built from setups[r], the
+// ranks joined through NCCL (runtime/cuda/nccl_comm.h). Unavailable without the CUDA backend, NCCL,
+// or one GPU per rank.
+StatusOr<std::unique_ptr<Runner>> MakeTensorParallelCudaRunner(std::vector<RunnerSetup> setups);
 // Unavailable when this build has no CUDA backend or the machine no GPU.
 StatusOr<std::unique_ptr<Runner>> MakeCudaRunner(RunnerSetup s);
 // Free memory of the current CUDA device in bytes: the engine's device probe, run before any weight

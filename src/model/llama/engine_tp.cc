@@ -1,28 +1,35 @@
-// The tensor-parallel CPU Runner (engine_runner.h, docs/tensor_parallel.md): one CPU Runner per
-// rank, each call run on one thread per rank (rank 0 on the caller's), the ranks meeting in the
-// collective ops through an InProcessGroup. A rank that fails aborts the group so that the others
-// stop waiting; the call then returns the failing rank's own error. Every rank computes the whole
-// vocabulary's logits (all_gather) and its argmax; the ranks' tokens are compared after each step,
-// and a disagreement is an Internal error (the ranks' copies of the answer must be the same bits).
+// The tensor-parallel Runner (see engine_tp.h), and the CPU's RankGroup: the ranks meet through an
+// InProcessGroup. A rank that fails aborts the group so that the others stop waiting; the call then
+// returns the failing rank's own error. Every rank computes the whole vocabulary's logits
+// (all_gather) and its argmax; the ranks' tokens are compared after each step, and a disagreement
+// is an Internal error (the ranks' copies of the answer must be the same bits). Collectives are
+// counted from the graphs (every collective node runs once per call).
+#include "model/llama/engine_tp.h"
+
 #include <thread>
 
 #include <fmt/format.h>
 
-#include "model/llama/engine_runner.h"
 #include "ops/collective.h"
 #include "runtime/cpu/inprocess_comm.h"
 
 namespace opfuse::llama {
 namespace {
 
+int64_t CountCollectives(const Graph& g) {
+  int64_t n = 0;
+  for (const Node& node : g.nodes)
+    n += !node.dead && (node.op == OpKind::kAllReduce || node.op == OpKind::kAllGather);
+  return n;
+}
+
 class TensorParallelRunner final : public Runner {
  public:
-  explicit TensorParallelRunner(std::vector<std::unique_ptr<Runner>> ranks)
-      : ranks_(std::move(ranks)), group_(static_cast<int>(ranks_.size())) {}
+  TensorParallelRunner(std::vector<std::unique_ptr<Runner>> ranks, std::unique_ptr<RankGroup> group)
+      : group_(std::move(group)), ranks_(std::move(ranks)) {}
 
   std::string device() const override {
-    return fmt::format("{}, tensor parallel {} (one thread per rank, in-process communicator)", ranks_[0]->device(),
-                       ranks_.size());
+    return fmt::format("{}, tensor parallel {} (one thread per rank)", ranks_[0]->device(), ranks_.size());
   }
   double compile_ms() const override {
     double ms = 0;
@@ -33,12 +40,17 @@ class TensorParallelRunner final : public Runner {
   const Graph& decode_graph() const override { return ranks_[0]->decode_graph(); }
   int kernels_per_decode_step() const override { return ranks_[0]->kernels_per_decode_step(); }
   int kernels_per_prefill() const override { return ranks_[0]->kernels_per_prefill(); }
-  int64_t collectives() const override { return group_.collectives(0); }
-  double collective_ms() const override { return group_.collective_ms(0); }
+  int64_t collectives() const override { return collectives_; }
+  double collective_ms() const override { return group_->collective_ms(); }
+  StatusOr<std::map<std::string, double>> AllReduceUs(int64_t count, DType dtype) override {
+    return group_->AllReduceUs(count, dtype);
+  }
 
   Status Prefill(int64_t row, std::span<const int32_t> ids, std::vector<float>* logits) override {
     std::vector<std::vector<float>> rank_logits(ranks_.size());
-    return RunAll([&](size_t r) { return ranks_[r]->Prefill(row, ids, r == 0 ? logits : &rank_logits[r]); });
+    OPFUSE_RETURN_IF_ERROR(RunAll([&](size_t r) { return ranks_[r]->Prefill(row, ids, r == 0 ? logits : &rank_logits[r]); }));
+    collectives_ += CountCollectives(prefill_graph());
+    return Status::Ok();
   }
 
   Status Decode(std::span<const int32_t> tokens, std::span<const int32_t> pos, std::vector<int32_t>* next,
@@ -46,8 +58,9 @@ class TensorParallelRunner final : public Runner {
     std::vector<std::vector<int32_t>> rank_next(ranks_.size());
     std::vector<std::vector<float>> rank_logits(ranks_.size());
     OPFUSE_RETURN_IF_ERROR(RunAll([&](size_t r) {
-      return ranks_[r]->Decode(tokens, pos, next ? &rank_next[r] : nullptr, logits ? &rank_logits[r] : nullptr);
+      return ranks_[r]->Decode(tokens, pos, next ? &rank_next[r] : nullptr, logits && r == 0 ? &rank_logits[r] : nullptr);
     }));
+    collectives_ += CountCollectives(decode_graph());
     for (size_t r = 1; r < ranks_.size(); ++r)
       if (rank_next[r] != rank_next[0])
         return Internal(fmt::format("tensor parallel: rank {} chose other tokens than rank 0", r));
@@ -62,32 +75,53 @@ class TensorParallelRunner final : public Runner {
     const size_t n = ranks_.size();
     std::vector<Status> st(n, Status::Ok());
     auto run = [&](size_t r) {
-      ScopedCommunicator scope(group_.comm(static_cast<int>(r)));
-      st[r] = f(r);
-      if (!st[r].ok()) group_.Abort();
+      st[r] = group_->RunAsRank(static_cast<int>(r), [&] { return f(r); });
+      if (!st[r].ok()) group_->Abort();
     };
     std::vector<std::thread> threads;
     for (size_t r = 1; r < n; ++r) threads.emplace_back(run, r);
     run(0);
     for (auto& t : threads) t.join();
-    group_.Reset();
-    // The failing rank's own error, not the "another rank failed" of the ranks it stopped.
+    group_->Reset();
     for (const Status& s : st)
-      if (!s.ok() && s.message() != kAbortedMessage) return s;
+      if (!s.ok() && !group_->IsAbortedError(s)) return s;
     for (const Status& s : st)
       if (!s.ok()) return s;
     return Status::Ok();
   }
 
+  std::unique_ptr<RankGroup> group_;  // destroyed after the ranks (their graphs hold its communicators)
   std::vector<std::unique_ptr<Runner>> ranks_;
+  int64_t collectives_ = 0;
+};
+
+class CpuRankGroup final : public RankGroup {
+ public:
+  explicit CpuRankGroup(int world) : group_(world) {}
+  Status RunAsRank(int rank, const std::function<Status()>& f) override {
+    ScopedCommunicator scope(group_.comm(rank));
+    return f();
+  }
+  void Abort() override { group_.Abort(); }
+  void Reset() override { group_.Reset(); }
+  bool IsAbortedError(const Status& s) const override { return s.message() == kAbortedMessage; }
+  double collective_ms() const override { return group_.collective_ms(0); }
+
+ private:
   InProcessGroup group_;
 };
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Runner>> MakeTensorParallelCpuRunner(std::vector<std::unique_ptr<Runner>> ranks) {
+StatusOr<std::unique_ptr<Runner>> MakeTensorParallelRunner(std::vector<std::unique_ptr<Runner>> ranks,
+                                                           std::unique_ptr<RankGroup> group) {
   if (ranks.size() < 2) return InvalidArgument("tensor parallel: needs at least 2 ranks");
-  return std::unique_ptr<Runner>(new TensorParallelRunner(std::move(ranks)));
+  return std::unique_ptr<Runner>(new TensorParallelRunner(std::move(ranks), std::move(group)));
+}
+
+StatusOr<std::unique_ptr<Runner>> MakeTensorParallelCpuRunner(std::vector<std::unique_ptr<Runner>> ranks) {
+  const int world = static_cast<int>(ranks.size());
+  return MakeTensorParallelRunner(std::move(ranks), std::make_unique<CpuRankGroup>(world));
 }
 
 }  // namespace opfuse::llama

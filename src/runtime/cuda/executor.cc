@@ -83,6 +83,16 @@ struct Step {
 
 bool IsCompositeOp(OpKind op) { return GetOpInfo(op).kind == FusionKind::kComposite; }
 
+// all_gather: the product of the input's dims before the gathered axis (1: the ranks' tensors are
+// simply concatenated).
+int64_t CollectiveOuter(const Node& n, const std::vector<int64_t>& in_shape) {
+  int64_t axis = AttrInt(n.attrs, "axis", -1);
+  if (axis < 0) axis += static_cast<int64_t>(in_shape.size());
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis && d < static_cast<int64_t>(in_shape.size()); ++d) outer *= in_shape[d];
+  return outer;
+}
+
 int64_t Numel(const std::vector<int64_t>& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
@@ -259,6 +269,19 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
   ex->impl_ = std::make_unique<Impl>();
   Impl& im = *ex->impl_;
   if (opts.variant == Variant::kUnfused) opts.config.enable_fusion = false;  // composites decompose in the pipeline
+  // Collectives: a world > 1 needs the communicator of a group of that size (ExecutorOptions::comm).
+  for (const Node& n : input.nodes) {
+    if (n.dead || (n.op != OpKind::kAllReduce && n.op != OpKind::kAllGather)) continue;
+    const int64_t world = AttrInt(n.attrs, "world", 1);
+    if (world == 1) continue;
+    if (!opts.comm)
+      return InvalidArgument(fmt::format("{}: world={} needs a communicator: run the graph as a rank of a {}-rank group "
+                                         "(--tensor-parallel {})", OpName(n.op), world, world, world));
+    if (opts.comm->world() != world)
+      return InvalidArgument(fmt::format("{}: the graph was sharded for world={} but runs in a group of {} ranks",
+                                         OpName(n.op), world, opts.comm->world()));
+  }
+  if (opts.comm) opts.auto_graph = false;
   im.opts = opts;
   im.dev = dev;
   im.cache = opts.cache ? opts.cache : &jit::KernelCache::Global();
@@ -671,6 +694,14 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Arena>> CudaExecutable::Impl::Get
   };
   for (size_t s = 0; s < steps.size(); ++s) {
     const Step& st = steps[s];
+    // all_gather along an axis with dims before it: NCCL gathers rank-major, the step then
+    // interleaves the ranks' chunks from this scratch into the output.
+    if (st.kind == StepKind::kLibrary && st.node.op == OpKind::kAllGather && AttrInt(st.node.attrs, "world", 1) > 1 &&
+        CollectiveOuter(st.node, arena->shapes[st.node.inputs[0]]) > 1) {
+      const int v = st.node.outputs[0];
+      const int64_t bytes = Numel(arena->shapes[v]) * DTypeSize(values[v].type.dtype);
+      arena->scratch[s] = {place((bytes + 255) / 256 * 256, static_cast<int>(s), static_cast<int>(s)), bytes};
+    }
     if (st.kind == StepKind::kLibrary && (st.node.op == OpKind::kAttention || st.node.op == OpKind::kKvAttention)) {
       std::vector<kernels::TensorRef> ins;
       for (int v : st.node.inputs) ins.push_back({nullptr, values[v].type.dtype, arena->shapes[v]});
@@ -754,6 +785,55 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
     OPFUSE_ASSIGN_OR_RETURN(MatmulEngine * eng, MatmulEngine::ForCurrentDevice());
     plan->launches.push_back(KernelLaunch::Custom(fmt::format("cublaslt:matmul_{}x{}x{}", a.m, a.n, a.k),
                                                   [eng, a](cudaStream_t s) { return eng->Matmul(a, s); }, 1));
+    return Status::Ok();
+  };
+  // A collective: through the communicator (world > 1), a copy at world 1. all_gather with dims
+  // before its axis gathers rank-major into the step's scratch, then one 2-d copy per rank puts
+  // each rank's chunks in place ([outer, world, chunk]).
+  auto plan_collective = [&](const Step& st, size_t si) -> Status {
+    const Node& n = st.node;
+    const int in = n.inputs[0], o = n.outputs[0];
+    const void* src = resolve(in);
+    void* dst = resolve(o);
+    const DType dt = values[in].type.dtype;
+    const int64_t count = Numel(arena->shapes[in]);
+    const int64_t world = AttrInt(n.attrs, "world", 1);
+    if (count == 0) return Status::Ok();
+    if (world == 1) {
+      const size_t bytes = static_cast<size_t>(count * DTypeSize(dt));
+      plan->launches.push_back(KernelLaunch::Custom(st.name, [dst, src, bytes](cudaStream_t s) {
+        OPFUSE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+        return Status::Ok();
+      }));
+      return Status::Ok();
+    }
+    DeviceCommunicator* comm = opts.comm;
+    if (n.op == OpKind::kAllReduce) {
+      plan->launches.push_back(KernelLaunch::Custom(fmt::format("nccl:all_reduce_{}", count), [comm, src, dst, count, dt](cudaStream_t s) {
+        return comm->AllReduceSum(src, dst, count, dt, s);
+      }));
+      return Status::Ok();
+    }
+    const int64_t outer = CollectiveOuter(n, arena->shapes[in]);
+    auto sc = arena->scratch.find(si);
+    void* gathered = outer > 1 && sc != arena->scratch.end() ? static_cast<char*>(arena->buffer.get()) + sc->second.first : dst;
+    plan->launches.push_back(KernelLaunch::Custom(fmt::format("nccl:all_gather_{}", count), [comm, src, gathered, count, dt](cudaStream_t s) {
+      return comm->AllGather(src, gathered, count, dt, s);
+    }));
+    if (gathered != dst) {
+      const size_t chunk = static_cast<size_t>(count / outer * DTypeSize(dt));
+      const size_t rank_bytes = static_cast<size_t>(count * DTypeSize(dt));
+      plan->launches.push_back(KernelLaunch::Custom(
+          "copy:all_gather_interleave",
+          [dst, gathered, chunk, rank_bytes, outer, world](cudaStream_t s) {
+            for (int64_t r = 0; r < world; ++r)
+              OPFUSE_CUDA_CHECK(cudaMemcpy2DAsync(static_cast<char*>(dst) + r * chunk, chunk * world,
+                                                  static_cast<const char*>(gathered) + r * rank_bytes, chunk, chunk,
+                                                  static_cast<size_t>(outer), cudaMemcpyDeviceToDevice, s));
+            return Status::Ok();
+          },
+          static_cast<int>(world)));
+    }
     return Status::Ok();
   };
   // Background compiles: which guarded steps run is decided here, once per plan (the generation is
@@ -866,10 +946,14 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
         break;
       }
       case StepKind::kLibrary: {
+        const size_t si = static_cast<size_t>(&st - steps.data());
+        if (st.node.op == OpKind::kAllReduce || st.node.op == OpKind::kAllGather) {
+          OPFUSE_RETURN_IF_ERROR(plan_collective(st, si));
+          break;
+        }
         std::vector<kernels::TensorRef> ins, outs;
         for (int v : st.node.inputs) ins.push_back(ref(v));
         for (int v : st.node.outputs) outs.push_back(ref(v));
-        const size_t si = static_cast<size_t>(&st - steps.data());
         if (auto sc = arena->scratch.find(si); sc != arena->scratch.end()) {  // attention split-K scratch
           ins.push_back({static_cast<char*>(arena->buffer.get()) + sc->second.first, DType::kF32, {sc->second.second / 4}});
           if (auto c = arena->counters.find(si); c != arena->counters.end())  // and its arrival counters

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "jit/kernel_cache.h"
+#include "runtime/cuda/device_comm.h"
 #include "kernels/gemv.h"
 #include "scheduler/profile_db.h"
 #include "opfuse/config.h"
@@ -88,6 +89,11 @@ struct ExecutorOptions {
   // on launches.
   bool auto_graph = true;
   double auto_graph_min_host_us = 5.0;
+  // Tensor parallelism: the transport of the graph's collective ops (all_reduce, all_gather with
+  // world > 1; not owned, must outlive the executable). A graph with such an op and no
+  // communicator, or one of another size, is refused by Create. With one, auto_graph is off: every
+  // rank must issue its collectives the same way, and the auto graph is a per-rank timing decision.
+  DeviceCommunicator* comm = nullptr;
   // Called on the compile thread before each background compile starts, with the kernel's name
   // (tests hold it there to observe the fallback deterministically). Must not call back into the
   // executable.

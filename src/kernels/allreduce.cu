@@ -1,0 +1,148 @@
+// The one-shot all-reduce kernel (see allreduce.h).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <fmt/format.h>
+
+#include "cuda/cuda_check.h"
+#include "kernels/allreduce.h"
+#include "kernels/pdl.cuh"
+
+namespace opfuse::kernels {
+namespace {
+
+constexpr int kThreads = 512;
+
+constexpr uint64_t kMeetTimeoutNs = 60ull * 1000 * 1000 * 1000;
+
+__device__ __forceinline__ uint64_t GlobalTimerNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ uint32_t LoadAcquire(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void StoreRelease(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// Block b of every rank meets here: thread p (< world) raises this rank's flag in rank p's block
+// and waits until rank p's flag in ours reaches the same generation.
+__device__ __forceinline__ void Meet(const OneShotArgs& a, uint32_t (OneShotSignal::*flags)[kOneShotMaxBlocks][kOneShotMaxRanks],
+                                     uint32_t gen) {
+  __threadfence_system();  // this thread's writes to the staging buffer, before any flag says they are there
+  __syncthreads();
+  const int p = threadIdx.x;
+  if (p < a.world) {
+    StoreRelease(&(a.signal[p]->*flags)[blockIdx.x][a.rank], gen);
+    const uint32_t* mine = &(a.signal[a.rank]->*flags)[blockIdx.x][p];
+    // A peer that never comes (its rank failed before launching) must not hang the GPU for good.
+    const uint64_t t0 = GlobalTimerNs();
+    while (LoadAcquire(mine) != gen)
+      if (GlobalTimerNs() - t0 > kMeetTimeoutNs) __trap();
+  }
+  __syncthreads();
+}
+
+template <typename T>
+__device__ __forceinline__ float ToF(T x) { return static_cast<float>(x); }
+template <typename T>
+__device__ __forceinline__ T FromF(float x) { return static_cast<T>(x); }
+template <>
+__device__ __forceinline__ float ToF(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 FromF(float x) { return __float2bfloat16(x); }
+template <>
+__device__ __forceinline__ float ToF(__half x) { return __half2float(x); }
+template <>
+__device__ __forceinline__ __half FromF(float x) { return __float2half(x); }
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) OneShotKernel(OneShotArgs a) {
+  constexpr int kVec = 16 / sizeof(T);
+  // Launched with PDL: the next kernel (the GEMV that reads the sum) may be scheduled now and stream
+  // its weights while the ranks meet; nothing here is touched before the previous kernel is done.
+  PdlAllowNext();
+  PdlWait();
+  __shared__ uint32_t gen;
+  if (threadIdx.x == 0) gen = ++a.signal[a.rank]->counter[blockIdx.x];
+  __syncthreads();
+  const uint32_t g = gen;
+  // This block's share: vectors [v0, v1) of the whole vector's ceil(count / kVec).
+  const int64_t nvec = (a.count + kVec - 1) / kVec;
+  const int64_t per = (nvec + gridDim.x - 1) / gridDim.x;
+  const int64_t v0 = per * blockIdx.x, v1 = min(nvec, v0 + per);
+  const T* in = static_cast<const T*>(a.in);
+  T* mine = static_cast<T*>(a.staging[a.rank]);
+  for (int64_t v = v0 + threadIdx.x; v < v1; v += kThreads) {
+    const int64_t e = v * kVec;
+    if (e + kVec <= a.count) {
+      reinterpret_cast<uint4*>(mine)[v] = reinterpret_cast<const uint4*>(in)[v];
+    } else {
+      for (int64_t i = e; i < a.count; ++i) mine[i] = in[i];
+    }
+  }
+  Meet(a, &OneShotSignal::start, g);
+  T* out = static_cast<T*>(a.out);
+  for (int64_t v = v0 + threadIdx.x; v < v1; v += kThreads) {
+    const int64_t e = v * kVec;
+    const int n = a.count - e < kVec ? static_cast<int>(a.count - e) : kVec;
+    float acc[kVec];
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) acc[i] = 0.0f;
+    for (int r = 0; r < a.world; ++r) {  // rank order: the reference's sum
+      // whole vectors even at the tail: the staging buffers hold the message rounded up to 16 bytes
+      uint4 raw = __ldcv(reinterpret_cast<const uint4*>(a.staging[r]) + v);
+      const T* x = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) acc[i] += ToF(x[i]);
+    }
+    if (n == kVec) {
+      uint4 raw;
+      T* y = reinterpret_cast<T*>(&raw);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) y[i] = FromF<T>(acc[i]);
+      reinterpret_cast<uint4*>(out)[v] = raw;
+    } else {
+      for (int i = 0; i < n; ++i) out[e + i] = FromF<T>(acc[i]);
+    }
+  }
+  Meet(a, &OneShotSignal::end, g);  // every peer has read this rank's share: the buffer is free again
+}
+
+}  // namespace
+
+bool OneShotSupported(const OneShotArgs& a) {
+  if (a.world < 2 || a.world > kOneShotMaxRanks) return false;
+  if (a.dtype != DType::kF32 && a.dtype != DType::kF16 && a.dtype != DType::kBF16) return false;
+  if (reinterpret_cast<uintptr_t>(a.in) % 16 || reinterpret_cast<uintptr_t>(a.out) % 16) return false;
+  return a.count > 0 && (a.count * DTypeSize(a.dtype) + 15) / 16 * 16 <= a.staging_bytes;
+}
+
+Status LaunchOneShotAllReduce(const OneShotArgs& a, cudaStream_t stream) {
+  const int64_t bytes = a.count * DTypeSize(a.dtype);
+  // One block per 16 KiB (a 512-thread block's two 16-byte vectors a thread), at most kOneShotMaxBlocks.
+  const int blocks = static_cast<int>(std::min<int64_t>(kOneShotMaxBlocks, std::max<int64_t>(1, (bytes + 16383) / 16384)));
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(blocks));
+  cfg.blockDim = dim3(kThreads);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  switch (a.dtype) {
+    case DType::kF32: OPFUSE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, OneShotKernel<float>, a)); break;
+    case DType::kF16: OPFUSE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, OneShotKernel<__half>, a)); break;
+    case DType::kBF16: OPFUSE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, OneShotKernel<__nv_bfloat16>, a)); break;
+    default: return InvalidArgument(fmt::format("one-shot all-reduce: {} is not a float dtype", DTypeName(a.dtype)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace opfuse::kernels

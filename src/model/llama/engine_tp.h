@@ -1,0 +1,42 @@
+// The tensor-parallel Runner (engine_runner.h, docs/tensor_parallel.md): one Runner per rank, each
+// call run on one thread per rank (rank 0 on the caller's), rank 0's logits and tokens the answer.
+// What a backend adds is its RankGroup: how a rank's thread joins the group (the CPU installs the
+// rank's in-process communicator; CUDA makes the rank's GPU current) and how a failed rank stops
+// the others waiting for it. Internal to src/model.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <memory>
+#include <vector>
+
+#include "model/llama/engine_runner.h"
+
+namespace opfuse::llama {
+
+class RankGroup {
+ public:
+  virtual ~RankGroup() = default;
+  // Runs `f` as rank `rank` on the calling thread.
+  virtual Status RunAsRank(int rank, const std::function<Status()>& f) = 0;
+  // Another rank failed: ranks waiting in a collective must return (with an error).
+  virtual void Abort() = 0;
+  // Every rank has returned; the group may be used again.
+  virtual void Reset() {}
+  // Whether `s` only says that another rank failed (the failing rank's own error is reported).
+  virtual bool IsAbortedError(const Status& s) const { return false; }
+  // Wall-clock ms rank 0 spent in collectives since creation, where the host can see it (the CPU's
+  // in-process communicator); -1 where it cannot (a GPU transport runs them on the device).
+  virtual double collective_ms() const { return -1; }
+  // Device microseconds of one all_reduce of `count` elements of `dtype`, by transport ("one_shot",
+  // "nccl"; the one the group uses for that size is "used"), every rank at once (the mean of a timed
+  // loop after a warm-up, rank 0's reading); Unimplemented where the group has no device transport.
+  virtual StatusOr<std::map<std::string, double>> AllReduceUs(int64_t count, DType dtype) {
+    return Unimplemented("no device transport");
+  }
+};
+
+StatusOr<std::unique_ptr<Runner>> MakeTensorParallelRunner(std::vector<std::unique_ptr<Runner>> ranks,
+                                                           std::unique_ptr<RankGroup> group);
+
+}  // namespace opfuse::llama

@@ -1,0 +1,57 @@
+// NCCL as the GPU transport of tensor parallelism (docs/tensor_parallel.md).
+//
+// Design note: opfuse is built against the NCCL headers of the CUDA toolkit it is compiled with
+// (nccl.h, NCCL 2.28 here) but does not link libnccl: the library (about 340 MB) is loaded at run
+// time with dlopen, from the first of
+//   1. libnccl.so.2 as the dynamic loader finds it (LD_LIBRARY_PATH, the ld cache);
+//   2. for each directory on PATH holding a python3: its virtual environment's
+//      lib/python3.*/site-packages/nvidia/nccl/lib/libnccl.so.2 (the nvidia-nccl-cu13 wheel that
+//      PyTorch installs);
+//   3. the CUDA toolkit's lib64/ and lib/ (CUDA_HOME, then /usr/local/cuda).
+// Not found, or a library whose major version differs from the headers', is one line naming what
+// was tried (Unavailable: exit 2 at the CLI). The ranks are threads of this process (one per GPU):
+// NcclGroup::Create makes rank 0's unique id and joins every rank through ncclCommInitRank on its
+// own thread with its device current. NCCL_NVLS_ENABLE=0 is set before any communicator exists:
+// NVLink multicast is never used (on shared hosts it can put the GPUs out of service).
+// Built with OPFUSE_CUDA only.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/cuda/device_comm.h"
+
+namespace opfuse::cuda {
+
+// The loaded library's path and version ("2.28.9"), loading it on first use.
+StatusOr<std::string> NcclLibraryInfo();
+
+// Decode-size all-reduces take the one-shot kernel (kernels/allreduce.h) where every pair of GPUs
+// has peer access: messages up to kOneShotMaxBytes (the staging buffer each rank holds); larger
+// ones, all_gather, and machines without peer access take NCCL.
+inline constexpr int64_t kOneShotMaxBytes = int64_t{1} << 20;
+
+class NcclGroup {
+ public:
+  // One communicator per device 0 .. world-1. Unavailable when NCCL cannot be loaded or there are
+  // fewer GPUs than ranks.
+  static StatusOr<std::unique_ptr<NcclGroup>> Create(int world);
+  ~NcclGroup();
+  int world() const { return static_cast<int>(ranks_.size()); }
+  // Rank r's transport: the one-shot kernel for small all-reduces where it applies, else NCCL.
+  DeviceCommunicator* comm(int rank) { return ranks_.at(rank).get(); }
+  // Rank r's NCCL alone (to measure one transport against the other).
+  DeviceCommunicator* nccl(int rank) { return nccl_.at(rank).get(); }
+  bool one_shot() const { return one_shot_; }  // peer access between every pair: the one-shot kernel is in use
+  // ncclCommAbort on every rank: a rank waiting in a collective for a rank that failed returns.
+  void Abort();
+
+ private:
+  NcclGroup() = default;
+  std::vector<std::unique_ptr<DeviceCommunicator>> nccl_;
+  std::vector<std::unique_ptr<DeviceCommunicator>> ranks_;
+  std::vector<void*> buffers_;  // per rank: staging buffer then signal block (one allocation on its GPU)
+  bool one_shot_ = false;
+};
+
+}  // namespace opfuse::cuda

@@ -1,0 +1,175 @@
+// Tensor parallelism on GPUs (docs/tensor_parallel.md): the collective ops through NCCL against the
+// CPU reference (fresh signed random inputs, odd sizes, all_gather along an inner axis), and the
+// engine split over 2 GPUs against one GPU and transformers on the committed family fixtures.
+// Skips without a GPU, and with fewer GPUs than ranks (a 2-GPU test cannot run on one).
+#ifdef OPFUSE_WITH_CUDA
+#include <cmath>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "gpu_test_util.h"
+#include "model/llama/engine.h"
+#include "ops/collective.h"
+#include "runtime/cpu/cpu_executor.h"
+#include "runtime/cpu/inprocess_comm.h"
+#include "runtime/cuda/executor.h"
+#include "runtime/cuda/nccl_comm.h"
+
+namespace opfuse {
+namespace {
+
+using testing_gpu::WithGpu;
+
+class TensorParallelGpu : public WithGpu<> {
+ protected:
+  void SetUp() override {
+    WithGpu<>::SetUp();
+    if (IsSkipped()) return;
+    auto n = cuda::DeviceCount();
+    ASSERT_TRUE(n.ok());
+    if (*n < 2) GTEST_SKIP() << "needs 2 GPUs, this machine has " << *n;
+    auto info = cuda::NcclLibraryInfo();
+    ASSERT_TRUE(info.ok()) << info.status().message();  // a multi-GPU machine must have NCCL
+    std::printf("NCCL: %s\n", info->c_str());
+  }
+};
+
+HostTensor Random(DType dt, std::vector<int64_t> shape, std::mt19937_64& rng) {
+  HostTensor t(dt, shape);
+  std::uniform_real_distribution<double> u(-2, 2);
+  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, u(rng));
+  return t;
+}
+
+TEST_F(TensorParallelGpu, CollectivesMatchTheCpuReference) {
+  constexpr int kWorld = 2;
+  auto nccl = cuda::NcclGroup::Create(kWorld);
+  ASSERT_TRUE(nccl.ok()) << nccl.status().message();
+  std::mt19937_64 rng(testing_gpu::FreshSeed());
+  struct Case {
+    OpKind op;
+    DType dt;
+    std::vector<int64_t> shape;
+    int64_t axis;
+  };
+  std::printf("one-shot all-reduce (peer access between the GPUs): %s\n", (*nccl)->one_shot() ? "in use" : "not available");
+  // All-reduces up to cuda::kOneShotMaxBytes take the one-shot kernel where peer access exists
+  // (odd counts: its masked tail), the 2.4 MB one NCCL.
+  const std::vector<Case> cases = {
+      {OpKind::kAllReduce, DType::kF32, {3, 1001}, 0},  {OpKind::kAllReduce, DType::kBF16, {7, 4099}, 0},
+      {OpKind::kAllReduce, DType::kF16, {1, 2048}, 0},  {OpKind::kAllReduce, DType::kBF16, {1, 1}, 0},
+      {OpKind::kAllReduce, DType::kF32, {600, 1000}, 0}, {OpKind::kAllReduce, DType::kBF16, {64, 4096}, 0},
+      {OpKind::kAllGather, DType::kF32, {1, 333}, -1},
+      {OpKind::kAllGather, DType::kBF16, {5, 8017}, -1}, {OpKind::kAllGather, DType::kF32, {4, 3, 7}, 1},
+      {OpKind::kAllGather, DType::kI32, {6, 5}, 0},
+  };
+  // Twice over: the one-shot kernel's flags are counters that persist from call to call.
+  for (int rep = 0; rep < 2; ++rep)
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("{} {} axis {} rep {}", OpName(c.op), DTypeName(c.dt), c.axis, rep));
+    GraphBuilder b("collective");
+    Shape s;
+    for (int64_t d : c.shape) s.push_back(Dim(d));
+    const int x = b.Input("x", c.dt, s);
+    Attrs attrs = {{"world", int64_t{kWorld}}};
+    if (c.op == OpKind::kAllGather) attrs["axis"] = c.axis;
+    b.Output(b.Op(c.op, {x}, attrs), "y");
+    auto g = b.Build();
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    std::vector<HostTensor> in;
+    for (int r = 0; r < kWorld; ++r) in.push_back(Random(c.dt, c.shape, rng));
+    // The CPU reference: the same graph on two threads through the in-process communicator.
+    InProcessGroup cpu(kWorld);
+    std::vector<StatusOr<std::map<std::string, HostTensor>>> want(kWorld, Internal("not run"));
+    std::vector<StatusOr<std::map<std::string, HostTensor>>> got(kWorld, Internal("not run"));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < kWorld; ++r)
+      threads.emplace_back([&, r] {
+        {
+          ScopedCommunicator scope(cpu.comm(r));
+          want[r] = RunGraphCpu(*g, {{"x", in[r]}});
+        }
+        if (cudaSetDevice(r) != cudaSuccess) return;
+        cuda::ExecutorOptions eo;
+        eo.comm = (*nccl)->comm(r);
+        auto ex = cuda::CudaExecutable::Create(*g, eo);
+        if (!ex.ok()) {
+          got[r] = ex.status();
+          return;
+        }
+        got[r] = (*ex)->RunHost({{"x", in[r]}});
+      });
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < kWorld; ++r) {
+      ASSERT_TRUE(want[r].ok()) << want[r].status().message();
+      ASSERT_TRUE(got[r].ok()) << got[r].status().message();
+      const HostTensor &w = want[r]->at("y"), &o = got[r]->at("y");
+      ASSERT_EQ(o.shape, w.shape);
+      // Two ranks: one addition per element, rounded once by both — the same bits.
+      EXPECT_EQ(o.data, w.data) << "rank " << r;
+    }
+  }
+  // A graph sharded for 2 ranks without a communicator is refused by Create.
+  GraphBuilder b("no_comm");
+  b.Output(b.AllReduce({b.Input("x", DType::kF32, {Dim(4)})}, {{"world", int64_t{2}}}), "y");
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok());
+  auto ex = cuda::CudaExecutable::Create(*g);
+  ASSERT_FALSE(ex.ok());
+  EXPECT_NE(ex.status().message().find("world=2 needs a communicator"), std::string::npos) << ex.status().message();
+}
+
+double RelError(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    num = std::max(num, std::abs(double(a[i]) - b[i]));
+    den = std::max(den, std::abs(double(b[i])));
+  }
+  return a.size() == b.size() && den > 0 ? num / den : INFINITY;
+}
+
+// The family fixtures (f32) on 2 GPUs: transformers' greedy tokens, logits within 1e-4 of
+// transformers' and of one GPU's, under never and always fusion.
+TEST_F(TensorParallelGpu, FamiliesOnTwoGpusMatchOneGpuAndTransformers) {
+  for (const std::string family : {"llama", "mistral", "qwen2", "qwen3", "mistral_window", "qwen2_window"}) {
+    const std::string dir = std::string(OPFUSE_SOURCE_DIR) + "/tests/data/families/" + family;
+    const nlohmann::json ex = nlohmann::json::parse(std::ifstream(dir + "/expected.json"));
+    const auto prompt = ex.at("prompt").get<std::vector<int32_t>>();
+    const auto tokens = ex.at("tokens").get<std::vector<int32_t>>();
+    const auto hf = ex.at("logits").get<std::vector<std::vector<float>>>();
+    for (auto s : {llama::Strategy::kNeverFuse, llama::Strategy::kAlwaysFuse}) {
+      SCOPED_TRACE(fmt::format("{} {}", family, llama::StrategyName(s)));
+      std::vector<llama::GenerateResult> res;
+      for (int64_t tp : {1, 2}) {
+        llama::EngineOptions o;
+        o.model_dir = dir;
+        o.backend = "cuda";
+        o.strategy = s;
+        o.tensor_parallel = tp;
+        o.max_context = 64;
+        auto e = llama::Engine::Create(o);
+        ASSERT_TRUE(e.ok()) << e.status().message();
+        llama::GenerateOptions g;
+        g.max_new_tokens = static_cast<int64_t>(tokens.size());
+        g.keep_logits = true;
+        auto r = (*e)->Generate({prompt}, g);
+        ASSERT_TRUE(r.ok()) << r.status().message();
+        res.push_back(std::move(*r));
+      }
+      EXPECT_EQ(res[1].tokens[0], tokens);
+      ASSERT_EQ(res[1].logits[0].size(), hf.size());
+      for (size_t step = 0; step < hf.size(); ++step) {
+        EXPECT_LE(RelError(res[1].logits[0][step], hf[step]), 1e-4) << "step " << step;
+        EXPECT_LE(RelError(res[1].logits[0][step], res[0].logits[0][step]), 1e-4) << "step " << step;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace opfuse
+#endif  // OPFUSE_WITH_CUDA
