@@ -135,7 +135,7 @@ Status LaunchOneShotAllReduce(const OneShotArgs& a, cudaStream_t stream) {
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr.val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = &attr;
-  cfg.numAttrs = 1;
+  cfg.numAttrs = a.pdl ? 1 : 0;
   switch (a.dtype) {
     case DType::kF32: OPFUSE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, OneShotKernel<float>, a)); break;
     case DType::kF16: OPFUSE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, OneShotKernel<__half>, a)); break;

@@ -42,6 +42,7 @@ struct OneShotArgs {
   void* out = nullptr;
   int64_t count = 0;
   DType dtype = DType::kBF16;
+  bool pdl = true;  // launch with PDL (off under OPFUSE_DISABLE=pdl, as every PDL launch)
 };
 
 // Whether the one-shot kernel takes this call: f32/f16/bf16, 16-byte aligned in and out, the

@@ -305,7 +305,8 @@ StatusOr<std::unique_ptr<Runner>> MakeCudaRunner(RunnerSetup s) {
 
 StatusOr<std::unique_ptr<Runner>> MakeTensorParallelCudaRunner(std::vector<RunnerSetup> setups) {
   const int world = static_cast<int>(setups.size());
-  OPFUSE_ASSIGN_OR_RETURN(std::unique_ptr<cuda::NcclGroup> nccl, cuda::NcclGroup::Create(world));
+  OPFUSE_ASSIGN_OR_RETURN(std::unique_ptr<cuda::NcclGroup> nccl,
+                          cuda::NcclGroup::Create(world, !setups.at(0).fusion.IsDisabled("pdl")));
   // Concurrently: each rank's creation runs its decode step once (the capture), collectives included.
   std::vector<StatusOr<std::unique_ptr<CudaRunner>>> made;
   for (int r = 0; r < world; ++r) made.emplace_back(Internal("not made"));

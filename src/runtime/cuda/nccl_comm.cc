@@ -183,7 +183,7 @@ StatusOr<std::string> NcclLibraryInfo() {
   return fmt::format("{} (NCCL {}.{}.{})", n->path, n->version / 10000, n->version / 100 % 100, n->version % 100);
 }
 
-StatusOr<std::unique_ptr<NcclGroup>> NcclGroup::Create(int world) {
+StatusOr<std::unique_ptr<NcclGroup>> NcclGroup::Create(int world, bool pdl) {
   OPFUSE_ASSIGN_OR_RETURN(const int devices, DeviceCount());
   if (world < 1) return InvalidArgument(fmt::format("tensor parallel: {} ranks", world));
   if (devices < world)
@@ -217,6 +217,7 @@ StatusOr<std::unique_ptr<NcclGroup>> NcclGroup::Create(int world) {
   kernels::OneShotArgs base;
   base.world = world;
   base.staging_bytes = kOneShotMaxBytes;
+  base.pdl = pdl;
   const size_t signal_bytes = (sizeof(kernels::OneShotSignal) + 255) / 256 * 256;
   for (int r = 0; peers && r < world; ++r) {
     OPFUSE_CUDA_CHECK(cudaSetDevice(r));

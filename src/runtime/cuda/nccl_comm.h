@@ -35,7 +35,8 @@ class NcclGroup {
  public:
   // One communicator per device 0 .. world-1. Unavailable when NCCL cannot be loaded or there are
   // fewer GPUs than ranks.
-  static StatusOr<std::unique_ptr<NcclGroup>> Create(int world);
+  // `pdl`: the one-shot kernel launches with PDL (false under OPFUSE_DISABLE=pdl).
+  static StatusOr<std::unique_ptr<NcclGroup>> Create(int world, bool pdl = true);
   ~NcclGroup();
   int world() const { return static_cast<int>(ranks_.size()); }
   // Rank r's transport: the one-shot kernel for small all-reduces where it applies, else NCCL.
