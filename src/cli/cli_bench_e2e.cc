@@ -298,7 +298,7 @@ void RegisterBenchE2e(CLI::App& bench) {
   cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16 (default: the checkpoint's; built-in: bf16 on cuda, f32 on cpu)");
   cmd->add_option("--profile", a->profile, "profile_result.json for smart_schedule (default: its cost model)");
   cmd->add_option("--tensor-parallel", a->tensor_parallel,
-                  "split the model over N ranks (docs/tensor_parallel.md; cpu: one thread per rank)")
+                  "split the model over N ranks, one thread per rank (docs/tensor_parallel.md; cuda: rank r on GPU r, NCCL)")
       ->capture_default_str();
   cmd->add_option("--max-context", a->max_context, "KV-cache positions (default: the model's max_position_embeddings, at most 8192)");
   cmd->add_option("--seed", a->seed, "seed of the random prompt ids")->capture_default_str()->check(NonNegativeInteger);

@@ -204,7 +204,7 @@ void RegisterGenerate(CLI::App& app) {
   cmd->add_option("--profile", o->profile, "profile_result.json for --strategy smart (default: the cost model)");
   cmd->add_flag("--stop-at-eos", o->stop_at_eos, "stop a sequence at its end-of-sequence token");
   cmd->add_option("--tensor-parallel", o->tensor_parallel,
-                  "split the model over N ranks, Megatron-style (docs/tensor_parallel.md; cpu: one thread per rank; default 1)");
+                  "split the model over N ranks, Megatron-style, one thread per rank (docs/tensor_parallel.md; cuda: rank r on GPU r, NCCL; default 1)");
   cmd->add_option("--dump-logits", o->dump_logits, "write every step's logits and tokens as JSON to this file");
   cmd->callback([o] { SetExitCode(GenerateMain(*o)); });
 }
