@@ -34,7 +34,9 @@ __device__ __forceinline__ void StoreRelease(uint32_t* p, uint32_t v) {
 // and waits until rank p's flag in ours reaches the same generation.
 __device__ __forceinline__ void Meet(const OneShotArgs& a, uint32_t (OneShotSignal::*flags)[kOneShotMaxBlocks][kOneShotMaxRanks],
                                      uint32_t gen) {
-  __threadfence_system();  // this thread's writes to the staging buffer, before any flag says they are there
+  // The block's writes to the staging buffer happen before the barrier, and the barrier before each
+  // flag's release store at system scope: a release is cumulative, so a peer that acquires the flag
+  // sees every thread's writes (no fence per thread).
   __syncthreads();
   const int p = threadIdx.x;
   if (p < a.world) {

@@ -56,9 +56,19 @@ TEST_F(TensorParallelGpu, CollectivesMatchTheCpuReference) {
     std::vector<int64_t> shape;
     int64_t axis;
   };
-  std::printf("one-shot all-reduce (peer access between the GPUs): %s\n", (*nccl)->one_shot() ? "in use" : "not available");
-  // All-reduces up to cuda::kOneShotMaxBytes take the one-shot kernel where peer access exists
-  // (odd counts: its masked tail), the 2.4 MB one NCCL.
+  std::printf("one-shot all-reduce (peer access between the GPUs): %s, up to %lld bytes\n",
+              (*nccl)->one_shot() ? "available" : "not available", static_cast<long long>((*nccl)->one_shot_max_bytes()));
+  for (const auto& t : (*nccl)->timings())
+    std::printf("  %lld bytes: one-shot %.2f us, NCCL %.2f us\n", static_cast<long long>(t.bytes), t.one_shot_us, t.nccl_us);
+  // The rule taken is the measurements' prefix: every size up to the limit measured faster.
+  for (const auto& t : (*nccl)->timings())
+    if (t.bytes <= (*nccl)->one_shot_max_bytes()) EXPECT_LT(t.one_shot_us, t.nccl_us) << t.bytes;
+  // Each transport on its own must give the reference's bits, whatever the rule picked.
+  using Transport = cuda::NcclGroup::Transport;
+  std::vector<Transport> transports = {Transport::kNccl, Transport::kGroup};
+  if ((*nccl)->one_shot()) transports.push_back(Transport::kOneShot);
+  // Sizes on both sides of kOneShotMaxBytes (the one-shot transport gives the 2.4 MB one to NCCL),
+  // odd counts (the one-shot kernel's masked tail).
   const std::vector<Case> cases = {
       {OpKind::kAllReduce, DType::kF32, {3, 1001}, 0},  {OpKind::kAllReduce, DType::kBF16, {7, 4099}, 0},
       {OpKind::kAllReduce, DType::kF16, {1, 2048}, 0},  {OpKind::kAllReduce, DType::kBF16, {1, 1}, 0},
@@ -68,9 +78,11 @@ TEST_F(TensorParallelGpu, CollectivesMatchTheCpuReference) {
       {OpKind::kAllGather, DType::kI32, {6, 5}, 0},
   };
   // Twice over: the one-shot kernel's flags are counters that persist from call to call.
+  for (Transport tr : transports)
   for (int rep = 0; rep < 2; ++rep)
   for (const Case& c : cases) {
-    SCOPED_TRACE(fmt::format("{} {} axis {} rep {}", OpName(c.op), DTypeName(c.dt), c.axis, rep));
+    SCOPED_TRACE(fmt::format("{} {} axis {} rep {} transport {}", OpName(c.op), DTypeName(c.dt), c.axis, rep,
+                             static_cast<int>(tr)));
     GraphBuilder b("collective");
     Shape s;
     for (int64_t d : c.shape) s.push_back(Dim(d));
@@ -95,7 +107,7 @@ TEST_F(TensorParallelGpu, CollectivesMatchTheCpuReference) {
         }
         if (cudaSetDevice(r) != cudaSuccess) return;
         cuda::ExecutorOptions eo;
-        eo.comm = (*nccl)->comm(r);
+        eo.comm = (*nccl)->transport(r, tr);
         auto ex = cuda::CudaExecutable::Create(*g, eo);
         if (!ex.ok()) {
           got[r] = ex.status();

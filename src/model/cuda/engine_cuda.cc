@@ -241,58 +241,18 @@ class CudaRankGroup final : public RankGroup {
   }
   void Abort() override { nccl_->Abort(); }
   StatusOr<std::map<std::string, double>> AllReduceUs(int64_t count, DType dtype) override {
+    using T = cuda::NcclGroup::Transport;
     std::map<std::string, double> out;
-    OPFUSE_ASSIGN_OR_RETURN(out["nccl"], TimeAllReduce(count, dtype, false));
+    OPFUSE_ASSIGN_OR_RETURN(out["nccl"], nccl_->TimeAllReduceUs(count, dtype, T::kNccl));
     if (nccl_->one_shot()) {
-      OPFUSE_ASSIGN_OR_RETURN(out["one_shot"], TimeAllReduce(count, dtype, true));
+      OPFUSE_ASSIGN_OR_RETURN(out["one_shot"], nccl_->TimeAllReduceUs(count, dtype, T::kOneShot));
     }
-    OPFUSE_ASSIGN_OR_RETURN(out["used"], TimeAllReduce(count, dtype, true));  // the transport the ranks' graphs use
+    OPFUSE_ASSIGN_OR_RETURN(out["used"], nccl_->TimeAllReduceUs(count, dtype, T::kGroup));  // what the graphs run
+    out["one_shot_max_bytes"] = static_cast<double>(nccl_->one_shot_max_bytes());
     return out;
   }
 
  private:
-  // `group`: the ranks' own transport (comm); else NCCL alone.
-  StatusOr<double> TimeAllReduce(int64_t count, DType dtype, bool group) {
-    constexpr int kWarmup = 20, kIters = 200;
-    const int world = nccl_->world();
-    std::vector<double> us(world, 0);
-    std::vector<Status> st(world, Status::Ok());
-    std::vector<std::thread> threads;
-    for (int r = 0; r < world; ++r)
-      threads.emplace_back([&, r] {
-        st[r] = [&]() -> Status {
-          OPFUSE_CUDA_CHECK(cudaSetDevice(r));
-          cuda::DeviceCommunicator* c = group ? nccl_->comm(r) : nccl_->nccl(r);
-          cudaStream_t s = nullptr;
-          cudaEvent_t e0 = nullptr, e1 = nullptr;
-          void* buf = nullptr;
-          const size_t bytes = static_cast<size_t>(count * DTypeSize(dtype));
-          Status out = cuda::CudaStatus(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
-          if (out.ok()) out = cuda::CudaStatus(cudaMalloc(&buf, bytes), "cudaMalloc");
-          if (out.ok()) out = cuda::CudaStatus(cudaMemsetAsync(buf, 0, bytes, s), "cudaMemset");
-          if (out.ok()) out = cuda::CudaStatus(cudaEventCreate(&e0), "cudaEventCreate");
-          if (out.ok()) out = cuda::CudaStatus(cudaEventCreate(&e1), "cudaEventCreate");
-          for (int i = 0; out.ok() && i < kWarmup + kIters; ++i) {
-            if (i == kWarmup) out = cuda::CudaStatus(cudaEventRecord(e0, s), "cudaEventRecord");
-            if (out.ok()) out = c->AllReduceSum(buf, buf, count, dtype, s);
-          }
-          if (out.ok()) out = cuda::CudaStatus(cudaEventRecord(e1, s), "cudaEventRecord");
-          if (out.ok()) out = cuda::CudaStatus(cudaEventSynchronize(e1), "cudaEventSynchronize");
-          float ms = 0;
-          if (out.ok()) out = cuda::CudaStatus(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
-          us[r] = 1000.0 * ms / kIters;
-          if (e0) cudaEventDestroy(e0);
-          if (e1) cudaEventDestroy(e1);
-          if (buf) cudaFree(buf);
-          if (s) cudaStreamDestroy(s);
-          return out;
-        }();
-      });
-    for (auto& t : threads) t.join();
-    for (const Status& s : st) OPFUSE_RETURN_IF_ERROR(s);
-    return us[0];
-  }
-
   std::unique_ptr<cuda::NcclGroup> nccl_;
 };
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <algorithm>
 #include <thread>
 
 #include <fmt/format.h>
@@ -155,7 +156,8 @@ class NcclRank final : public DeviceCommunicator {
 // kOneShotMaxBytes), NCCL for the rest.
 class HybridRank final : public DeviceCommunicator {
  public:
-  HybridRank(DeviceCommunicator* nccl, const kernels::OneShotArgs& base) : nccl_(nccl), base_(base) {}
+  HybridRank(DeviceCommunicator* nccl, const kernels::OneShotArgs& base, int64_t max_bytes)
+      : nccl_(nccl), base_(base), max_bytes_(max_bytes) {}
   int rank() const override { return nccl_->rank(); }
   int world() const override { return nccl_->world(); }
   Status AllReduceSum(const void* in, void* out, int64_t count, DType dtype, cudaStream_t stream) override {
@@ -164,7 +166,7 @@ class HybridRank final : public DeviceCommunicator {
     a.out = out;
     a.count = count;
     a.dtype = dtype;
-    if (kernels::OneShotSupported(a)) return kernels::LaunchOneShotAllReduce(a, stream);
+    if (count * DTypeSize(dtype) <= max_bytes_ && kernels::OneShotSupported(a)) return kernels::LaunchOneShotAllReduce(a, stream);
     return nccl_->AllReduceSum(in, out, count, dtype, stream);
   }
   Status AllGather(const void* in, void* out, int64_t count, DType dtype, cudaStream_t stream) override {
@@ -174,7 +176,48 @@ class HybridRank final : public DeviceCommunicator {
  private:
   DeviceCommunicator* nccl_;
   kernels::OneShotArgs base_;
+  int64_t max_bytes_;
 };
+
+// `iters` all-reduces of `count` elements on every rank's `comms[r]` at once; rank 0's mean µs.
+StatusOr<double> TimeOn(const std::vector<std::unique_ptr<DeviceCommunicator>>& comms, int64_t count, DType dtype,
+                        int iters) {
+  const int warmup = std::max(5, iters / 10);
+  const int world = static_cast<int>(comms.size());
+  std::vector<double> us(world, 0);
+  std::vector<Status> st(world, Status::Ok());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      cudaStream_t s = nullptr;
+      cudaEvent_t e0 = nullptr, e1 = nullptr;
+      void* buf = nullptr;
+      const size_t bytes = static_cast<size_t>(count * DTypeSize(dtype));
+      Status out = CudaStatus(cudaSetDevice(r), "cudaSetDevice");
+      if (out.ok()) out = CudaStatus(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+      if (out.ok()) out = CudaStatus(cudaMalloc(&buf, bytes), "cudaMalloc");
+      if (out.ok()) out = CudaStatus(cudaMemsetAsync(buf, 0, bytes, s), "cudaMemset");
+      if (out.ok()) out = CudaStatus(cudaEventCreate(&e0), "cudaEventCreate");
+      if (out.ok()) out = CudaStatus(cudaEventCreate(&e1), "cudaEventCreate");
+      for (int i = 0; out.ok() && i < warmup + iters; ++i) {
+        if (i == warmup) out = CudaStatus(cudaEventRecord(e0, s), "cudaEventRecord");
+        if (out.ok()) out = comms[r]->AllReduceSum(buf, buf, count, dtype, s);
+      }
+      if (out.ok()) out = CudaStatus(cudaEventRecord(e1, s), "cudaEventRecord");
+      if (out.ok()) out = CudaStatus(cudaEventSynchronize(e1), "cudaEventSynchronize");
+      float ms = 0;
+      if (out.ok()) out = CudaStatus(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
+      us[r] = 1000.0 * ms / iters;
+      if (e0) cudaEventDestroy(e0);
+      if (e1) cudaEventDestroy(e1);
+      if (buf) cudaFree(buf);
+      if (s) cudaStreamDestroy(s);
+      st[r] = out;
+    });
+  for (auto& t : threads) t.join();
+  for (const Status& s : st) OPFUSE_RETURN_IF_ERROR(s);
+  return us[0];
+}
 
 }  // namespace
 
@@ -241,21 +284,54 @@ StatusOr<std::unique_ptr<NcclGroup>> NcclGroup::Create(int world, bool pdl) {
     OPFUSE_CUDA_CHECK(cudaSetDevice(r));
     OPFUSE_CUDA_CHECK(cudaDeviceSynchronize());
   }
-  g->one_shot_ = peers;
-  for (int r = 0; r < world; ++r) {
-    if (!peers) {
-      g->ranks_.push_back(std::make_unique<HybridRank>(g->nccl_[r].get(), kernels::OneShotArgs{}));  // world 1 in base: NCCL always
-      continue;
-    }
+  for (int r = 0; peers && r < world; ++r) {
     kernels::OneShotArgs a = base;
     a.rank = r;
-    g->ranks_.push_back(std::make_unique<HybridRank>(g->nccl_[r].get(), a));
+    g->one_shot_ranks_.push_back(std::make_unique<HybridRank>(g->nccl_[r].get(), a, kOneShotMaxBytes));
+  }
+  // The one-shot kernel up to the largest size at which it is faster, every smaller one too.
+  if (peers) {
+    bool faster = true;
+    for (int64_t bytes = 4096; bytes <= kOneShotMaxBytes; bytes *= 4) {
+      const int64_t count = bytes / 2;  // bf16: the decode messages' dtype
+      OPFUSE_ASSIGN_OR_RETURN(double os, TimeOn(g->one_shot_ranks_, count, DType::kBF16, 50));
+      OPFUSE_ASSIGN_OR_RETURN(double nc, TimeOn(g->nccl_, count, DType::kBF16, 50));
+      g->timings_.push_back({bytes, os, nc});
+      faster = faster && os < nc;
+      if (faster) g->one_shot_max_bytes_ = bytes;
+    }
+  }
+  for (int r = 0; r < world; ++r) {
+    kernels::OneShotArgs a = peers ? base : kernels::OneShotArgs{};  // world 1 in the default: never one-shot
+    a.rank = r;
+    g->ranks_.push_back(std::make_unique<HybridRank>(g->nccl_[r].get(), a, g->one_shot_max_bytes_));
   }
   return g;
 }
 
+DeviceCommunicator* NcclGroup::transport(int rank, Transport t) {
+  switch (t) {
+    case Transport::kGroup: return ranks_.at(rank).get();
+    case Transport::kNccl: return nccl_.at(rank).get();
+    case Transport::kOneShot: return one_shot_ranks_.empty() ? nullptr : one_shot_ranks_.at(rank).get();
+  }
+  return nullptr;
+}
+
+StatusOr<double> NcclGroup::TimeAllReduceUs(int64_t count, DType dtype, Transport t, int iters) {
+  switch (t) {
+    case Transport::kGroup: return TimeOn(ranks_, count, dtype, iters);
+    case Transport::kNccl: return TimeOn(nccl_, count, dtype, iters);
+    case Transport::kOneShot:
+      if (one_shot_ranks_.empty()) return Unimplemented("no one-shot all-reduce: the GPUs have no peer access");
+      return TimeOn(one_shot_ranks_, count, dtype, iters);
+  }
+  return Internal("unknown transport");
+}
+
 NcclGroup::~NcclGroup() {
   ranks_.clear();
+  one_shot_ranks_.clear();
   for (size_t r = 0; r < buffers_.size(); ++r) {
     cudaSetDevice(static_cast<int>(r));
     cudaFree(buffers_[r]);

@@ -26,33 +26,48 @@ namespace opfuse::cuda {
 // The loaded library's path and version ("2.28.9"), loading it on first use.
 StatusOr<std::string> NcclLibraryInfo();
 
-// Decode-size all-reduces take the one-shot kernel (kernels/allreduce.h) where every pair of GPUs
-// has peer access: messages up to kOneShotMaxBytes (the staging buffer each rank holds); larger
-// ones, all_gather, and machines without peer access take NCCL.
+// Small all-reduces take the one-shot kernel (kernels/allreduce.h) where every pair of GPUs has
+// peer access, up to the largest message at which it measured faster than NCCL when the group was
+// made (sizes 4 KiB .. kOneShotMaxBytes, the staging buffer each rank holds, taken as a prefix: every
+// smaller size measured faster too); larger messages, all_gather, and machines without peer access
+// take NCCL. Rank 0's readings decide for every rank (they must all take the same transport).
 inline constexpr int64_t kOneShotMaxBytes = int64_t{1} << 20;
 
 class NcclGroup {
  public:
   // One communicator per device 0 .. world-1. Unavailable when NCCL cannot be loaded or there are
-  // fewer GPUs than ranks.
-  // `pdl`: the one-shot kernel launches with PDL (false under OPFUSE_DISABLE=pdl).
+  // fewer GPUs than ranks. `pdl`: the one-shot kernel launches with PDL (false under
+  // OPFUSE_DISABLE=pdl).
   static StatusOr<std::unique_ptr<NcclGroup>> Create(int world, bool pdl = true);
   ~NcclGroup();
   int world() const { return static_cast<int>(ranks_.size()); }
-  // Rank r's transport: the one-shot kernel for small all-reduces where it applies, else NCCL.
+  // Rank r's transport: the one-shot kernel up to one_shot_max_bytes(), else NCCL.
   DeviceCommunicator* comm(int rank) { return ranks_.at(rank).get(); }
-  // Rank r's NCCL alone (to measure one transport against the other).
-  DeviceCommunicator* nccl(int rank) { return nccl_.at(rank).get(); }
-  bool one_shot() const { return one_shot_; }  // peer access between every pair: the one-shot kernel is in use
+  // Peer access between every pair: the one-shot kernel exists (it may still lose to NCCL at every size).
+  bool one_shot() const { return !one_shot_ranks_.empty(); }
+  int64_t one_shot_max_bytes() const { return one_shot_max_bytes_; }
+  // What decided it: (bytes, one-shot µs, NCCL µs) per size measured.
+  struct Timing {
+    int64_t bytes;
+    double one_shot_us, nccl_us;
+  };
+  const std::vector<Timing>& timings() const { return timings_; }
+  enum class Transport { kGroup, kOneShot, kNccl };
+  // Rank r's communicator of transport `t` (kOneShot: the one-shot kernel up to kOneShotMaxBytes,
+  // nullptr without peer access) — tests and measurements; the executables take comm().
+  DeviceCommunicator* transport(int rank, Transport t);
+  // Device µs of one all-reduce of `count` elements on `t` (kOneShot: Unimplemented without peer
+  // access), every rank at once: the mean of `iters` back-to-back calls after a warm-up, rank 0's.
+  StatusOr<double> TimeAllReduceUs(int64_t count, DType dtype, Transport t, int iters = 200);
   // ncclCommAbort on every rank: a rank waiting in a collective for a rank that failed returns.
   void Abort();
 
  private:
   NcclGroup() = default;
-  std::vector<std::unique_ptr<DeviceCommunicator>> nccl_;
-  std::vector<std::unique_ptr<DeviceCommunicator>> ranks_;
+  std::vector<std::unique_ptr<DeviceCommunicator>> nccl_, one_shot_ranks_, ranks_;
   std::vector<void*> buffers_;  // per rank: staging buffer then signal block (one allocation on its GPU)
-  bool one_shot_ = false;
+  int64_t one_shot_max_bytes_ = 0;
+  std::vector<Timing> timings_;
 };
 
 }  // namespace opfuse::cuda
