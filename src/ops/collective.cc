@@ -59,11 +59,7 @@ StatusOr<std::vector<TensorType>> InferCollective(const Node& n, const std::vect
 
 StatusOr<Communicator*> CommFor(const Node& n, int64_t world) {
   Communicator* c = CurrentCommunicator();
-  if (!c)
-    return NodeError(n, fmt::format("world={} needs a communicator: run the graph as a rank of a {}-rank group "
-                                    "(--tensor-parallel {})", world, world, world));
-  if (c->world() != world)
-    return NodeError(n, fmt::format("the graph was sharded for world={} but runs in a group of {} ranks", world, c->world()));
+  OPFUSE_RETURN_IF_ERROR(CheckCollectiveGroup(n, world, c ? c->world() : 0));
   return c;
 }
 
@@ -96,12 +92,10 @@ Status CpuAllGather(const Node& n, const std::vector<const HostTensor*>& in, con
   }
   const HostTensor& x = in[0]->dtype != y.dtype ? converted : *in[0];
   OPFUSE_ASSIGN_OR_RETURN(Communicator* c, CommFor(n, world));
-  OPFUSE_ASSIGN_OR_RETURN(const int64_t axis, GatherAxis(n, x.shape.size()));
   std::vector<uint8_t> all(x.data.size() * static_cast<size_t>(world));
   OPFUSE_RETURN_IF_ERROR(c->AllGather(x.data, all));
-  // x is [outer, chunk] bytes with chunk = dims from `axis` on; y is [outer, world, chunk].
-  size_t outer = 1;
-  for (int64_t d = 0; d < axis; ++d) outer *= static_cast<size_t>(x.shape[d]);
+  // x is [outer, chunk] bytes with chunk = dims from the axis on; y is [outer, world, chunk].
+  const size_t outer = static_cast<size_t>(GatherOuter(n, x.shape));
   const size_t chunk = outer ? x.data.size() / outer : 0;
   for (size_t o = 0; o < outer; ++o)
     for (int64_t r = 0; r < world; ++r)
@@ -110,6 +104,24 @@ Status CpuAllGather(const Node& n, const std::vector<const HostTensor*>& in, con
 }
 
 }  // namespace
+
+Status CheckCollectiveGroup(const Node& n, int64_t world, int group_world) {
+  if (world == 1) return Status::Ok();
+  if (group_world == 0)
+    return NodeError(n, fmt::format("world={} needs a communicator: run the graph as a rank of a {}-rank group "
+                                    "(--tensor-parallel {})", world, world, world));
+  if (group_world != world)
+    return NodeError(n, fmt::format("the graph was sharded for world={} but runs in a group of {} ranks", world, group_world));
+  return Status::Ok();
+}
+
+int64_t GatherOuter(const Node& n, const std::vector<int64_t>& in_shape) {
+  int64_t axis = AttrInt(n.attrs, "axis", -1);
+  if (axis < 0) axis += static_cast<int64_t>(in_shape.size());
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis && d < static_cast<int64_t>(in_shape.size()); ++d) outer *= in_shape[d];
+  return outer;
+}
 
 void RegisterCollectiveOps(OpDefTable& t) {
   for (OpKind op : {OpKind::kAllReduce, OpKind::kAllGather}) t[static_cast<int>(op)].infer = InferCollective;

@@ -11,8 +11,9 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <vector>
 
-#include "opfuse/status.h"
+#include "opfuse/graph.h"
 
 namespace opfuse {
 
@@ -28,6 +29,14 @@ class Communicator {
   // rank order.
   virtual Status AllGather(std::span<const uint8_t> in, std::span<uint8_t> out) = 0;
 };
+
+// The checks and layout every backend shares (one message, one rule):
+// Ok when a collective node sharded for `world` ranks (its attribute) may run in a group of
+// `group_world` ranks (0: no communicator): world 1 always; else the sizes must agree.
+Status CheckCollectiveGroup(const Node& n, int64_t world, int group_world);
+// all_gather over `in_shape`: the product of the dims before the gathered axis (1: the ranks'
+// tensors are simply concatenated).
+int64_t GatherOuter(const Node& n, const std::vector<int64_t>& in_shape);
 
 // The communicator installed on this thread (nullptr: none).
 Communicator* CurrentCommunicator();

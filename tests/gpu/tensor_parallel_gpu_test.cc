@@ -13,6 +13,7 @@
 
 #include "gpu_test_util.h"
 #include "model/llama/engine.h"
+#include "rel_error.h"
 #include "ops/collective.h"
 #include "runtime/cpu/cpu_executor.h"
 #include "runtime/cpu/inprocess_comm.h"
@@ -135,14 +136,7 @@ TEST_F(TensorParallelGpu, CollectivesMatchTheCpuReference) {
   EXPECT_NE(ex.status().message().find("world=2 needs a communicator"), std::string::npos) << ex.status().message();
 }
 
-double RelError(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    num = std::max(num, std::abs(double(a[i]) - b[i]));
-    den = std::max(den, std::abs(double(b[i])));
-  }
-  return a.size() == b.size() && den > 0 ? num / den : INFINITY;
-}
+using opfuse::testing::RelError;
 
 // The family fixtures (f32) on 2 GPUs: transformers' greedy tokens, logits within 1e-4 of
 // transformers' and of one GPU's, under never and always fusion.

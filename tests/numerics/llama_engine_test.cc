@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "model/llama/engine.h"
+#include "rel_error.h"
 
 namespace opfuse::llama {
 namespace {
@@ -25,16 +26,7 @@ std::unique_ptr<Engine> Make(Strategy s, int64_t batch = 1, int64_t context = 64
   return e.ok() ? std::move(*e) : nullptr;
 }
 
-double MaxRelErr(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    num = std::max(num, std::abs(double(a[i]) - b[i]));
-    den = std::max(den, std::abs(double(b[i])));
-  }
-  EXPECT_GT(den, 0) << "all-zero logits";
-  return num / den;
-}
+using opfuse::testing::RelError;
 
 const std::vector<int32_t> kPrompt = {1, 17, 42, 99, 3, 250, 7, 128};
 constexpr Strategy kAll[] = {Strategy::kNeverFuse, Strategy::kAlwaysFuse, Strategy::kSmartSchedule};
@@ -55,7 +47,7 @@ TEST(LlamaEngine, DecodeMatchesPrefill) {
       ASSERT_TRUE(st.ok()) << st.message();
     }
     EXPECT_EQ(split->length(0), static_cast<int64_t>(kPrompt.size()));
-    EXPECT_LT(MaxRelErr(logits, *ref), 1e-5);
+    EXPECT_LT(RelError(logits, *ref), 1e-5);
     EXPECT_GT(split->kernels_per_decode_step(), 0);
   }
 }
@@ -80,7 +72,7 @@ TEST(LlamaEngine, StrategiesAgreeButRunDifferentKernels) {
   for (size_t i = 1; i < results.size(); ++i) {
     EXPECT_EQ(results[i].tokens, results[0].tokens) << StrategyName(kAll[i]);
     for (size_t step = 0; step < 6; ++step)
-      EXPECT_LT(MaxRelErr(results[i].logits[0][step], results[0].logits[0][step]), 1e-4) << StrategyName(kAll[i]) << " step " << step;
+      EXPECT_LT(RelError(results[i].logits[0][step], results[0].logits[0][step]), 1e-4) << StrategyName(kAll[i]) << " step " << step;
   }
   EXPECT_GT(kernels[0], kernels[1]) << "never_fuse must run more steps than always_fuse";
 }
@@ -100,7 +92,7 @@ TEST(LlamaEngine, BatchedPromptsOfDifferentLengths) {
     ASSERT_TRUE(rs.ok()) << rs.status().message();
     EXPECT_EQ(rb->tokens[b], rs->tokens[0]) << "sequence " << b;
     for (size_t step = 0; step < rs->logits[0].size(); ++step)
-      EXPECT_LT(MaxRelErr(rb->logits[b][step], rs->logits[0][step]), 1e-5) << "sequence " << b << " step " << step;
+      EXPECT_LT(RelError(rb->logits[b][step], rs->logits[0][step]), 1e-5) << "sequence " << b << " step " << step;
   }
 }
 

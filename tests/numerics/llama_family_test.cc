@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/llama/engine.h"
+#include "rel_error.h"
 
 namespace opfuse::llama {
 namespace {
@@ -27,14 +28,7 @@ namespace fs = std::filesystem;
 std::string DataDir(const std::string& sub) { return std::string(OPFUSE_SOURCE_DIR) + "/tests/data/" + sub; }
 std::string FamilyDir(const std::string& family) { return DataDir("families/" + family); }
 
-double RelError(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    num = std::max(num, std::abs(double(a[i]) - b[i]));
-    den = std::max(den, std::abs(double(b[i])));
-  }
-  return den > 0 ? num / den : INFINITY;
-}
+using opfuse::testing::RelError;
 
 StatusOr<GenerateResult> RunEngine(const std::string& dir, Strategy s, const std::vector<int32_t>& prompt, int64_t steps) {
   EngineOptions o;

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/llama/engine.h"
+#include "rel_error.h"
 #include "model/llama/tensor_parallel.h"
 
 namespace opfuse::llama {
@@ -19,15 +20,7 @@ namespace {
 
 std::string FamilyDir(const std::string& family) { return std::string(OPFUSE_SOURCE_DIR) + "/tests/data/families/" + family; }
 
-double RelError(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    num = std::max(num, std::abs(double(a[i]) - b[i]));
-    den = std::max(den, std::abs(double(b[i])));
-  }
-  return den > 0 ? num / den : INFINITY;
-}
+using opfuse::testing::RelError;
 
 StatusOr<std::unique_ptr<Engine>> Make(const std::string& dir, Strategy s, int64_t tp, int64_t batch = 1) {
   EngineOptions o;

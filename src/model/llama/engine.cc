@@ -198,7 +198,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opts) {
     s.params[name] = std::move(t);
   }
 
-  // Each rank's graphs (one rank without tensor parallelism).
+  // A rank's graphs (rank 0 of 1 without tensor parallelism).
   auto build_graphs = [&](RunnerSetup& rs, const TensorParallel& tp) -> Status {
     GraphOptions go;
     go.cache_len = e->context_;
@@ -212,7 +212,6 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opts) {
     OPFUSE_ASSIGN_OR_RETURN(rs.decode, BuildDecodeGraph(c, go));
     return Status::Ok();
   };
-  OPFUSE_RETURN_IF_ERROR(build_graphs(s, TensorParallel{0, 1}));
 
   OPFUSE_ASSIGN_OR_RETURN(FusionConfig base, FusionConfig::FromEnv());
   s.fusion = StrategyConfig(opts.strategy, base);
@@ -228,23 +227,17 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opts) {
   }
   s.background_compile = opts.background_compile;
   e->load_ms_ = MsSince(t0);
-  if (world > 1) {  // one runner per rank on its shards
+  if (world > 1) {  // one runner per rank: a copy of the setup with its own graphs and shards
+    std::map<std::string, HostTensor> full = std::move(s.params);
+    s.params.clear();
     std::vector<RunnerSetup> setups;
     for (int64_t r = 0; r < world; ++r) {
-      RunnerSetup rs;
-      rs.config = s.config;
-      rs.dtype = s.dtype;
-      rs.batch = s.batch;
-      rs.context = s.context;
-      rs.fusion = s.fusion;
-      rs.profile = s.profile;
-      rs.prefill_hint = s.prefill_hint;
+      RunnerSetup rs = s;
       OPFUSE_RETURN_IF_ERROR(build_graphs(rs, TensorParallel{r, world}));
-      rs.background_compile = s.background_compile;
-      rs.params = ShardParams(c, s.params, TensorParallel{r, world});
+      rs.params = ShardParams(c, full, TensorParallel{r, world});
       setups.push_back(std::move(rs));
     }
-    s.params.clear();  // the shards are copies
+    full.clear();  // the shards are copies
     if (opts.backend == "cuda") {
       OPFUSE_ASSIGN_OR_RETURN(e->runner_, MakeTensorParallelCudaRunner(std::move(setups)));
     } else {
@@ -255,10 +248,13 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opts) {
       }
       OPFUSE_ASSIGN_OR_RETURN(e->runner_, MakeTensorParallelCpuRunner(std::move(ranks)));
     }
-  } else if (opts.backend == "cuda") {
-    OPFUSE_ASSIGN_OR_RETURN(e->runner_, MakeCudaRunner(std::move(s)));
   } else {
-    OPFUSE_ASSIGN_OR_RETURN(e->runner_, MakeCpuRunner(std::move(s)));
+    OPFUSE_RETURN_IF_ERROR(build_graphs(s, TensorParallel{0, 1}));
+    if (opts.backend == "cuda") {
+      OPFUSE_ASSIGN_OR_RETURN(e->runner_, MakeCudaRunner(std::move(s)));
+    } else {
+      OPFUSE_ASSIGN_OR_RETURN(e->runner_, MakeCpuRunner(std::move(s)));
+    }
   }
   e->compile_ms_ = e->runner_->compile_ms();
   e->load_ms_ = MsSince(t0) - e->compile_ms_;
@@ -270,7 +266,9 @@ int Engine::kernels_per_decode_step() const { return runner_->kernels_per_decode
 int Engine::kernels_per_prefill() const { return runner_->kernels_per_prefill(); }
 int64_t Engine::collectives() const { return runner_->collectives(); }
 double Engine::collective_ms() const { return runner_->collective_ms(); }
-StatusOr<std::map<std::string, double>> Engine::DecodeAllReduceUs() { return runner_->AllReduceUs(batch() * config_.hidden_size, dtype_); }
+StatusOr<std::map<std::string, double>> Engine::DecodeAllReduceUs() {
+  return runner_->AllReduceUs(batch() * config_.hidden_size, dtype_);
+}
 const Graph& Engine::prefill_graph() const { return runner_->prefill_graph(); }
 const Graph& Engine::decode_graph() const { return runner_->decode_graph(); }
 void Engine::Reset() { std::fill(lengths_.begin(), lengths_.end(), 0); }

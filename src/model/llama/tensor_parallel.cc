@@ -9,10 +9,6 @@ namespace opfuse::llama {
 
 namespace {
 
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // The one table: a tensor name's suffix and how it splits; anything not listed is replicated.
 struct ShardRow {
   const char* suffix;
@@ -80,19 +76,8 @@ std::vector<int64_t> ShardShape(const LlamaConfig& c, ShardKind k, std::vector<i
 
 ShardKind ShardKindOf(const std::string& name) {
   for (const ShardRow& r : kShardTable)
-    if (EndsWith(name, r.suffix)) return r.kind;
+    if (name.ends_with(r.suffix)) return r.kind;
   return ShardKind::kReplicated;
-}
-
-const char* ShardKindName(ShardKind k) {
-  switch (k) {
-    case ShardKind::kReplicated: return "replicated";
-    case ShardKind::kRows: return "rows";
-    case ShardKind::kKvRows: return "kv heads";
-    case ShardKind::kCols: return "columns";
-    case ShardKind::kFirstRank: return "rank 0";
-  }
-  return "?";
 }
 
 Status CheckTensorParallel(const LlamaConfig& c, int64_t world) {

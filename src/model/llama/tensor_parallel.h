@@ -40,7 +40,6 @@ enum class ShardKind {
   kFirstRank,   // rank 0 holds it, the others zeros (row-parallel biases)
 };
 ShardKind ShardKindOf(const std::string& name);
-const char* ShardKindName(ShardKind k);
 
 // Ok when `c` splits over `world` ranks: heads a multiple of world, KV heads a multiple or a
 // divisor of it, intermediate_size and vocab_size multiples of it. InvalidArgument naming the first

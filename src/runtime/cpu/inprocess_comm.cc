@@ -42,14 +42,12 @@ class InProcessGroup::Rank final : public Communicator {
   }
 
   double ms = 0;
-  int64_t count = 0;
 
  private:
   struct Timer {
     explicit Timer(Rank* r) : r_(r), t0_(std::chrono::steady_clock::now()) {}
     ~Timer() {
       r_->ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count();
-      ++r_->count;
     }
     Rank* r_;
     std::chrono::steady_clock::time_point t0_;
@@ -111,6 +109,5 @@ void InProcessGroup::Reset() {
 }
 
 double InProcessGroup::collective_ms(int rank) const { return ranks_.at(rank)->ms; }
-int64_t InProcessGroup::collectives(int rank) const { return ranks_.at(rank)->count; }
 
 }  // namespace opfuse

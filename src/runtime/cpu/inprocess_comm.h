@@ -30,9 +30,8 @@ class InProcessGroup {
   void Abort();
   void Reset();  // no rank may be inside a collective
   // Wall-clock milliseconds rank `rank` spent inside collectives since the group was made (waiting
-  // for the other ranks included), and the number of collectives it ran.
+  // for the other ranks included).
   double collective_ms(int rank) const;
-  int64_t collectives(int rank) const;
 
  private:
   class Rank;

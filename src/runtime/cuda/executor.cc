@@ -27,6 +27,7 @@
 #include "kernels/library.h"
 #include "ops/op_def.h"
 #include "fusion/group_info.h"
+#include "ops/collective.h"
 #include "passes/decompose_node.h"
 #include "passes/pipeline.h"
 #include "runtime/cpu/cpu_executor.h"
@@ -83,14 +84,15 @@ struct Step {
 
 bool IsCompositeOp(OpKind op) { return GetOpInfo(op).kind == FusionKind::kComposite; }
 
-// all_gather: the product of the input's dims before the gathered axis (1: the ranks' tensors are
-// simply concatenated).
-int64_t CollectiveOuter(const Node& n, const std::vector<int64_t>& in_shape) {
-  int64_t axis = AttrInt(n.attrs, "axis", -1);
-  if (axis < 0) axis += static_cast<int64_t>(in_shape.size());
-  int64_t outer = 1;
-  for (int64_t d = 0; d < axis && d < static_cast<int64_t>(in_shape.size()); ++d) outer *= in_shape[d];
-  return outer;
+// A stream-ordered device-to-device copy (an output slot filled from an alias, a world-1 collective).
+KernelLaunch DeviceCopy(std::string name, void* dst, const void* src, size_t bytes) {
+  return KernelLaunch::Custom(
+      std::move(name),
+      [dst, src, bytes](cudaStream_t s) {
+        OPFUSE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+        return Status::Ok();
+      },
+      1);
 }
 
 int64_t Numel(const std::vector<int64_t>& s) {
@@ -270,17 +272,9 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
   Impl& im = *ex->impl_;
   if (opts.variant == Variant::kUnfused) opts.config.enable_fusion = false;  // composites decompose in the pipeline
   // Collectives: a world > 1 needs the communicator of a group of that size (ExecutorOptions::comm).
-  for (const Node& n : input.nodes) {
-    if (n.dead || (n.op != OpKind::kAllReduce && n.op != OpKind::kAllGather)) continue;
-    const int64_t world = AttrInt(n.attrs, "world", 1);
-    if (world == 1) continue;
-    if (!opts.comm)
-      return InvalidArgument(fmt::format("{}: world={} needs a communicator: run the graph as a rank of a {}-rank group "
-                                         "(--tensor-parallel {})", OpName(n.op), world, world, world));
-    if (opts.comm->world() != world)
-      return InvalidArgument(fmt::format("{}: the graph was sharded for world={} but runs in a group of {} ranks",
-                                         OpName(n.op), world, opts.comm->world()));
-  }
+  for (const Node& n : input.nodes)
+    if (!n.dead && (n.op == OpKind::kAllReduce || n.op == OpKind::kAllGather))
+      OPFUSE_RETURN_IF_ERROR(CheckCollectiveGroup(n, AttrInt(n.attrs, "world", 1), opts.comm ? opts.comm->world() : 0));
   if (opts.comm) opts.auto_graph = false;
   im.opts = opts;
   im.dev = dev;
@@ -697,7 +691,7 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Arena>> CudaExecutable::Impl::Get
     // all_gather along an axis with dims before it: NCCL gathers rank-major, the step then
     // interleaves the ranks' chunks from this scratch into the output.
     if (st.kind == StepKind::kLibrary && st.node.op == OpKind::kAllGather && AttrInt(st.node.attrs, "world", 1) > 1 &&
-        CollectiveOuter(st.node, arena->shapes[st.node.inputs[0]]) > 1) {
+        GatherOuter(st.node, arena->shapes[st.node.inputs[0]]) > 1) {
       const int v = st.node.outputs[0];
       const int64_t bytes = Numel(arena->shapes[v]) * DTypeSize(values[v].type.dtype);
       arena->scratch[s] = {place((bytes + 255) / 256 * 256, static_cast<int>(s), static_cast<int>(s)), bytes};
@@ -800,24 +794,20 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
     const int64_t world = AttrInt(n.attrs, "world", 1);
     if (count == 0) return Status::Ok();
     if (world == 1) {
-      const size_t bytes = static_cast<size_t>(count * DTypeSize(dt));
-      plan->launches.push_back(KernelLaunch::Custom(st.name, [dst, src, bytes](cudaStream_t s) {
-        OPFUSE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
-        return Status::Ok();
-      }));
+      plan->launches.push_back(DeviceCopy(st.name, dst, src, static_cast<size_t>(count * DTypeSize(dt))));
       return Status::Ok();
     }
     DeviceCommunicator* comm = opts.comm;
     if (n.op == OpKind::kAllReduce) {
-      plan->launches.push_back(KernelLaunch::Custom(fmt::format("nccl:all_reduce_{}", count), [comm, src, dst, count, dt](cudaStream_t s) {
+      plan->launches.push_back(KernelLaunch::Custom(fmt::format("comm:all_reduce_{}", count), [comm, src, dst, count, dt](cudaStream_t s) {
         return comm->AllReduceSum(src, dst, count, dt, s);
       }));
       return Status::Ok();
     }
-    const int64_t outer = CollectiveOuter(n, arena->shapes[in]);
+    const int64_t outer = GatherOuter(n, arena->shapes[in]);
     auto sc = arena->scratch.find(si);
     void* gathered = outer > 1 && sc != arena->scratch.end() ? static_cast<char*>(arena->buffer.get()) + sc->second.first : dst;
-    plan->launches.push_back(KernelLaunch::Custom(fmt::format("nccl:all_gather_{}", count), [comm, src, gathered, count, dt](cudaStream_t s) {
+    plan->launches.push_back(KernelLaunch::Custom(fmt::format("comm:all_gather_{}", count), [comm, src, gathered, count, dt](cudaStream_t s) {
       return comm->AllGather(src, gathered, count, dt, s);
     }));
     if (gathered != dst) {
@@ -861,13 +851,7 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
         const void* from = resolve(src);
         const size_t bytes = static_cast<size_t>(Numel(arena->shapes[src]) * DTypeSize(values[src].type.dtype));
         if (bytes == 0) break;
-        plan->launches.push_back(KernelLaunch::Custom(
-            st.name,
-            [dst, from, bytes](cudaStream_t s) {
-              OPFUSE_CUDA_CHECK(cudaMemcpyAsync(dst, from, bytes, cudaMemcpyDeviceToDevice, s));
-              return Status::Ok();
-            },
-            1));
+        plan->launches.push_back(DeviceCopy(st.name, dst, from, bytes));
         break;
       }
       case StepKind::kMatmul:
