@@ -63,6 +63,18 @@ __device__ __forceinline__ float ToF(__half x) { return __half2float(x); }
 template <>
 __device__ __forceinline__ __half FromF(float x) { return __float2half(x); }
 
+// Blocks of a call: one per 16 KiB (a 512-thread block's two 16-byte vectors a thread), at most
+// kOneShotMaxBlocks. Every rank makes the same choice for the same call.
+__host__ __device__ inline int64_t OneShotVectors(int64_t bytes) { return (bytes + 15) / 16; }
+inline int OneShotBlocks(int64_t bytes) {
+  return static_cast<int>(std::min<int64_t>(kOneShotMaxBlocks, std::max<int64_t>(1, (bytes + 16383) / 16384)));
+}
+// A block's region in a staging buffer: the buffer is two halves (the parity of the block's call
+// counter) of kOneShotMaxBlocks regions each.
+__host__ __device__ inline int64_t OneShotRegionBytes(int64_t staging_bytes) {
+  return staging_bytes / (2 * kOneShotMaxBlocks) / 16 * 16;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads) OneShotKernel(OneShotArgs a) {
   constexpr int kVec = 16 / sizeof(T);
@@ -78,27 +90,33 @@ __global__ void __launch_bounds__(kThreads) OneShotKernel(OneShotArgs a) {
   const int64_t nvec = (a.count + kVec - 1) / kVec;
   const int64_t per = (nvec + gridDim.x - 1) / gridDim.x;
   const int64_t v0 = per * blockIdx.x, v1 = min(nvec, v0 + per);
-  const T* in = static_cast<const T*>(a.in);
-  T* mine = static_cast<T*>(a.staging[a.rank]);
-  for (int64_t v = v0 + threadIdx.x; v < v1; v += kThreads) {
+  // The share is staged in this block's region of the half g & 1. The region was last written two
+  // calls of this block ago, and every peer's block read it before raising its flag in the call
+  // between, which this block waited for: no second meet at the end.
+  const int64_t region = OneShotRegionBytes(a.staging_bytes);
+  const int64_t at = ((g & 1) * kOneShotMaxBlocks + blockIdx.x) * region;
+  const T* in = static_cast<const T*>(a.in) + v0 * kVec;
+  T* mine = reinterpret_cast<T*>(static_cast<char*>(a.staging[a.rank]) + at);
+  const int64_t n_here = min(a.count, v1 * kVec) - v0 * kVec;  // elements of this share
+  for (int64_t v = threadIdx.x; v < v1 - v0; v += kThreads) {
     const int64_t e = v * kVec;
-    if (e + kVec <= a.count) {
+    if (e + kVec <= n_here) {
       reinterpret_cast<uint4*>(mine)[v] = reinterpret_cast<const uint4*>(in)[v];
     } else {
-      for (int64_t i = e; i < a.count; ++i) mine[i] = in[i];
+      for (int64_t i = e; i < n_here; ++i) mine[i] = in[i];
     }
   }
   Meet(a, &OneShotSignal::start, g);
-  T* out = static_cast<T*>(a.out);
-  for (int64_t v = v0 + threadIdx.x; v < v1; v += kThreads) {
+  T* out = static_cast<T*>(a.out) + v0 * kVec;
+  for (int64_t v = threadIdx.x; v < v1 - v0; v += kThreads) {
     const int64_t e = v * kVec;
-    const int n = a.count - e < kVec ? static_cast<int>(a.count - e) : kVec;
+    const int n = n_here - e < kVec ? static_cast<int>(n_here - e) : kVec;
     float acc[kVec];
 #pragma unroll
     for (int i = 0; i < kVec; ++i) acc[i] = 0.0f;
     for (int r = 0; r < a.world; ++r) {  // rank order: the reference's sum
-      // whole vectors even at the tail: the staging buffers hold the message rounded up to 16 bytes
-      uint4 raw = __ldcv(reinterpret_cast<const uint4*>(a.staging[r]) + v);
+      // whole vectors even at the tail: a region holds the share rounded up to 16 bytes
+      uint4 raw = __ldcv(reinterpret_cast<const uint4*>(static_cast<const char*>(a.staging[r]) + at) + v);
       const T* x = reinterpret_cast<const T*>(&raw);
 #pragma unroll
       for (int i = 0; i < kVec; ++i) acc[i] += ToF(x[i]);
@@ -113,7 +131,6 @@ __global__ void __launch_bounds__(kThreads) OneShotKernel(OneShotArgs a) {
       for (int i = 0; i < n; ++i) out[e + i] = FromF<T>(acc[i]);
     }
   }
-  Meet(a, &OneShotSignal::end, g);  // every peer has read this rank's share: the buffer is free again
 }
 
 }  // namespace
@@ -122,13 +139,15 @@ bool OneShotSupported(const OneShotArgs& a) {
   if (a.world < 2 || a.world > kOneShotMaxRanks) return false;
   if (a.dtype != DType::kF32 && a.dtype != DType::kF16 && a.dtype != DType::kBF16) return false;
   if (reinterpret_cast<uintptr_t>(a.in) % 16 || reinterpret_cast<uintptr_t>(a.out) % 16) return false;
-  return a.count > 0 && (a.count * DTypeSize(a.dtype) + 15) / 16 * 16 <= a.staging_bytes;
+  if (a.count <= 0) return false;
+  const int64_t bytes = a.count * DTypeSize(a.dtype);
+  const int blocks = OneShotBlocks(bytes);
+  const int64_t share = (OneShotVectors(bytes) + blocks - 1) / blocks * 16;  // a block's share, rounded up
+  return share <= OneShotRegionBytes(a.staging_bytes);
 }
 
 Status LaunchOneShotAllReduce(const OneShotArgs& a, cudaStream_t stream) {
-  const int64_t bytes = a.count * DTypeSize(a.dtype);
-  // One block per 16 KiB (a 512-thread block's two 16-byte vectors a thread), at most kOneShotMaxBlocks.
-  const int blocks = static_cast<int>(std::min<int64_t>(kOneShotMaxBlocks, std::max<int64_t>(1, (bytes + 16383) / 16384)));
+  const int blocks = OneShotBlocks(a.count * DTypeSize(a.dtype));
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(blocks));
   cfg.blockDim = dim3(kThreads);

@@ -4,12 +4,14 @@
 // Design (after vLLM's and TensorRT-LLM's one-shot custom all-reduce, written for our executor):
 // every rank owns a staging buffer and a signal block in its own device memory, and holds the
 // device pointers of every rank's (peer access enabled: one process, so plain pointers). One kernel
-// per call, on every rank: block b copies its share of the vector into its own staging buffer,
-// tells block b of every peer (a flag in the peer's signal block), waits for theirs, reads the same
-// share from every rank's staging buffer, adds the ranks in rank order 0..world-1 in f32, rounds
-// once and writes it; then a second exchange of flags so that no rank overwrites its staging
-// buffer while a peer still reads it. Block b only ever waits for block b of the peers, and the
-// shares are the same partition on every rank, so no block waits for work that cannot start.
+// per call, on every rank: block b copies its share of the vector into its own region of its
+// staging buffer, tells block b of every peer (a flag in the peer's signal block), waits for theirs,
+// reads the same share from every rank's region, adds the ranks in rank order 0..world-1 in f32,
+// rounds once and writes it. The staging buffer is two halves, taken by the parity of block b's
+// call counter: a region is written again only two calls later, after every peer's block b has
+// raised its flag in the call between — which it does after its reads — so one meeting per call
+// suffices. Block b only ever waits for block b of the peers, and the shares are the same partition
+// on every rank, so no block waits for work that cannot start.
 // The flag values are per-block counters kept in device memory (incremented by the kernel), so
 // the kernel may be captured in a CUDA graph and replayed. A block that waits more than a minute for
 // a peer traps (an error, not a GPU hung for good). Bits: the same sum, in the same order, as the
@@ -29,7 +31,6 @@ inline constexpr int kOneShotMaxBlocks = 64;
 // The signal block each rank owns (zeroed once at creation).
 struct OneShotSignal {
   uint32_t start[kOneShotMaxBlocks][kOneShotMaxRanks];
-  uint32_t end[kOneShotMaxBlocks][kOneShotMaxRanks];
   uint32_t counter[kOneShotMaxBlocks];
 };
 
@@ -37,7 +38,7 @@ struct OneShotArgs {
   int rank = 0, world = 1;
   void* staging[kOneShotMaxRanks] = {};          // every rank's staging buffer (device pointers)
   OneShotSignal* signal[kOneShotMaxRanks] = {};  // every rank's signal block
-  int64_t staging_bytes = 0;                     // capacity of each staging buffer
+  int64_t staging_bytes = 0;                     // capacity of each staging buffer (both halves)
   const void* in = nullptr;
   void* out = nullptr;
   int64_t count = 0;
@@ -45,8 +46,9 @@ struct OneShotArgs {
   bool pdl = true;  // launch with PDL (off under OPFUSE_DISABLE=pdl, as every PDL launch)
 };
 
-// Whether the one-shot kernel takes this call: f32/f16/bf16, 16-byte aligned in and out, the
-// message (rounded up to 16 bytes) within the staging buffers, at most kOneShotMaxRanks ranks.
+// Whether the one-shot kernel takes this call: f32/f16/bf16, 16-byte aligned in and out, each
+// block's share (rounded up to 16 bytes) within its region of half a staging buffer, at most
+// kOneShotMaxRanks ranks. A staging buffer of 2 x B bytes takes every message of up to B bytes.
 bool OneShotSupported(const OneShotArgs& a);
 // Enqueues the kernel on `stream` (the caller checked OneShotSupported). Every rank must enqueue
 // the same call.

@@ -57,7 +57,8 @@ class NcclGroup {
   // nullptr without peer access) — tests and measurements; the executables take comm().
   DeviceCommunicator* transport(int rank, Transport t);
   // Device µs of one all-reduce of `count` elements on `t` (kOneShot: Unimplemented without peer
-  // access), every rank at once: the mean of `iters` back-to-back calls after a warm-up, rank 0's.
+  // access), every rank at once, as the decode graph runs them: `iters` calls captured in a CUDA graph
+  // per rank, the fastest of three launches after a warm-up one, the slowest rank's.
   StatusOr<double> TimeAllReduceUs(int64_t count, DType dtype, Transport t, int iters = 200);
   // ncclCommAbort on every rank: a rank waiting in a collective for a rank that failed returns.
   void Abort();
