@@ -104,8 +104,16 @@ std::optional<Point> Lookup(const ProfileDb& db, const GroupShape& s, std::strin
   const ProfileEntry& last = *series.back();
   if (r <= 2 * last.rows)
     return FromEntry(last, fmt::format("nearest profile point {} rows={} (asked rows={}, within 2x)", key, last.rows, r));
-  *why_not = fmt::format("rows={} is above the profiled range of {} (largest rows={}, more than 2x away)", r, key, last.rows);
-  return std::nullopt;
+  // Above the measured range a group's time is its bytes, which grow with rows: every variant's time
+  // at the largest measured rows, scaled by rows, so that point's measured ranking decides (the cost
+  // model, which knows bytes and launches but not how well each kernel streams them, would not).
+  // Below the range fixed costs dominate and nothing scales: the cost model decides there.
+  const double f = static_cast<double>(r) / static_cast<double>(last.rows);
+  auto scaled = [f](const std::optional<double>& t) { return t ? std::optional<double>(*t * f) : std::nullopt; };
+  return Point{scaled(last.unfused_us), scaled(last.library_us), scaled(last.jit_us),
+               fmt::format("profile point {} rows={} scaled by rows to rows={} (above the profiled range: its "
+                           "measured ranking holds)",
+                           key, last.rows, r)};
 }
 
 std::string Us(double v) { return fmt::format("{:.2f} us", v); }

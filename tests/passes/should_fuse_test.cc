@@ -87,15 +87,20 @@ TEST(ShouldFuse, InterpolatesInLogRows) {
   EXPECT_NEAR(b.choice.expected_us_saved, 6.0 + 0.6 * 0.1 - 2.0, 1e-9);
 }
 
-TEST(ShouldFuse, NearestPointOnlyWithinFactorTwo) {
+TEST(ShouldFuse, NearestPointWithinFactorTwoScaledAboveCostModelBelow) {
   auto near = Ask(Example("add_rms_norm.ofg"), "pattern:add_rms_norm", 256);  // 2 x 128: nearest point
   EXPECT_EQ(near.choice.source, DecisionSource::kProfile);
   EXPECT_NE(near.choice.evidence.find("nearest profile point add_rms_norm bf16 cols=2048 rows=128 (asked rows=256"),
             std::string::npos);
   EXPECT_NEAR(near.choice.expected_us_saved, 8.1 - 2.6, 1e-9);
-  auto far = Ask(Example("add_rms_norm.ofg"), "pattern:add_rms_norm", 257);
-  EXPECT_EQ(far.choice.source, DecisionSource::kCostModel);
-  EXPECT_NE(far.choice.evidence.find("rows=257 is above the profiled range"), std::string::npos) << far.choice.evidence;
+  // Above the range: the largest point's times scaled by rows, so its ranking (and variant) holds.
+  auto far = Ask(Example("add_rms_norm.ofg"), "pattern:add_rms_norm", 1024);
+  EXPECT_EQ(far.choice.source, DecisionSource::kProfile);
+  EXPECT_EQ(far.choice.variant, near.choice.variant);
+  EXPECT_NE(far.choice.evidence.find("profile point add_rms_norm bf16 cols=2048 rows=128 scaled by rows to rows=1024"),
+            std::string::npos)
+      << far.choice.evidence;
+  EXPECT_NEAR(far.choice.expected_us_saved, (8.1 - 2.6) * 1024 / 128, 1e-9);
   auto below = Ask(Example("swiglu.ofg"), "pattern:swiglu", 2);  // smallest measured rows=4 = 2 x 2
   EXPECT_EQ(below.choice.source, DecisionSource::kProfile);
   auto too_far_below = Ask(Example("swiglu.ofg"), "pattern:swiglu", 1);
@@ -152,8 +157,9 @@ TEST(ShouldFuse, MissingProfileDataFallsToTheCostModel) {
   EXPECT_NE(b.choice.evidence.find("default (not measured)"), std::string::npos) << b.choice.evidence;
 
   // A pattern group is costed as its decomposition: bf16 add_rms_norm writes out to 9 launches (add,
-  // cast up, mul, mean, add eps, rsqrt, mul, cast down, mul by the weight).
-  auto c = Ask(Example("add_rms_norm.ofg"), "pattern:add_rms_norm", 4096);
+  // cast up, mul, mean, add eps, rsqrt, mul, cast down, mul by the weight). (A profile without the
+  // series: above a series' range its largest point scales instead, NearestPointWithin...)
+  auto c = Ask(Example("add_rms_norm.ofg"), "pattern:add_rms_norm", 4096, opts);
   EXPECT_EQ(c.choice.source, DecisionSource::kCostModel);
   EXPECT_NE(c.choice.decision.reason.find("9 launches"), std::string::npos) << c.choice.decision.reason;
   EXPECT_EQ(c.choice.variant, Variant::kLibrary);
