@@ -72,17 +72,20 @@ def short(name):
     return drop_nested(name, "<", ">").strip()
 
 
-def load(path):
+def load(path, device=None):
+    """(start, end, name) rows, sorted; with `device`, that GPU's only (a multi-GPU trace's
+    `device` column; a trace without the column holds one GPU's)."""
     try:
         with open(path, newline="", errors="replace") as f:
-            rows = [(int(r["start_ns"]), int(r["end_ns"]), r["name"]) for r in csv.DictReader(f)]
+            rows = [(int(r["start_ns"]), int(r["end_ns"]), r["name"]) for r in csv.DictReader(f)
+                    if device is None or int(r.get("device") or 0) == device]
     except (OSError, KeyError, ValueError) as e:
         sys.exit(f"{path}: not a cupti_trace CSV ({type(e).__name__}: {e})")
     return sorted(rows)
 
 
 def by_name(a):
-    rows = load(a.csv)
+    rows = load(a.csv, a.device)
     pats = {}
     for opt in ("match", "after"):
         try:
@@ -131,6 +134,7 @@ def main():
     ap.add_argument("--steps", type=int, default=8, help="decode steps averaged (the last ones)")
     ap.add_argument("--first", type=int, default=10, help="kernels of the last step listed one by one")
     ap.add_argument("--json", help="also write the numbers here")
+    ap.add_argument("--device", type=int, help="only this GPU's kernels (a multi-GPU trace, e.g. tensor parallel: rank r is GPU r)")
     a = ap.parse_args()
     if a.by_name:
         return by_name(a)
@@ -139,7 +143,7 @@ def main():
     k = a.per_step
     if k < 1 or a.steps < 1:
         sys.exit("--per-step and --steps must be positive")
-    rows = load(a.csv)
+    rows = load(a.csv, a.device)
     n = min(a.steps, len(rows) // k)
     if n < 1:
         sys.exit(f"{a.csv}: {len(rows)} kernels, fewer than one step of {k}")

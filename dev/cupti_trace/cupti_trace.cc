@@ -10,11 +10,12 @@
 // The CUDA driver loads the library during cuInit and calls InitializeInjection(), which enables
 // CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL with asynchronous 8 MiB buffers. Completed buffers are parsed
 // into compact rows; an atexit handler force-flushes CUPTI and writes
-//   start_ns,end_ns,duration_ns,graph_node_id,grid_x,grid_y,grid_z,block_x,registers,name
+//   start_ns,end_ns,duration_ns,device,graph_node_id,grid_x,grid_y,grid_z,block_x,registers,name
 // sorted by start, names demangled and CSV-quoted. Messages go to stderr, prefixed `cupti_trace:`.
 //
-// Limitations: kernels only (no memcpy/memset/API rows); no device/stream column (one GPU, mixed
-// streams are merged by start time); the trace is written only on a normal exit (not on _exit,
+// Limitations: kernels only (no memcpy/memset/API rows); no stream column (a device's streams are
+// merged by start time; `device` tells the GPUs of a multi-GPU run apart — their timestamps share
+// one clock); the trace is written only on a normal exit (not on _exit,
 // abort or a signal), and kernels still running at exit are dropped (counted as incomplete): the
 // program should synchronize before it exits; all rows stay in host memory until then (~48 B each);
 // the driver must support this CUPTI (CUDA 13); kernel tracing serializes nothing but adds a little
@@ -40,6 +41,7 @@ using KernelRecord = CUpti_ActivityKernel10;  // the CONCURRENT_KERNEL record of
 
 struct Row {
   uint64_t start, end, graph_node_id;
+  uint32_t device;
   int32_t grid_x, grid_y, grid_z, block_x;
   uint32_t registers, name;  // name: index into g_names
 };
@@ -82,7 +84,7 @@ void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream, uint8_t* buffer, s
     auto [it, fresh] = g_name_ids.try_emplace(k->name ? k->name : "<unnamed kernel>",
                                               static_cast<uint32_t>(g_names.size()));
     if (fresh) g_names.push_back(it->first);
-    g_rows.push_back({k->start, k->end, k->graphNodeId, k->gridX, k->gridY, k->gridZ, k->blockX,
+    g_rows.push_back({k->start, k->end, k->graphNodeId, k->deviceId, k->gridX, k->gridY, k->gridZ, k->blockX,
                       k->registersPerThread, it->second});
   }
   size_t dropped = 0;
@@ -124,10 +126,10 @@ void WriteTrace() {
   names.reserve(g_names.size());
   for (const auto& m : g_names) names.push_back(CsvQuote(Demangle(m)));
   std::stable_sort(g_rows.begin(), g_rows.end(), [](const Row& a, const Row& b) { return a.start < b.start; });
-  std::fprintf(f, "start_ns,end_ns,duration_ns,graph_node_id,grid_x,grid_y,grid_z,block_x,registers,name\n");
+  std::fprintf(f, "start_ns,end_ns,duration_ns,device,graph_node_id,grid_x,grid_y,grid_z,block_x,registers,name\n");
   for (const Row& r : g_rows)
-    std::fprintf(f, "%llu,%llu,%llu,%llu,%d,%d,%d,%d,%u,%s\n", (unsigned long long)r.start,
-                 (unsigned long long)r.end, (unsigned long long)(r.end - r.start),
+    std::fprintf(f, "%llu,%llu,%llu,%u,%llu,%d,%d,%d,%d,%u,%s\n", (unsigned long long)r.start,
+                 (unsigned long long)r.end, (unsigned long long)(r.end - r.start), r.device,
                  (unsigned long long)r.graph_node_id, r.grid_x, r.grid_y, r.grid_z, r.block_x,
                  r.registers, names[r.name].c_str());
   if (std::fclose(f) != 0) {

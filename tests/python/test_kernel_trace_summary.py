@@ -105,3 +105,24 @@ def test_by_name(tmp_path):
     assert p.returncode != 0 and "--match" in p.stderr
     p = run([csv_path])
     assert p.returncode != 0 and "--per-step is required" in p.stderr
+
+
+def test_device_filter_splits_a_multi_gpu_trace(tmp_path):
+    # Two GPUs' kernels interleaved in time (tensor parallel: rank r on GPU r), with the device column.
+    header = "start_ns,end_ns,duration_ns,device,graph_node_id,grid_x,grid_y,grid_z,block_x,registers,name\n"
+    def drow(dev, start, end, name):
+        return f"{start},{end},{end - start},{dev},7,64,1,1,128,32,{name}\n"
+    rows = [drow(0, 1000, 3000, "a"), drow(1, 1100, 1600, "b"), drow(0, 4000, 5000, "c"), drow(1, 2000, 6000, "d")]
+    csv_path = tmp_path / "trace.csv"
+    csv_path.write_text(header + "".join(rows))
+    for dev, span, names in ((0, 4.0, {"a", "c"}), (1, 4.9, {"b", "d"})):
+        json_path = tmp_path / f"out{dev}.json"
+        p = run([csv_path, "--per-step", 2, "--steps", 1, "--device", dev, "--json", json_path])
+        assert p.returncode == 0, p.stderr
+        out = json.loads(json_path.read_text())
+        assert set(out["kernels"]) == names
+        assert out["span_us"] == pytest.approx(span)
+    # Without --device both GPUs' kernels count, merged by start time.
+    p = run([csv_path, "--per-step", 4, "--steps", 1, "--json", tmp_path / "all.json"])
+    assert p.returncode == 0, p.stderr
+    assert set(json.loads((tmp_path / "all.json").read_text())["kernels"]) == {"a", "b", "c", "d"}

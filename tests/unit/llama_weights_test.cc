@@ -213,5 +213,29 @@ TEST_F(WeightsTest, CheckFindsEachProblem) {
   EXPECT_TRUE(s.ok()) << s.message();
 }
 
+// Large tensors are filled by several threads, each starting its generator where one generator
+// would be: the bytes must not depend on the thread count (odd sizes: a last half pair; chunks
+// that are not a multiple of anything in particular).
+TEST(LlamaWeights, RandomTensorBytesDoNotDependOnTheThreadCount) {
+  for (StDType dt : {StDType::kF32, StDType::kBF16}) {
+    for (size_t n : {size_t{1}, size_t{7}, size_t{3'000'001}}) {
+      ExpectedTensor e{"model.layers.0.mlp.up_proj.weight", {static_cast<int64_t>(n)}, WeightInit::kNormal};
+      const size_t bytes = n * StDTypeSize(dt);
+      std::vector<uint8_t> one(bytes, 0xAB);
+      FillRandomTensor(e, 11, dt, one, 1);
+      for (int threads : {2, 3, 8, 0}) {
+        std::vector<uint8_t> many(bytes, 0xCD);  // poisoned: every byte must be written
+        FillRandomTensor(e, 11, dt, many, threads);
+        EXPECT_EQ(many, one) << StDTypeName(dt) << " n=" << n << " threads=" << threads;
+      }
+      if (n > 1) {  // and not a constant: the generator moved
+        std::vector<uint8_t> other(bytes);
+        FillRandomTensor(e, 12, dt, other, 1);
+        EXPECT_NE(other, one);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace opfuse::llama

@@ -1,11 +1,13 @@
 // Expected tensors of a Llama-family checkpoint, the directory check, and the random-weight writer.
 #include "model/llama/weights.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -109,11 +111,14 @@ Status CheckWeights(const LlamaConfig& c, const SafetensorsDir& dir) {
 
 namespace {
 
-// SplitMix64: a tiny, fast, well-mixed generator; seeded per tensor from (seed, name hash).
+// SplitMix64: a tiny, fast, well-mixed generator; seeded per tensor from (seed, name hash). Its
+// state moves by a constant per draw, so Skip(k) is where it would be k draws later.
 struct SplitMix64 {
+  static constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ull;
   uint64_t s;
+  void Skip(uint64_t k) { s += k * kGamma; }  // mod 2^64, as the draws themselves
   uint64_t Next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    uint64_t z = (s += kGamma);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
@@ -137,7 +142,7 @@ void Store(StDType t, uint8_t* p, float v) {
 
 }  // namespace
 
-void FillRandomTensor(const ExpectedTensor& e, uint64_t seed, StDType dtype, std::span<uint8_t> out) {
+void FillRandomTensor(const ExpectedTensor& e, uint64_t seed, StDType dtype, std::span<uint8_t> out, int threads) {
   const int esize = StDTypeSize(dtype);
   const size_t n = out.size() / esize;
   if (e.init == WeightInit::kOnes || e.init == WeightInit::kZeros) {
@@ -146,14 +151,31 @@ void FillRandomTensor(const ExpectedTensor& e, uint64_t seed, StDType dtype, std
     return;
   }
   constexpr double kStd = 0.02;  // HF initializer_range
-  SplitMix64 rng{seed * 0x9e3779b97f4a7c15ull ^ Fnv1a(e.name)};
-  for (size_t k = 0; k < n; k += 2) {
-    // Box-Muller: two independent normals per pair of uniforms.
-    const double r = std::sqrt(-2.0 * std::log(rng.Uniform())) * kStd;
-    const double th = 6.283185307179586 * rng.Uniform();
-    Store(dtype, out.data() + k * esize, static_cast<float>(r * std::cos(th)));
-    if (k + 1 < n) Store(dtype, out.data() + (k + 1) * esize, static_cast<float>(r * std::sin(th)));
+  const SplitMix64 start{seed * SplitMix64::kGamma ^ Fnv1a(e.name)};
+  // Elements [k0, k1) (k0 even): pair k/2 takes draws k and k + 1 of the tensor's generator.
+  auto fill = [&](size_t k0, size_t k1) {
+    SplitMix64 rng = start;
+    rng.Skip(k0);
+    for (size_t k = k0; k < k1; k += 2) {
+      // Box-Muller: two independent normals per pair of uniforms.
+      const double r = std::sqrt(-2.0 * std::log(rng.Uniform())) * kStd;
+      const double th = 6.283185307179586 * rng.Uniform();
+      Store(dtype, out.data() + k * esize, static_cast<float>(r * std::cos(th)));
+      if (k + 1 < n) Store(dtype, out.data() + (k + 1) * esize, static_cast<float>(r * std::sin(th)));
+    }
+  };
+  constexpr size_t kMinPerThread = size_t{1} << 20;
+  size_t t = threads > 0 ? static_cast<size_t>(threads) : std::max(1u, std::thread::hardware_concurrency());
+  if (threads <= 0) t = std::min(t, std::max<size_t>(1, n / kMinPerThread));
+  t = std::min(t, std::max<size_t>(1, n / 2));
+  if (t <= 1) return fill(0, n);
+  const size_t per = (n / t + 1) / 2 * 2;  // even: every chunk starts on a pair
+  std::vector<std::thread> pool;
+  for (size_t c = 0; c < t; ++c) {
+    const size_t k0 = std::min(n, c * per), k1 = c + 1 == t ? n : std::min(n, (c + 1) * per);
+    if (k0 < k1) pool.emplace_back(fill, k0, k1);
   }
+  for (auto& th : pool) th.join();
 }
 
 Status WriteRandomWeights(const LlamaConfig& c, const std::string& dir, uint64_t seed, StDType dtype,

@@ -52,7 +52,10 @@ Status CheckWeights(const LlamaConfig& c, const SafetensorsDir& dir);
 // is written atomically.
 // The bytes WriteRandomWeights writes for tensor `e` (out.size() = its element count x the dtype
 // size; dtype F32, F16 or BF16). The engine uses it for built-in configs without a directory.
-void FillRandomTensor(const ExpectedTensor& e, uint64_t seed, StDType dtype, std::span<uint8_t> out);
+// Large tensors are filled on `threads` threads (0: one per hardware thread, at least 1M elements
+// each); the bytes are the same for every thread count (each thread starts its generator where a
+// single one would be at its first element).
+void FillRandomTensor(const ExpectedTensor& e, uint64_t seed, StDType dtype, std::span<uint8_t> out, int threads = 0);
 
 Status WriteRandomWeights(const LlamaConfig& c, const std::string& dir, uint64_t seed, StDType dtype,
                           const std::function<void(uint64_t, uint64_t)>& progress = {});
