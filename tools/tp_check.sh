@@ -9,7 +9,8 @@
 # collectives and the ranks' waiting cost. Carry build/carry.tar.xz (tools/build_carry.sh).
 #   device (kind nvidia-h100-x2, nvidia-h200-x2 or the x4 kinds): bash tools/tp_check.sh
 # Env: TPS (default: 2, and 4 with 4 GPUs), E2E_RUNS (default 5), DECODE (new tokens, default 64),
-# SKIP_8B=1, F32_TOKENS=1, SHARD_ALONE=0 (skip the one-rank-share runs), KEEP_SHARE=1 (leave the
+# E2E_CASES (bench e2e --cases; default "[prefill=128, decode=$DECODE]", e.g. add
+# "[batch=8, prefill=128, decode=64]"), SKIP_8B=1, F32_TOKENS=1, SHARD_ALONE=0 (skip the one-rank-share runs), KEEP_SHARE=1 (leave the
 # share models in /tmp/llama3_8b_share<N>), TINY=0 (skip TinyLlama), MEMCHECK=0,
 # TESTS (gtest filter, default TensorParallelGpu.*; empty: none). Lines marked "==" also go to
 # $OUT/progress.txt as they happen, so a run cut short still says how far it came.
@@ -62,7 +63,7 @@ PY
 }
 e2e() {  # model-dir tp out-name
   local t=$SECONDS
-  "$B/opfuse" bench e2e --model "$1" --strategies always --cases "[prefill=128, decode=$DECODE]" --runs "${E2E_RUNS:-5}" \
+  "$B/opfuse" bench e2e --model "$1" --strategies always --cases "${E2E_CASES:-[prefill=128, decode=$DECODE]}" --runs "${E2E_RUNS:-5}" \
     --max-context 1024 --tensor-parallel "$2" --output "$OUT/$3.json" > "$W/$3.log" 2>&1
   say "bench e2e $3 rc $? ($((SECONDS - t)) s): $(grep -m1 -oE 'decode [0-9.]+ ms/token' "$W/$3.log")"
 }
@@ -114,27 +115,29 @@ if [ "${SKIP_8B:-0}" != 1 ]; then
   python3 - "$OUT" 1 $TPS <<'PY'
 import json, os, sys
 out, tps = sys.argv[1], sys.argv[2:]
-def ms(name):
+def results(name):
     try:
         d = json.load(open(os.path.join(out, name + ".json")))
-        (r,) = [r for cases in d["results"].values() for r in cases.values()]
-        return r
-    except Exception as e:
-        return None
-base = ms("e2e_8b_tp1")
+        return {c: r for cases in d["results"].values() for c, r in cases.items()}
+    except Exception:
+        return {}
+base = results("e2e_8b_tp1")
 for tp in tps:
-    r = ms(f"e2e_8b_tp{tp}")
-    if r is None:
+    rs = results(f"e2e_8b_tp{tp}")
+    if not rs:
         print(f"| 8b tp={tp} | no report |")
-        continue
-    speed = f", {base['decode_ms_per_token'] / r['decode_ms_per_token']:.2f}x tp=1" if base else ""
-    line = (f"| 8b always tp={tp} | {r['decode_ms_per_token']:.3f} ms/token, {r['decode_tokens_per_s']:.0f} tok/s{speed}, "
-            f"{r['kernels_per_decode_step']} kernels/step, prefill {r['prefill_ms']:.2f} ms")
-    share = ms(f"e2e_8b_share{tp}")
-    if share:
-        line += f"; one rank's share alone {share['decode_ms_per_token']:.3f} ms/token ({share['kernels_per_decode_step']} kernels)"
-    if r.get("decode_all_reduce_us"):
-        line += f"; all-reduce {json.dumps(r['decode_all_reduce_us'])}"
-    print(line + " |")
+    share = results(f"e2e_8b_share{tp}")
+    for case, r in rs.items():
+        b = base.get(case)
+        speed = f", {b['decode_ms_per_token'] / r['decode_ms_per_token']:.2f}x tp=1" if b else ""
+        line = (f"| 8b always tp={tp} {case} | {r['decode_ms_per_token']:.3f} ms/token, {r['decode_tokens_per_s']:.0f} tok/s{speed}, "
+                f"{r['kernels_per_decode_step']} kernels/step, prefill {r['prefill_ms']:.2f} ms")
+        if case in share:
+            line += f"; one rank's share alone {share[case]['decode_ms_per_token']:.3f} ms/token"
+        if r.get("decode_all_reduce_us"):
+            line += "; all-reduce µs " + ", ".join(f"{k} {v:.2f}" for k, v in r["decode_all_reduce_us"].items() if k != "one_shot_max_bytes")
+        if r.get("decode_all_reduce_error"):
+            line += "; all-reduce timing failed: " + r["decode_all_reduce_error"]
+        print(line + " |")
 PY
 fi

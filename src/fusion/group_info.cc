@@ -99,6 +99,8 @@ std::string KernelName(const Graph& g, const FusionGroup& group) {
     return fmt::format("fz_{}_{}_h{}", group.kind.substr(8), dtype, WidthTag(g, v));
   if (group.kind.rfind("matmul:", 0) == 0)  // fuse_matmul: the decode GEMV
     return fmt::format("gemv_{}_{}_w{}", group.kind.substr(7), dtype, WidthTag(g, v));
+  if (IsCollectiveGroup(group))  // fuse_collective
+    return fmt::format("comm_{}_{}_h{}", group.kind.substr(11), dtype, WidthTag(g, v));
   auto ops = GroupOpNames(g, group.nodes);
   if (group.kind == "generic") {
     std::string body;
@@ -157,7 +159,7 @@ FusionGroup SingleGroup(int node, FusionDecision why) {
 }
 
 bool HasFusedLibraryKernel(const Graph& g, const FusionGroup& grp) {
-  if (grp.matmul) return true;
+  if (grp.matmul || IsCollectiveGroup(grp)) return true;
   return grp.nodes.size() == 1 && GetOpInfo(g.nodes[grp.nodes[0]].op).kind == FusionKind::kComposite;
 }
 

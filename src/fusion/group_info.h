@@ -45,8 +45,12 @@ FusionGroup SingleGroup(int node, FusionDecision why);
 // reductions producing values (argmax's integer index is not fused).
 bool IsGenericFusible(OpKind op);
 
+// fuse_collective's groups ("collective:all_reduce_add_rms_norm"): a collective and the op it feeds,
+// run on the rank's communicator (no JIT form).
+inline bool IsCollectiveGroup(const FusionGroup& grp) { return grp.kind.rfind("collective:", 0) == 0; }
+
 // Whether a fused group has a hand-written fused kernel (the "library" variant): fuse_matmul's
-// groups (the decode GEMV) and a group of one composite op (every composite has its library
+// groups (the decode GEMV), fuse_collective's (the communicator's) and a group of one composite op (every composite has its library
 // kernel: kernels::HasLibraryKernel, checked by LibraryOpsHost.EveryCompositeHasALibraryKernel).
 bool HasFusedLibraryKernel(const Graph& g, const FusionGroup& grp);
 

@@ -133,7 +133,88 @@ __global__ void __launch_bounds__(kThreads) OneShotKernel(OneShotArgs a) {
   }
 }
 
+// The rows of block b: [b * per, min(rows, (b + 1) * per)), per = ceil(rows / blocks).
+inline int OneShotNormBlocks(int64_t rows) {
+  return static_cast<int>(std::min<int64_t>(kOneShotMaxBlocks, std::max<int64_t>(1, rows)));
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) OneShotAddRmsNormKernel(OneShotArgs a, OneShotNormArgs n) {
+  PdlAllowNext();
+  PdlWait();
+  __shared__ uint32_t gen;
+  __shared__ float partial[kThreads / 32];
+  if (threadIdx.x == 0) gen = ++a.signal[a.rank]->counter[blockIdx.x];
+  __syncthreads();
+  const uint32_t g = gen;
+  const int64_t per = (n.rows + gridDim.x - 1) / gridDim.x;
+  const int64_t r0 = min(n.rows, per * blockIdx.x), r1 = min(n.rows, r0 + per);
+  const int64_t e0 = r0 * n.cols, ne = (r1 - r0) * n.cols;  // this block's elements, contiguous
+  const int64_t region = OneShotRegionBytes(a.staging_bytes);
+  const int64_t at = ((g & 1) * kOneShotMaxBlocks + blockIdx.x) * region;
+  const T* in = static_cast<const T*>(a.in) + e0;
+  T* mine = reinterpret_cast<T*>(static_cast<char*>(a.staging[a.rank]) + at);
+  for (int64_t i = threadIdx.x; i < ne; i += kThreads) mine[i] = in[i];
+  Meet(a, &OneShotSignal::start, g);  // (the region's reuse: the all-reduce kernel's argument)
+  const T* res = static_cast<const T*>(n.residual);
+  const T* w = static_cast<const T*>(n.weight);
+  T* sum = static_cast<T*>(n.sum);
+  T* y = static_cast<T*>(n.y);
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t base = r * n.cols;
+    float ss = 0.0f;
+    for (int64_t c = threadIdx.x; c < n.cols; c += kThreads) {
+      const int64_t i = base + c - e0;
+      float acc = 0.0f;
+      for (int q = 0; q < a.world; ++q)  // rank order: the all_reduce reference's sum
+        acc += ToF(__ldcv(reinterpret_cast<const T*>(static_cast<const char*>(a.staging[q]) + at) + i));
+      // the all_reduce's output rounded to the dtype, then add_rms_norm's sum rounded
+      const T s = FromF<T>(ToF(FromF<T>(acc)) + ToF(res[base + c]));
+      sum[base + c] = s;
+      const float v = ToF(s);
+      ss += v * v;
+    }
+    // the row's sum of squares over the block
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    float total = 0.0f;
+    for (int k = 0; k < kThreads / 32; ++k) total += partial[k];
+    __syncthreads();  // `partial` is rewritten by the next row
+    const float inv = rsqrtf(total * (1.0f / static_cast<float>(n.cols)) + n.eps);
+    for (int64_t c = threadIdx.x; c < n.cols; c += kThreads)  // the thread's own sums (written above)
+      y[base + c] = FromF<T>(ToF(sum[base + c]) * inv * ToF(w[c]));
+  }
+}
+
 }  // namespace
+
+bool OneShotAddRmsNormSupported(const OneShotArgs& a, int64_t rows, int64_t cols) {
+  if (a.world < 2 || a.world > kOneShotMaxRanks || rows <= 0 || cols <= 0) return false;
+  if (a.dtype != DType::kF32 && a.dtype != DType::kF16 && a.dtype != DType::kBF16) return false;
+  const int blocks = OneShotNormBlocks(rows);
+  const int64_t per = (rows + blocks - 1) / blocks;
+  return per * cols * DTypeSize(a.dtype) <= OneShotRegionBytes(a.staging_bytes);
+}
+
+Status LaunchOneShotAddRmsNorm(const OneShotArgs& a, const OneShotNormArgs& n, cudaStream_t stream) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(OneShotNormBlocks(n.rows)));
+  cfg.blockDim = dim3(kThreads);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = a.pdl ? 1 : 0;
+  switch (a.dtype) {
+    case DType::kF32: OPFUSE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, OneShotAddRmsNormKernel<float>, a, n)); break;
+    case DType::kF16: OPFUSE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, OneShotAddRmsNormKernel<__half>, a, n)); break;
+    case DType::kBF16: OPFUSE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, OneShotAddRmsNormKernel<__nv_bfloat16>, a, n)); break;
+    default: return InvalidArgument(fmt::format("one-shot add_rms_norm: {} is not a float dtype", DTypeName(a.dtype)));
+  }
+  return Status::Ok();
+}
 
 bool OneShotSupported(const OneShotArgs& a) {
   if (a.world < 2 || a.world > kOneShotMaxRanks) return false;

@@ -54,4 +54,24 @@ bool OneShotSupported(const OneShotArgs& a);
 // the same call.
 Status LaunchOneShotAllReduce(const OneShotArgs& a, cudaStream_t stream);
 
+// The all-reduce fused with the add_rms_norm that consumes it (the collective group of
+// passes/fuse_collective.cc): a.in holds this rank's [rows, cols] partial (a.count = rows x cols,
+// a.out unused); per row, the sum over the ranks (f32, rank order, rounded to the dtype: the
+// all_reduce's output), plus the residual (f32, rounded: add_rms_norm's second output `sum`), then
+// y = sum x rsqrt(mean(sum^2) + eps) x weight in f32 (add_rms_norm's semantics, ops/composite_cpu.cc).
+// Block b takes whole rows, so the norm's reduction stays in the block; the staging regions and
+// the meeting are the all-reduce's. `sum` may alias `residual`.
+struct OneShotNormArgs {
+  const void* residual = nullptr;  // [rows, cols]
+  const void* weight = nullptr;    // [cols]
+  void* sum = nullptr;             // [rows, cols]
+  void* y = nullptr;               // [rows, cols]
+  int64_t rows = 0, cols = 0;
+  float eps = 1e-6f;
+};
+// Whether it takes this call: OneShotSupported's dtypes and ranks, and a block's rows within its
+// staging region.
+bool OneShotAddRmsNormSupported(const OneShotArgs& a, int64_t rows, int64_t cols);
+Status LaunchOneShotAddRmsNorm(const OneShotArgs& a, const OneShotNormArgs& n, cudaStream_t stream);
+
 }  // namespace opfuse::kernels

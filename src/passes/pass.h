@@ -54,6 +54,7 @@ Status Decompose(Graph& g, const PassContext& ctx);     // decompose.cc
 Status FusePatterns(Graph& g, const PassContext& ctx);  // fuse_patterns.cc
 Status FuseGeneric(Graph& g, const PassContext& ctx);   // fuse_generic.cc
 Status FuseMatmul(Graph& g, const PassContext& ctx);    // fuse_matmul.cc
+Status FuseCollective(Graph& g, const PassContext& ctx);  // fuse_collective.cc
 Status Schedule(Graph& g, const PassContext& ctx);      // schedule.cc
 
 }  // namespace opfuse

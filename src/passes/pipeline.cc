@@ -18,6 +18,7 @@ const std::vector<PassEntry>& Pipeline() {
       {"fuse_patterns", FusePatterns, true, "rewrite SwiGLU, GeGLU, (Add+)RMSNorm, LayerNorm, Softmax, RoPE"},
       {"fuse_generic", FuseGeneric, true, "group elementwise chains and elementwise->reduction->elementwise"},
       {"fuse_matmul", FuseMatmul, true, "decode GEMV: sibling matmuls of one input, matmul -> swiglu epilogue"},
+      {"fuse_collective", FuseCollective, true, "all_reduce -> add_rms_norm as one group on the communicator"},
       {"schedule", Schedule, false, "apply config limits to each group; pick unfused/library/jit"},
   };
   return kPipeline;

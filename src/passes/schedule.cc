@@ -34,6 +34,8 @@ Variant Resolve(const Graph& g, const FusionGroup& grp, scheduler::FusionChoice&
     return runs;
   };
   if (grp.matmul) return want == Variant::kLibrary ? want : substitute(Variant::kLibrary, "a matmul group runs the GEMV library kernel (no JIT form)");
+  if (fusion::IsCollectiveGroup(grp))
+    return want == Variant::kLibrary ? want : substitute(Variant::kLibrary, "a collective group runs on the communicator (no JIT form)");
   if (want == Variant::kLibrary && !fusion::HasFusedLibraryKernel(g, grp))
     return substitute(Variant::kJit, grp.nodes.size() == 1 ? "no library kernel for this op" : "no library kernel for a generic group");
   return want;

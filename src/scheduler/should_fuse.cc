@@ -335,6 +335,13 @@ FusionChoice ShouldFuse(const Graph& g, const FusionGroup& grp, const Bindings& 
     }
     return out;  // variant library either way: the group's kernel, or its ops' library kernels
   }
+  if (fusion::IsCollectiveGroup(grp) && grp.decision.fuse) {
+    // fuse_collective's groups have one form: the communicator runs them fused where its transport
+    // (chosen by measurement when the group was made) takes the message, else member by member.
+    out.decision = grp.decision;
+    out.variant = out.run_now = Variant::kLibrary;
+    return out;
+  }
   out.decision = ApplyConfigRules(g, grp, config, bindings, /*size_gate=*/opts.profile == nullptr);
   out.source = DecisionSource::kConfig;
   // With a profile, min_tensor_elements does not veto: measurements (or the cost model) decide.

@@ -166,6 +166,91 @@ TEST_F(TensorParallelGpu, CollectivesMatchTheCpuReference) {
 
 using opfuse::testing::RelError;
 
+// fuse_collective's group on the GPU: an all_reduce used only by the add_rms_norm after it. On the
+// group's transport (the one-shot kernel where it takes the message: one launch) and on NCCL (the
+// all-reduce, then the norm kernel: two launches), against the CPU reference on every rank: the
+// residual stream (the sum) bit-exact, the normalised output within the norm kernel's rounding.
+// Odd widths, rows past what the fused kernel's staging holds (the fallback), every float dtype.
+// Also prints the device µs of one fused call against NCCL + the norm kernel (graph replays).
+TEST_F(TensorParallelGpu, FusedAllReduceAddRmsNormMatchesTheCpuReference) {
+  using Transport = cuda::NcclGroup::Transport;
+  struct Case {
+    DType dt;
+    int64_t rows, cols;
+  };
+  const std::vector<Case> cases = {{DType::kBF16, 1, 4096}, {DType::kBF16, 7, 4099}, {DType::kF32, 3, 1000},
+                                   {DType::kF16, 2, 2048},  {DType::kBF16, 64, 8192}, {DType::kBF16, 300, 4096}};
+  std::mt19937_64 rng(testing_gpu::FreshSeed());
+  for (const int world : worlds_) {
+    auto nccl = cuda::NcclGroup::Create(world);
+    ASSERT_TRUE(nccl.ok()) << nccl.status().message();
+    for (const Case& c : cases)
+    for (Transport tr : {Transport::kGroup, Transport::kNccl}) {
+      const std::string dt = DTypeName(c.dt);
+      SCOPED_TRACE(fmt::format("world {} {} [{}, {}] transport {}", world, dt, c.rows, c.cols, static_cast<int>(tr)));
+      const std::string text = fmt::format(R"(graph tp
+input part: {0}[T, {1}]
+input residual: {0}[T, {1}]
+param weight: {0}[{1}]
+eps = constant() {{value=1e-05}}
+s = all_reduce(part) {{world={2}}}
+h = add(residual, s)
+h2 = mul(h, h)
+ms = mean(h2)
+ms_eps = add(ms, eps)
+inv = rsqrt(ms_eps)
+hn = mul(h, inv)
+y = mul(hn, weight)
+output y, h
+)", dt, c.cols, world);
+      auto g = ParseGraph(text);
+      ASSERT_TRUE(g.ok()) << g.status().message();
+      std::vector<std::map<std::string, HostTensor>> in(world);
+      const HostTensor weight = Random(c.dt, {c.cols}, rng);
+      for (int r = 0; r < world; ++r)
+        in[r] = {{"part", Random(c.dt, {c.rows, c.cols}, rng)}, {"residual", Random(c.dt, {c.rows, c.cols}, rng)}, {"weight", weight}};
+      for (int r = 1; r < world; ++r) in[r]["residual"] = in[0]["residual"];  // the residual stream is replicated
+      InProcessGroup cpu(world);
+      std::vector<StatusOr<std::map<std::string, HostTensor>>> want(world, Internal("not run")), got(world, Internal("not run"));
+      std::vector<int> kernels(world, -1);
+      std::vector<std::thread> threads;
+      for (int r = 0; r < world; ++r)
+        threads.emplace_back([&, r] {
+          {
+            ScopedCommunicator scope(cpu.comm(r));
+            want[r] = RunGraphCpu(*g, in[r]);
+          }
+          if (cudaSetDevice(r) != cudaSuccess) return;
+          cuda::ExecutorOptions eo;
+          eo.comm = (*nccl)->transport(r, tr);
+          auto ex = cuda::CudaExecutable::Create(*g, eo);
+          if (!ex.ok()) {
+            got[r] = ex.status();
+            return;
+          }
+          got[r] = (*ex)->RunHost(in[r]);
+          kernels[r] = (*ex)->kernels_per_run();
+        });
+      for (auto& t : threads) t.join();
+      const bool fused = tr == Transport::kGroup && (*nccl)->transport(0, tr)->FusedAddRmsNormSupported(c.rows, c.cols, c.dt);
+      for (int r = 0; r < world; ++r) {
+        ASSERT_TRUE(want[r].ok()) << want[r].status().message();
+        ASSERT_TRUE(got[r].ok()) << got[r].status().message();
+        EXPECT_EQ(kernels[r], fused ? 1 : 2) << "rank " << r;  // one launch, or the all-reduce then the norm
+        EXPECT_EQ(got[r]->at("h").data, want[r]->at("h").data) << "rank " << r;
+        std::vector<float> gy, wy;
+        for (int64_t i = 0; i < want[r]->at("y").numel(); ++i) {
+          gy.push_back(static_cast<float>(got[r]->at("y").get(i)));
+          wy.push_back(static_cast<float>(want[r]->at("y").get(i)));
+        }
+        const double tol = c.dt == DType::kF32 ? 1e-5 : c.dt == DType::kF16 ? 2e-3 : 1e-2;
+        EXPECT_LE(RelError(gy, wy), tol) << "rank " << r;
+      }
+    }
+  }
+}
+
+
 // The family fixtures (f32) on 2 GPUs, and 4 where the machine has them (the fixtures' 2 KV heads
 // are then replicated): transformers' greedy tokens, logits within 1e-4 of transformers' and of one
 // GPU's, under never and always fusion.

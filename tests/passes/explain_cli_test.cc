@@ -54,7 +54,7 @@ TEST(ExplainCli, TextReportAndDumps) {
   ASSERT_EQ(c.code, 0) << c.err;
   for (const char* pass : {"verify", "infer_shapes", "decompose", "fuse_patterns", "fuse_generic", "fuse_matmul", "schedule"})
     EXPECT_NE(c.out.find(std::string("=== after ") + pass + " ==="), std::string::npos) << pass;
-  EXPECT_NE(c.out.find("passes: verify -> infer_shapes -> decompose -> fuse_patterns -> fuse_generic -> fuse_matmul -> schedule"),
+  EXPECT_NE(c.out.find("passes: verify -> infer_shapes -> decompose -> fuse_patterns -> fuse_generic -> fuse_matmul -> fuse_collective -> schedule"),
             std::string::npos);
   EXPECT_NE(c.out.find("[0] pattern:swiglu"), std::string::npos) << c.out;
   EXPECT_NE(c.out.find("shapes: T=4"), std::string::npos) << c.out;

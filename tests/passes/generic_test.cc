@@ -186,7 +186,7 @@ TEST(Pipeline, PassOrderAndDump) {
   std::vector<std::string> names;
   for (const auto& p : Pipeline()) names.push_back(p.name);
   EXPECT_EQ(names, (std::vector<std::string>{"verify", "infer_shapes", "decompose", "fuse_patterns", "fuse_generic",
-                                             "fuse_matmul", "schedule"}));
+                                             "fuse_matmul", "fuse_collective", "schedule"}));
   PipelineRun r = RunText(kSmall);
   EXPECT_EQ(r.passes_seen, names);
 }
@@ -205,7 +205,7 @@ TEST(Pipeline, FuseGenericDisabled) {
   PipelineRun r = RunText(kSmall, Disabled({"fuse_generic"}));
   ASSERT_EQ(r.g.groups.size(), 2u) << r.Dump();
   for (const auto& grp : r.g.groups) EXPECT_EQ(grp.decision.reason, "fuse_generic disabled by OPFUSE_DISABLE");
-  EXPECT_EQ(r.passes_seen.size(), 6u);
+  EXPECT_EQ(r.passes_seen.size(), 7u);
 }
 
 }  // namespace

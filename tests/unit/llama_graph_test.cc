@@ -23,7 +23,8 @@ LlamaConfig Tiny() { return *BuiltinConfig("tiny"); }
 std::map<std::string, int> PatternCounts(const Graph& g) {
   std::map<std::string, int> n;
   for (const auto& grp : g.groups)
-    if ((grp.kind.rfind("pattern:", 0) == 0 || grp.kind.rfind("matmul:", 0) == 0) && grp.decision.fuse)
+    if ((grp.kind.rfind("pattern:", 0) == 0 || grp.kind.rfind("matmul:", 0) == 0 || grp.kind.rfind("collective:", 0) == 0) &&
+        grp.decision.fuse)
       n[grp.kind.substr(grp.kind.find(':') + 1)]++;
   return n;
 }
@@ -34,10 +35,11 @@ int CountOps(const Graph& g, OpKind op) {
   return n;
 }
 
-Graph Compiled(const Graph& g, Strategy s) {
+Graph Compiled(const Graph& g, Strategy s, const std::set<std::string>& disabled = {}) {
   Graph copy = g;
   PassContext ctx;
   ctx.config = StrategyConfig(s);
+  ctx.config.disabled.insert(disabled.begin(), disabled.end());
   Status st = RunPipeline(copy, ctx);
   EXPECT_TRUE(st.ok()) << st.message();
   return copy;
@@ -255,7 +257,18 @@ TEST(LlamaTensorParallel, ShardTableAndRankGraph) {
   const auto fused = PatternCounts(Compiled(*g, Strategy::kAlwaysFuse));
   EXPECT_EQ(fused.at("norm_swiglu"), L);
   EXPECT_EQ(fused.at("norm_siblings_rope"), L);
-  EXPECT_EQ(fused.at("add_rms_norm"), 1);
+  // The final add_rms_norm follows the last down_proj's all-reduce: one collective group
+  // (fuse_collective); the layers' add_rms_norms stay the GEMV groups' prologues.
+  EXPECT_EQ(fused.count("add_rms_norm"), 0u);
+  EXPECT_EQ(fused.at("all_reduce_add_rms_norm"), 1);
+  // Without fuse_matmul every all-reduce feeds a standalone add_rms_norm but layer 0's first (the
+  // input norm of layer 0 is a plain rms_norm of the embeddings; 2L all-reduces, 2L add_rms_norms).
+  const auto unmatmul = PatternCounts(Compiled(*g, Strategy::kAlwaysFuse, {"fuse_matmul"}));
+  EXPECT_EQ(unmatmul.at("all_reduce_add_rms_norm"), 2 * L);
+  EXPECT_EQ(unmatmul.count("add_rms_norm"), 0u);
+  const auto plain = PatternCounts(Compiled(*g, Strategy::kAlwaysFuse, {"fuse_collective"}));
+  EXPECT_EQ(plain.count("all_reduce_add_rms_norm"), 0u);
+  EXPECT_EQ(plain.at("add_rms_norm"), 1);
 
   // 8 ranks over 4 KV heads: each head on two ranks; a rank beyond the group is refused.
   o.tp = {5, 8};

@@ -267,7 +267,7 @@ int Engine::kernels_per_prefill() const { return runner_->kernels_per_prefill();
 int64_t Engine::collectives() const { return runner_->collectives(); }
 double Engine::collective_ms() const { return runner_->collective_ms(); }
 StatusOr<std::map<std::string, double>> Engine::DecodeAllReduceUs() {
-  return runner_->AllReduceUs(batch() * config_.hidden_size, dtype_);
+  return runner_->AllReduceUs(batch(), config_.hidden_size, dtype_);
 }
 const Graph& Engine::prefill_graph() const { return runner_->prefill_graph(); }
 const Graph& Engine::decode_graph() const { return runner_->decode_graph(); }

@@ -51,8 +51,8 @@ class Runner {
   // parallelism.
   virtual int64_t collectives() const { return 0; }
   virtual double collective_ms() const { return 0; }
-  // Tensor parallelism on GPUs: device µs of one all_reduce of `count` elements (engine_tp.h).
-  virtual StatusOr<std::map<std::string, double>> AllReduceUs(int64_t count, DType dtype) {
+  // Tensor parallelism on GPUs: device µs of one all_reduce of [rows, cols] (engine_tp.h).
+  virtual StatusOr<std::map<std::string, double>> AllReduceUs(int64_t rows, int64_t cols, DType dtype) {
     return Unimplemented("not tensor parallel");
   }
 };

@@ -42,8 +42,8 @@ class TensorParallelRunner final : public Runner {
   int kernels_per_prefill() const override { return ranks_[0]->kernels_per_prefill(); }
   int64_t collectives() const override { return collectives_; }
   double collective_ms() const override { return group_->collective_ms(); }
-  StatusOr<std::map<std::string, double>> AllReduceUs(int64_t count, DType dtype) override {
-    return group_->AllReduceUs(count, dtype);
+  StatusOr<std::map<std::string, double>> AllReduceUs(int64_t rows, int64_t cols, DType dtype) override {
+    return group_->AllReduceUs(rows, cols, dtype);
   }
 
   Status Prefill(int64_t row, std::span<const int32_t> ids, std::vector<float>* logits) override {

@@ -28,10 +28,13 @@ class RankGroup {
   // Wall-clock ms rank 0 spent in collectives since creation, where the host can see it (the CPU's
   // in-process communicator); -1 where it cannot (a GPU transport runs them on the device).
   virtual double collective_ms() const { return -1; }
-  // Device microseconds of one all_reduce of `count` elements of `dtype`, by transport ("one_shot",
-  // "nccl"; the one the group uses for that size is "used"), every rank at once (the mean of a timed
-  // loop after a warm-up, rank 0's reading); Unimplemented where the group has no device transport.
-  virtual StatusOr<std::map<std::string, double>> AllReduceUs(int64_t count, DType dtype) {
+  // Device microseconds of one all_reduce of [rows, cols] `dtype` elements, by transport ("one_shot",
+  // "nccl"; the one the group uses for that size is "used"), every rank at once
+  // (NcclGroup::TimeAllReduceUs); and of fuse_collective's group at that shape — the all-reduce with
+  // the add_rms_norm after it — as one launch ("fused_add_rms_norm", where the group's transport
+  // takes it) and as NCCL's all-reduce then the norm kernel ("nccl_then_add_rms_norm").
+  // Unimplemented where the group has no device transport.
+  virtual StatusOr<std::map<std::string, double>> AllReduceUs(int64_t rows, int64_t cols, DType dtype) {
     return Unimplemented("no device transport");
   }
 };

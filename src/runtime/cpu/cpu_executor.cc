@@ -72,6 +72,9 @@ StatusOr<std::vector<bool>> GroupInternalValues(const Graph& g) {
     // which is within one rounding of this reference; the reverse (an f32 reference against the
     // member-by-member form) compounds a rounding per member and broke the layer tests' bound.
     if (grp.kind.rfind("matmul:", 0) == 0) continue;
+    // fuse_collective's groups likewise: the all-reduce's sum is rounded to its dtype before the
+    // residual add, on every backend (the CUDA one-shot kernel rounds it there too).
+    if (grp.kind.rfind("collective:", 0) == 0) continue;
     std::set<int> members;
     for (int n : grp.nodes) {
       if (n < 0 || n >= static_cast<int>(g.nodes.size()))

@@ -546,6 +546,21 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
           for (int n : mp.views) OPFUSE_RETURN_IF_ERROR(add_node_steps(g.nodes[n], {n}));
           break;
         }
+        if (fusion::IsCollectiveGroup(grp)) {
+          // fuse_collective: the all_reduce and the add_rms_norm it feeds, one step; planned as one
+          // launch where the communicator takes it, else the two (plan_collective).
+          const Node &ar = g.nodes[grp.nodes[0]], &nm = g.nodes[grp.nodes[1]];
+          Step st;
+          st.kind = StepKind::kLibrary;
+          st.name = "comm:" + grp.name;
+          st.graph_nodes = grp.nodes;
+          st.node = ar;  // inputs {x, residual, weight}, outputs {all-reduced x, y, sum}
+          st.node.inputs = {ar.inputs[0], nm.inputs[0] == ar.outputs[0] ? nm.inputs[1] : nm.inputs[0], nm.inputs[2]};
+          st.node.outputs = {ar.outputs[0], nm.outputs[0], nm.outputs[1]};
+          st.norm = nm;
+          im.steps.push_back(std::move(st));
+          break;
+        }
         OPFUSE_RETURN_IF_ERROR(add_node_steps(g.nodes[grp.nodes[0]], grp.nodes));
         im.steps.back().name = "lib:" + grp.name;
         break;
@@ -793,16 +808,44 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
     const int64_t count = Numel(arena->shapes[in]);
     const int64_t world = AttrInt(n.attrs, "world", 1);
     if (count == 0) return Status::Ok();
+    // The add_rms_norm of fuse_collective's group on its library kernel, after the all-reduce.
+    auto plan_norm = [&]() -> Status {
+      if (!st.norm) return Status::Ok();
+      std::vector<kernels::TensorRef> ins, outs;
+      for (int v : st.norm->inputs) ins.push_back(ref(v));
+      for (int v : st.norm->outputs) outs.push_back(ref(v));
+      auto l = kernels::PlanLibraryNode(*st.norm, ins, outs, dev);
+      if (!l.ok()) return Status(l.status().code(), fmt::format("{}: {}", st.name, l.status().message()));
+      for (auto& x : *l) plan->launches.push_back(std::move(x));
+      return Status::Ok();
+    };
     if (world == 1) {
       plan->launches.push_back(DeviceCopy(st.name, dst, src, static_cast<size_t>(count * DTypeSize(dt))));
-      return Status::Ok();
+      return plan_norm();
     }
     DeviceCommunicator* comm = opts.comm;
+    if (n.op == OpKind::kAllReduce && st.norm) {  // fuse_collective's group (the step built above)
+      const int64_t cols = arena->shapes[o].empty() ? 1 : arena->shapes[o].back();
+      const int64_t rows = cols > 0 ? count / cols : 0;
+      const void* residual = resolve(n.inputs[1]);
+      const void* weight = resolve(n.inputs[2]);
+      void* y = resolve(n.outputs[1]);
+      void* sum = resolve(n.outputs[2]);
+      const double eps = AttrFloat(st.norm->attrs, "eps", 1e-6);
+      if (comm->FusedAddRmsNormSupported(rows, cols, dt)) {
+        plan->launches.push_back(KernelLaunch::Custom(
+            fmt::format("comm:all_reduce_add_rms_norm_{}x{}", rows, cols),
+            [comm, src, residual, weight, sum, y, rows, cols, eps, dt](cudaStream_t s) {
+              return comm->AllReduceAddRmsNorm(src, residual, weight, sum, y, rows, cols, eps, dt, s);
+            }));
+        return Status::Ok();
+      }
+    }
     if (n.op == OpKind::kAllReduce) {
       plan->launches.push_back(KernelLaunch::Custom(fmt::format("comm:all_reduce_{}", count), [comm, src, dst, count, dt](cudaStream_t s) {
         return comm->AllReduceSum(src, dst, count, dt, s);
       }));
-      return Status::Ok();
+      return plan_norm();
     }
     const int64_t outer = GatherOuter(n, arena->shapes[in]);
     auto sc = arena->scratch.find(si);
