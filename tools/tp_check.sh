@@ -12,7 +12,8 @@
 # E2E_CASES (bench e2e --cases; default "[prefill=128, decode=$DECODE]", e.g. add
 # "[batch=8, prefill=128, decode=64]"), SKIP_8B=1, F32_TOKENS=1, SHARD_ALONE=0 (skip the one-rank-share runs), KEEP_SHARE=1 (leave the
 # share models in /tmp/llama3_8b_share<N>), TINY=0 (skip TinyLlama), MEMCHECK=0,
-# TESTS (gtest filter, default TensorParallelGpu.*; empty: none). Lines marked "==" also go to
+# TESTS (gtest filter, default TensorParallelGpu.*; empty: none), TRACE=1 (a CUPTI kernel trace of
+# each TP's decode: dev/cupti_trace/build.sh, carry build/cupti_trace). Lines marked "==" also go to
 # $OUT/progress.txt as they happen, so a run cut short still says how far it came.
 # Everything lands in $OUT (e2e_8b_tp*.json, tp.tgz with the logs); a table last.
 set -uo pipefail
@@ -34,7 +35,7 @@ fi
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 if [ -n "$CS" ] && [ "${MEMCHECK:-1}" = 1 ]; then
   t=$SECONDS
-  timeout 150 "$CS" --tool memcheck --report-api-errors no --error-exitcode 9 "$B/tests/test_gpu" --gtest_filter='TensorParallelGpu.Collectives*' \
+  timeout 150 "$CS" --tool memcheck --report-api-errors no --error-exitcode 9 "$B/tests/test_gpu" --gtest_filter='TensorParallelGpu.Collectives*:TensorParallelGpu.Fused*' \
     > "$W/memcheck.log" 2>&1
   say "memcheck rc $? ($((SECONDS - t)) s): $(grep -m1 'ERROR SUMMARY' "$W/memcheck.log")"
 fi
@@ -78,6 +79,23 @@ if [ "${SKIP_8B:-0}" != 1 ]; then
       --tensor-parallel "$tp" > "$W/gen_8b_tp$tp.log" 2>&1
     say "8b generate tp=$tp rc $? ($((SECONDS - t)) s): $(grep -m1 'ms/token' "$W/gen_8b_tp$tp.log" | sed 's/, compile.*//')"
     e2e "$M" "$tp" "e2e_8b_tp$tp"
+    if [ "${TRACE:-0}" = 1 ]; then
+      # Every kernel of every rank in place (the CUPTI tracer, dev/cupti_trace; carry build/cupti_trace):
+      # rank 0's decode step, kernel by kernel, and each rank's step span.
+      LIB=$PWD/build/cupti_trace/libopfuse_cupti_trace.so
+      K=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(next(r['kernels_per_decode_step'] for c in d['results'].values() for r in c.values()))" "$OUT/e2e_8b_tp$tp.json" 2>/dev/null)
+      if [ -f "$LIB" ] && [ -n "$K" ]; then
+        CUDA_INJECTION64_PATH=$LIB OPFUSE_CUPTI_TRACE_OUT=$W/trace_tp$tp.csv timeout 200 "$B/opfuse" generate --backend cuda --model "$M" \
+          --ids "$ids" --max-new-tokens 16 --max-context 1024 --tensor-parallel "$tp" > "$W/trace_gen_tp$tp.log" 2>&1
+        for d in $(seq 0 $((tp - 1))); do
+          python3 tools/kernel_trace_summary.py "$W/trace_tp$tp.csv" --per-step "$K" --device "$d" --first 24 \
+            --json "$W/trace_tp${tp}_dev$d.json" > "$W/trace_tp${tp}_dev$d.md" 2>&1
+          say "trace tp=$tp device $d: $(grep -m1 'steps of' "$W/trace_tp${tp}_dev$d.md")"
+        done
+      else
+        say "trace tp=$tp: skipped (no $LIB, or no kernel count)"
+      fi
+    fi
     if [ "$tp" != 1 ] && [ "${SHARD_ALONE:-1}" = 1 ]; then
       shard_config "/tmp/llama3_8b_share$tp" "$tp"
       "$B/opfuse" init-weights --config "/tmp/llama3_8b_share$tp/config.json" --dtype bf16 --out "/tmp/llama3_8b_share$tp" --force \

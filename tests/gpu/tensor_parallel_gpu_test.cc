@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpu_test_util.h"
+#include "kernels/allreduce.h"
 #include "model/llama/engine.h"
 #include "rel_error.h"
 #include "ops/collective.h"
@@ -41,6 +42,48 @@ class TensorParallelGpu : public WithGpu<> {
   }
   std::vector<int> worlds_;  // the group sizes this machine can run: 2, and 4 with 4 GPUs
 };
+
+// The one-shot kernels' take-rules, on the host (no GPU): a staging buffer of 2 x B bytes (two
+// halves of kOneShotMaxBlocks regions) takes every all-reduce of up to B bytes — one block per 16
+// KiB, so a block's share fits its region — and the fused add_rms_norm where a block's whole rows
+// fit its region.
+TEST(OneShotRules, WhatTheStagingBuffersTake) {
+  kernels::OneShotArgs a;
+  a.world = 2;
+  a.staging_bytes = 2 * cuda::kOneShotMaxBytes;  // as NcclGroup makes them
+  a.in = a.out = reinterpret_cast<void*>(uintptr_t{256});
+  const int64_t region = a.staging_bytes / (2 * kernels::kOneShotMaxBlocks);
+  for (DType dt : {DType::kBF16, DType::kF32, DType::kF16}) {
+    a.dtype = dt;
+    const int64_t es = DTypeSize(dt);
+    for (int64_t count : {int64_t{1}, int64_t{7}, 4096 / es, 16384 / es + 1, cuda::kOneShotMaxBytes / es}) {
+      a.count = count;
+      EXPECT_TRUE(kernels::OneShotSupported(a)) << DTypeName(dt) << " count " << count;
+    }
+    a.count = cuda::kOneShotMaxBytes / es + 16 / es;  // past B: a block's share outgrows its region
+    EXPECT_FALSE(kernels::OneShotSupported(a)) << DTypeName(dt);
+    // Fused with add_rms_norm: ceil(rows / min(64, rows)) whole rows per block.
+    const int64_t row_fits = region / es;  // the widest row one region holds
+    EXPECT_TRUE(kernels::OneShotAddRmsNormSupported(a, 1, row_fits)) << DTypeName(dt);
+    EXPECT_FALSE(kernels::OneShotAddRmsNormSupported(a, 1, row_fits + 1)) << DTypeName(dt);
+    EXPECT_TRUE(kernels::OneShotAddRmsNormSupported(a, kernels::kOneShotMaxBlocks, row_fits)) << DTypeName(dt);
+    EXPECT_FALSE(kernels::OneShotAddRmsNormSupported(a, kernels::kOneShotMaxBlocks + 1, row_fits)) << DTypeName(dt);
+    EXPECT_TRUE(kernels::OneShotAddRmsNormSupported(a, 2 * kernels::kOneShotMaxBlocks, row_fits / 2)) << DTypeName(dt);
+  }
+  a.dtype = DType::kBF16;
+  EXPECT_TRUE(kernels::OneShotAddRmsNormSupported(a, 1, 4096));    // the decode message of an 8B model
+  EXPECT_FALSE(kernels::OneShotAddRmsNormSupported(a, 300, 4096));  // 5 rows a block: the all-reduce, then the norm
+  a.dtype = DType::kI32;
+  a.count = 16;
+  EXPECT_FALSE(kernels::OneShotSupported(a));
+  EXPECT_FALSE(kernels::OneShotAddRmsNormSupported(a, 1, 16));
+  a.dtype = DType::kBF16;
+  a.world = 1;  // one rank: nothing to exchange
+  EXPECT_FALSE(kernels::OneShotSupported(a));
+  EXPECT_FALSE(kernels::OneShotAddRmsNormSupported(a, 1, 16));
+  a.world = kernels::kOneShotMaxRanks + 1;
+  EXPECT_FALSE(kernels::OneShotAddRmsNormSupported(a, 1, 16));
+}
 
 HostTensor Random(DType dt, std::vector<int64_t> shape, std::mt19937_64& rng) {
   HostTensor t(dt, shape);
