@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cuda/cuda_check.h"
+#include "cuda/launch.h"
 #include "kernels/allreduce.h"
 #include "kernels/pdl.cuh"
 
@@ -138,8 +139,15 @@ inline int OneShotNormBlocks(int64_t rows) {
   return static_cast<int>(std::min<int64_t>(kOneShotMaxBlocks, std::max<int64_t>(1, rows)));
 }
 
+struct OneShotNormParams {  // the fused kernel's one parameter (cuda::KernelLaunch::Make)
+  OneShotArgs a;
+  OneShotNormArgs n;
+};
+
 template <typename T>
-__global__ void __launch_bounds__(kThreads) OneShotAddRmsNormKernel(OneShotArgs a, OneShotNormArgs n) {
+__global__ void __launch_bounds__(kThreads) OneShotAddRmsNormKernel(OneShotNormParams p) {
+  const OneShotArgs& a = p.a;
+  const OneShotNormArgs& n = p.n;
   PdlAllowNext();
   PdlWait();
   __shared__ uint32_t gen;
@@ -187,38 +195,40 @@ __global__ void __launch_bounds__(kThreads) OneShotAddRmsNormKernel(OneShotArgs 
   }
 }
 
+// What both kernels need: 2..kOneShotMaxRanks ranks, a float dtype.
+bool RanksAndDtypeOk(const OneShotArgs& a) {
+  return a.world >= 2 && a.world <= kOneShotMaxRanks &&
+         (a.dtype == DType::kF32 || a.dtype == DType::kF16 || a.dtype == DType::kBF16);
+}
+
+// kernel<T>(params) for `dt` on `blocks` blocks of kThreads, through cuda::KernelLaunch (PDL as asked).
+template <class P>
+Status LaunchForDtype(const char* what, DType dt, void (*f32)(P), void (*f16)(P), void (*bf16)(P), int blocks,
+                      const P& params, bool pdl, cudaStream_t stream) {
+  void (*kernel)(P) = dt == DType::kF32 ? f32 : dt == DType::kF16 ? f16 : dt == DType::kBF16 ? bf16 : nullptr;
+  if (!kernel) return InvalidArgument(fmt::format("{}: {} is not a float dtype", what, DTypeName(dt)));
+  return cuda::KernelLaunch::Make(what, kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, params)
+      .Pdl(pdl)
+      .Launch(stream);
+}
+
 }  // namespace
 
 bool OneShotAddRmsNormSupported(const OneShotArgs& a, int64_t rows, int64_t cols) {
-  if (a.world < 2 || a.world > kOneShotMaxRanks || rows <= 0 || cols <= 0) return false;
-  if (a.dtype != DType::kF32 && a.dtype != DType::kF16 && a.dtype != DType::kBF16) return false;
+  if (!RanksAndDtypeOk(a) || rows <= 0 || cols <= 0) return false;
   const int blocks = OneShotNormBlocks(rows);
   const int64_t per = (rows + blocks - 1) / blocks;
   return per * cols * DTypeSize(a.dtype) <= OneShotRegionBytes(a.staging_bytes);
 }
 
 Status LaunchOneShotAddRmsNorm(const OneShotArgs& a, const OneShotNormArgs& n, cudaStream_t stream) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(OneShotNormBlocks(n.rows)));
-  cfg.blockDim = dim3(kThreads);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr = {};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = a.pdl ? 1 : 0;
-  switch (a.dtype) {
-    case DType::kF32: OPFUSE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, OneShotAddRmsNormKernel<float>, a, n)); break;
-    case DType::kF16: OPFUSE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, OneShotAddRmsNormKernel<__half>, a, n)); break;
-    case DType::kBF16: OPFUSE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, OneShotAddRmsNormKernel<__nv_bfloat16>, a, n)); break;
-    default: return InvalidArgument(fmt::format("one-shot add_rms_norm: {} is not a float dtype", DTypeName(a.dtype)));
-  }
-  return Status::Ok();
+  return LaunchForDtype("one-shot all-reduce + add_rms_norm", a.dtype, OneShotAddRmsNormKernel<float>,
+                        OneShotAddRmsNormKernel<__half>, OneShotAddRmsNormKernel<__nv_bfloat16>,
+                        OneShotNormBlocks(n.rows), OneShotNormParams{a, n}, a.pdl, stream);
 }
 
 bool OneShotSupported(const OneShotArgs& a) {
-  if (a.world < 2 || a.world > kOneShotMaxRanks) return false;
-  if (a.dtype != DType::kF32 && a.dtype != DType::kF16 && a.dtype != DType::kBF16) return false;
+  if (!RanksAndDtypeOk(a)) return false;
   if (reinterpret_cast<uintptr_t>(a.in) % 16 || reinterpret_cast<uintptr_t>(a.out) % 16) return false;
   if (a.count <= 0) return false;
   const int64_t bytes = a.count * DTypeSize(a.dtype);
@@ -228,23 +238,8 @@ bool OneShotSupported(const OneShotArgs& a) {
 }
 
 Status LaunchOneShotAllReduce(const OneShotArgs& a, cudaStream_t stream) {
-  const int blocks = OneShotBlocks(a.count * DTypeSize(a.dtype));
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(blocks));
-  cfg.blockDim = dim3(kThreads);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr = {};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = a.pdl ? 1 : 0;
-  switch (a.dtype) {
-    case DType::kF32: OPFUSE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, OneShotKernel<float>, a)); break;
-    case DType::kF16: OPFUSE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, OneShotKernel<__half>, a)); break;
-    case DType::kBF16: OPFUSE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, OneShotKernel<__nv_bfloat16>, a)); break;
-    default: return InvalidArgument(fmt::format("one-shot all-reduce: {} is not a float dtype", DTypeName(a.dtype)));
-  }
-  return Status::Ok();
+  return LaunchForDtype("one-shot all-reduce", a.dtype, OneShotKernel<float>, OneShotKernel<__half>,
+                        OneShotKernel<__nv_bfloat16>, OneShotBlocks(a.count * DTypeSize(a.dtype)), a, a.pdl, stream);
 }
 
 }  // namespace opfuse::kernels

@@ -92,6 +92,42 @@ HostTensor Random(DType dt, std::vector<int64_t> shape, std::mt19937_64& rng) {
   return t;
 }
 
+// `g` on every rank at once, rank r on its own thread: the CPU reference through the in-process
+// communicator, and the CUDA executor on GPU r over `nccl`'s transport `tr`, with the kernels its run
+// launched.
+struct RankRuns {
+  std::vector<StatusOr<std::map<std::string, HostTensor>>> want, got;
+  std::vector<int> kernels;
+};
+RankRuns RunOnRanks(const Graph& g, const std::vector<std::map<std::string, HostTensor>>& in, cuda::NcclGroup& nccl,
+                    cuda::NcclGroup::Transport tr) {
+  const int world = static_cast<int>(in.size());
+  RankRuns runs{std::vector<StatusOr<std::map<std::string, HostTensor>>>(world, Internal("not run")),
+                std::vector<StatusOr<std::map<std::string, HostTensor>>>(world, Internal("not run")),
+                std::vector<int>(world, -1)};
+  InProcessGroup cpu(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      {
+        ScopedCommunicator scope(cpu.comm(r));
+        runs.want[r] = RunGraphCpu(g, in[r]);
+      }
+      if (cudaSetDevice(r) != cudaSuccess) return;
+      cuda::ExecutorOptions eo;
+      eo.comm = nccl.transport(r, tr);
+      auto ex = cuda::CudaExecutable::Create(g, eo);
+      if (!ex.ok()) {
+        runs.got[r] = ex.status();
+        return;
+      }
+      runs.got[r] = (*ex)->RunHost(in[r]);
+      runs.kernels[r] = (*ex)->kernels_per_run();
+    });
+  for (auto& t : threads) t.join();
+  return runs;
+}
+
 TEST_F(TensorParallelGpu, CollectivesMatchTheCpuReference) {
   for (const int kWorld : worlds_) {
   SCOPED_TRACE(fmt::format("world {}", kWorld));
@@ -143,29 +179,14 @@ TEST_F(TensorParallelGpu, CollectivesMatchTheCpuReference) {
     auto g = b.Build();
     ASSERT_TRUE(g.ok()) << g.status().message();
     std::vector<HostTensor> in;
-    for (int r = 0; r < kWorld; ++r) in.push_back(Random(c.dt, c.shape, rng));
-    // The CPU reference: the same graph on two threads through the in-process communicator.
-    InProcessGroup cpu(kWorld);
-    std::vector<StatusOr<std::map<std::string, HostTensor>>> want(kWorld, Internal("not run"));
-    std::vector<StatusOr<std::map<std::string, HostTensor>>> got(kWorld, Internal("not run"));
-    std::vector<std::thread> threads;
-    for (int r = 0; r < kWorld; ++r)
-      threads.emplace_back([&, r] {
-        {
-          ScopedCommunicator scope(cpu.comm(r));
-          want[r] = RunGraphCpu(*g, {{"x", in[r]}});
-        }
-        if (cudaSetDevice(r) != cudaSuccess) return;
-        cuda::ExecutorOptions eo;
-        eo.comm = (*nccl)->transport(r, tr);
-        auto ex = cuda::CudaExecutable::Create(*g, eo);
-        if (!ex.ok()) {
-          got[r] = ex.status();
-          return;
-        }
-        got[r] = (*ex)->RunHost({{"x", in[r]}});
-      });
-    for (auto& t : threads) t.join();
+    std::vector<std::map<std::string, HostTensor>> feeds;
+    for (int r = 0; r < kWorld; ++r) {
+      in.push_back(Random(c.dt, c.shape, rng));
+      feeds.push_back({{"x", in[r]}});
+    }
+    // The CPU reference: the same graph on every rank's thread through the in-process communicator.
+    RankRuns runs = RunOnRanks(*g, feeds, **nccl, tr);
+    const auto &want = runs.want, &got = runs.got;
     // The CPU reference and the one-shot kernel sum in f32 in rank order and round once: the same
     // bits. NCCL's ring order is its own: at 2 ranks one addition per element, rounded once (the same
     // bits); at more ranks each hop rounds to the dtype, so NCCL's all-reduces are compared within a
@@ -253,33 +274,13 @@ output y, h
       for (int r = 0; r < world; ++r)
         in[r] = {{"part", Random(c.dt, {c.rows, c.cols}, rng)}, {"residual", Random(c.dt, {c.rows, c.cols}, rng)}, {"weight", weight}};
       for (int r = 1; r < world; ++r) in[r]["residual"] = in[0]["residual"];  // the residual stream is replicated
-      InProcessGroup cpu(world);
-      std::vector<StatusOr<std::map<std::string, HostTensor>>> want(world, Internal("not run")), got(world, Internal("not run"));
-      std::vector<int> kernels(world, -1);
-      std::vector<std::thread> threads;
-      for (int r = 0; r < world; ++r)
-        threads.emplace_back([&, r] {
-          {
-            ScopedCommunicator scope(cpu.comm(r));
-            want[r] = RunGraphCpu(*g, in[r]);
-          }
-          if (cudaSetDevice(r) != cudaSuccess) return;
-          cuda::ExecutorOptions eo;
-          eo.comm = (*nccl)->transport(r, tr);
-          auto ex = cuda::CudaExecutable::Create(*g, eo);
-          if (!ex.ok()) {
-            got[r] = ex.status();
-            return;
-          }
-          got[r] = (*ex)->RunHost(in[r]);
-          kernels[r] = (*ex)->kernels_per_run();
-        });
-      for (auto& t : threads) t.join();
+      const RankRuns runs = RunOnRanks(*g, in, **nccl, tr);
+      const auto &want = runs.want, &got = runs.got;
       const bool fused = tr == Transport::kGroup && (*nccl)->transport(0, tr)->FusedAddRmsNormSupported(c.rows, c.cols, c.dt);
       for (int r = 0; r < world; ++r) {
         ASSERT_TRUE(want[r].ok()) << want[r].status().message();
         ASSERT_TRUE(got[r].ok()) << got[r].status().message();
-        EXPECT_EQ(kernels[r], fused ? 1 : 2) << "rank " << r;  // one launch, or the all-reduce then the norm
+        EXPECT_EQ(runs.kernels[r], fused ? 1 : 2) << "rank " << r;  // one launch, or the all-reduce then the norm
         EXPECT_EQ(got[r]->at("h").data, want[r]->at("h").data) << "rank " << r;
         std::vector<float> gy, wy;
         for (int64_t i = 0; i < want[r]->at("y").numel(); ++i) {

@@ -13,9 +13,6 @@
 // not a copy. Built with OPFUSE_CUDA only.
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
-#include <atomic>
-#include <barrier>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -237,12 +234,10 @@ class CudaRunner final : public Runner {
 // waits forever in a collective.
 // Device µs of fuse_collective's group — all_reduce then add_rms_norm over [rows, cols] — on
 // transport `t` (kGroup: one launch where it takes the message; kNccl: the all-reduce, then the norm
-// kernel): each rank's executable of that graph, kIters runs captured in one CUDA graph on every rank
-// at once (a barrier releases the launches), the fastest of three replays after a warm-up one, the
-// slowest rank's µs per run.
+// kernel): each rank's executable of that graph, timed as cuda::TimeOnRanks times a collective.
 StatusOr<double> TimeAllReduceNormUs(cuda::NcclGroup& group, int world, int64_t rows, int64_t cols, DType dtype,
                                      cuda::NcclGroup::Transport t) {
-  constexpr int kIters = 50, kTimed = 3;
+  constexpr int kIters = 50;
   const std::string dt = DTypeName(dtype);
   OPFUSE_ASSIGN_OR_RETURN(Graph g, ParseGraph(fmt::format(R"(graph all_reduce_add_rms_norm
 input part: {0}[{1}, {2}]
@@ -259,81 +254,37 @@ hn = mul(h, inv)
 y = mul(hn, weight)
 output y, h
 )", dt, rows, cols, world)));
-  std::vector<double> us(world, 0);
-  std::vector<Status> st(world, Status::Ok());
-  std::barrier sync(world);
-  std::atomic<bool> failed = false;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      Status out = cuda::CudaStatus(cudaSetDevice(r), "cudaSetDevice");
-      cuda::ExecutorOptions eo;
-      eo.comm = group.transport(r, t);
-      std::unique_ptr<cuda::CudaExecutable> ex;
-      if (out.ok()) {
-        auto e = cuda::CudaExecutable::Create(g, eo);
-        if (e.ok()) ex = std::move(*e);
-        else out = e.status();
-      }
-      const size_t bytes = static_cast<size_t>(rows * cols * DTypeSize(dtype));
-      void *part = nullptr, *res = nullptr, *w = nullptr, *y = nullptr, *h = nullptr;
-      cudaStream_t s = nullptr;
-      cudaEvent_t e0 = nullptr, e1 = nullptr;
-      cudaGraph_t graph = nullptr;
-      cudaGraphExec_t exec = nullptr;
-      for (void** p : {&part, &res, &y, &h})
-        if (out.ok()) out = cuda::CudaStatus(cudaMalloc(p, bytes), "cudaMalloc");
-      if (out.ok()) out = cuda::CudaStatus(cudaMalloc(&w, static_cast<size_t>(cols * DTypeSize(dtype))), "cudaMalloc");
-      for (void* p : {part, res, y, h})
-        if (out.ok()) out = cuda::CudaStatus(cudaMemset(p, 0, bytes), "cudaMemset");
-      if (out.ok()) out = cuda::CudaStatus(cudaMemset(w, 0, static_cast<size_t>(cols * DTypeSize(dtype))), "cudaMemset");
-      if (out.ok()) out = cuda::CudaStatus(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
-      if (out.ok()) out = cuda::CudaStatus(cudaEventCreate(&e0), "cudaEventCreate");
-      if (out.ok()) out = cuda::CudaStatus(cudaEventCreate(&e1), "cudaEventCreate");
-      const std::vector<const void*> ins = {part, res, w};
-      const std::vector<void*> outs = {y, h};
-      // One eager run on every rank first (NCCL connects at a communicator's first collective;
-      // the plan is built), then the capture.
-      if (!out.ok()) failed = true;
-      sync.arrive_and_wait();
-      if (out.ok() && failed) out = Internal("a peer rank failed");
-      if (out.ok()) out = ex->Run(ins, outs, {}, s);
-      if (out.ok()) out = cuda::CudaStatus(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-      if (out.ok()) out = cuda::CudaStatus(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
-      if (out.ok()) {
-        for (int i = 0; out.ok() && i < kIters; ++i) out = ex->Run(ins, outs, {}, s);
-        const Status end = cuda::CudaStatus(cudaStreamEndCapture(s, &graph), "cudaStreamEndCapture");
-        if (out.ok()) out = end;
-      }
-      if (out.ok()) out = cuda::CudaStatus(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
-      if (!out.ok()) failed = true;
-      sync.arrive_and_wait();
-      if (out.ok() && failed) out = Internal("a peer rank failed");
-      double best = 1e300;
-      for (int launch = 0; launch <= kTimed; ++launch) {  // every rank at every barrier
-        sync.arrive_and_wait();
-        if (!out.ok()) continue;
-        out = cuda::CudaStatus(cudaEventRecord(e0, s), "cudaEventRecord");
-        if (out.ok()) out = cuda::CudaStatus(cudaGraphLaunch(exec, s), "cudaGraphLaunch");
-        if (out.ok()) out = cuda::CudaStatus(cudaEventRecord(e1, s), "cudaEventRecord");
-        if (out.ok()) out = cuda::CudaStatus(cudaEventSynchronize(e1), "cudaEventSynchronize");
-        float ms = 0;
-        if (out.ok()) out = cuda::CudaStatus(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
-        if (out.ok() && launch > 0) best = std::min(best, 1000.0 * ms / kIters);
-      }
-      us[r] = best;
-      if (exec) cudaGraphExecDestroy(exec);
-      if (graph) cudaGraphDestroy(graph);
-      if (e0) cudaEventDestroy(e0);
-      if (e1) cudaEventDestroy(e1);
-      if (s) cudaStreamDestroy(s);
-      for (void* p : {part, res, w, y, h})
-        if (p) cudaFree(p);
-      st[r] = out;
-    });
-  for (auto& th : threads) th.join();
-  for (const Status& x : st) OPFUSE_RETURN_IF_ERROR(x);
-  return *std::max_element(us.begin(), us.end());
+  const size_t bytes = static_cast<size_t>(rows * cols * DTypeSize(dtype));
+  struct Rank {
+    std::unique_ptr<cuda::CudaExecutable> ex;
+    void *part = nullptr, *res = nullptr, *w = nullptr, *y = nullptr, *h = nullptr;
+  };
+  std::vector<Rank> ranks(world);
+  return cuda::TimeOnRanks(
+      world, kIters,
+      [&](int r, cudaStream_t) -> Status {
+        Rank& k = ranks[r];
+        cuda::ExecutorOptions eo;
+        eo.comm = group.transport(r, t);
+        OPFUSE_ASSIGN_OR_RETURN(k.ex, cuda::CudaExecutable::Create(g, eo));
+        for (void** p : {&k.part, &k.res, &k.y, &k.h}) {
+          OPFUSE_RETURN_IF_ERROR(cuda::CudaStatus(cudaMalloc(p, bytes), "cudaMalloc"));
+          OPFUSE_RETURN_IF_ERROR(cuda::CudaStatus(cudaMemset(*p, 0, bytes), "cudaMemset"));
+        }
+        const size_t wbytes = static_cast<size_t>(cols * DTypeSize(dtype));
+        OPFUSE_RETURN_IF_ERROR(cuda::CudaStatus(cudaMalloc(&k.w, wbytes), "cudaMalloc"));
+        return cuda::CudaStatus(cudaMemset(k.w, 0, wbytes), "cudaMemset");
+      },
+      [&](int r, cudaStream_t s) {
+        Rank& k = ranks[r];
+        return k.ex->Run({k.part, k.res, k.w}, {k.y, k.h}, {}, s);  // graph inputs, params; outputs
+      },
+      [&](int r) {
+        Rank& k = ranks[r];
+        for (void* p : {k.part, k.res, k.w, k.y, k.h})
+          if (p) cudaFree(p);
+        k.ex.reset();
+      });
 }
 
 class CudaRankGroup final : public RankGroup {

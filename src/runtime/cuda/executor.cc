@@ -799,6 +799,17 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
   // A collective: through the communicator (world > 1), a copy at world 1. all_gather with dims
   // before its axis gathers rank-major into the step's scratch, then one 2-d copy per rank puts
   // each rank's chunks in place ([outer, world, chunk]).
+  // One node of a group on its library kernel (a GEMV group's members above the GEMV's rows,
+  // a collective group's add_rms_norm after the all-reduce).
+  auto plan_member = [&](const Step& st, const Node& m) -> Status {
+    std::vector<kernels::TensorRef> ins, outs;
+    for (int v : m.inputs) ins.push_back(ref(v));
+    for (int v : m.outputs) outs.push_back(ref(v));
+    auto l = kernels::PlanLibraryNode(m, ins, outs, dev);
+    if (!l.ok()) return Status(l.status().code(), fmt::format("{}: {}", st.name, l.status().message()));
+    for (auto& x : *l) plan->launches.push_back(std::move(x));
+    return Status::Ok();
+  };
   auto plan_collective = [&](const Step& st, size_t si) -> Status {
     const Node& n = st.node;
     const int in = n.inputs[0], o = n.outputs[0];
@@ -809,16 +820,7 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
     const int64_t world = AttrInt(n.attrs, "world", 1);
     if (count == 0) return Status::Ok();
     // The add_rms_norm of fuse_collective's group on its library kernel, after the all-reduce.
-    auto plan_norm = [&]() -> Status {
-      if (!st.norm) return Status::Ok();
-      std::vector<kernels::TensorRef> ins, outs;
-      for (int v : st.norm->inputs) ins.push_back(ref(v));
-      for (int v : st.norm->outputs) outs.push_back(ref(v));
-      auto l = kernels::PlanLibraryNode(*st.norm, ins, outs, dev);
-      if (!l.ok()) return Status(l.status().code(), fmt::format("{}: {}", st.name, l.status().message()));
-      for (auto& x : *l) plan->launches.push_back(std::move(x));
-      return Status::Ok();
-    };
+    auto plan_norm = [&]() { return st.norm ? plan_member(st, *st.norm) : Status::Ok(); };
     if (world == 1) {
       plan->launches.push_back(DeviceCopy(st.name, dst, src, static_cast<size_t>(count * DTypeSize(dt))));
       return plan_norm();
@@ -956,15 +958,7 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
         }
         if (ga.m == 0) break;
         // Above the GEMV's row limit (prefill) or a case it does not take: member by member.
-        auto plan_node = [&](const Node& m) -> Status {
-          std::vector<kernels::TensorRef> ins, outs;
-          for (int v : m.inputs) ins.push_back(ref(v));
-          for (int v : m.outputs) outs.push_back(ref(v));
-          auto l = kernels::PlanLibraryNode(m, ins, outs, dev);
-          if (!l.ok()) return Status(l.status().code(), fmt::format("{}: {}", st.name, l.status().message()));
-          for (auto& x : *l) plan->launches.push_back(std::move(x));
-          return Status::Ok();
-        };
+        auto plan_node = [&](const Node& m) { return plan_member(st, m); };
         if (norm) OPFUSE_RETURN_IF_ERROR(plan_node(*norm));
         for (const Node& m : st.matmuls) OPFUSE_RETURN_IF_ERROR(plan_matmul(m));
         if (st.swiglu) OPFUSE_RETURN_IF_ERROR(plan_node(*st.swiglu));

@@ -206,18 +206,40 @@ class HybridRank final : public DeviceCommunicator {
   int64_t max_bytes_;
 };
 
-// `iters` all-reduces of `count` elements on every rank's `comms[r]` at once, as the decode step runs
-// them: captured in one CUDA graph per rank, the ranks' launches released together (a barrier), one
-// untimed launch, then the fastest of kTimedLaunches; the slowest rank's µs per all-reduce. (Timed
-// from eager launches instead, the host's launch rate is measured, and a rank that starts late.)
+// `iters` all-reduces of `count` elements on every rank's `comms[r]` at once (TimeOnRanks).
 StatusOr<double> TimeOn(const std::vector<std::unique_ptr<DeviceCommunicator>>& comms, int64_t count, DType dtype,
                         int iters) {
-  constexpr int kTimedLaunches = 3;
   const int world = static_cast<int>(comms.size());
+  const size_t bytes = static_cast<size_t>(count * DTypeSize(dtype));
+  std::vector<void*> buf(world, nullptr);
+  return TimeOnRanks(
+      world, iters,
+      [&](int r, cudaStream_t s) {
+        OPFUSE_RETURN_IF_ERROR(CudaStatus(cudaMalloc(&buf[r], bytes), "cudaMalloc"));
+        return CudaStatus(cudaMemsetAsync(buf[r], 0, bytes, s), "cudaMemset");
+      },
+      [&](int r, cudaStream_t s) { return comms[r]->AllReduceSum(buf[r], buf[r], count, dtype, s); },
+      [&](int r) {
+        if (buf[r]) cudaFree(buf[r]);
+      });
+}
+
+}  // namespace
+
+StatusOr<double> TimeOnRanks(int world, int iters, const std::function<Status(int, cudaStream_t)>& setup,
+                             const std::function<Status(int, cudaStream_t)>& enqueue, const std::function<void(int)>& finish) {
+  constexpr int kTimedLaunches = 3;
   std::vector<double> us(world, 0);
   std::vector<Status> st(world, Status::Ok());
   std::barrier sync(world);
   std::atomic<bool> failed = false;
+  // No rank goes on unless every rank got there: a lone collective would wait for peers that never
+  // come. Every rank passes every barrier, failed or not.
+  auto all_ok = [&](Status& out) {
+    if (!out.ok()) failed = true;
+    sync.arrive_and_wait();
+    if (out.ok() && failed) out = Internal("a peer rank failed");
+  };
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r)
     threads.emplace_back([&, r] {
@@ -225,34 +247,29 @@ StatusOr<double> TimeOn(const std::vector<std::unique_ptr<DeviceCommunicator>>& 
       cudaEvent_t e0 = nullptr, e1 = nullptr;
       cudaGraph_t graph = nullptr;
       cudaGraphExec_t exec = nullptr;
-      void* buf = nullptr;
-      const size_t bytes = static_cast<size_t>(count * DTypeSize(dtype));
       Status out = CudaStatus(cudaSetDevice(r), "cudaSetDevice");
       if (out.ok()) out = CudaStatus(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
-      if (out.ok()) out = CudaStatus(cudaMalloc(&buf, bytes), "cudaMalloc");
-      if (out.ok()) out = CudaStatus(cudaMemsetAsync(buf, 0, bytes, s), "cudaMemset");
       if (out.ok()) out = CudaStatus(cudaEventCreate(&e0), "cudaEventCreate");
       if (out.ok()) out = CudaStatus(cudaEventCreate(&e1), "cudaEventCreate");
+      if (out.ok()) out = setup(r, s);
+      all_ok(out);
       // One eager call first, every rank at once: NCCL connects its peers at a communicator's first
       // collective, which cannot happen inside a capture.
-      if (out.ok()) out = comms[r]->AllReduceSum(buf, buf, count, dtype, s);
+      if (out.ok()) out = enqueue(r, s);
       if (out.ok()) out = CudaStatus(cudaStreamSynchronize(s), "cudaStreamSynchronize");
       if (out.ok()) out = CudaStatus(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
       if (out.ok()) {
-        for (int i = 0; out.ok() && i < iters; ++i) out = comms[r]->AllReduceSum(buf, buf, count, dtype, s);
+        for (int i = 0; out.ok() && i < iters; ++i) out = enqueue(r, s);
         const Status end = CudaStatus(cudaStreamEndCapture(s, &graph), "cudaStreamEndCapture");
         if (out.ok()) out = end;
       }
       if (out.ok()) out = CudaStatus(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
-      // No rank launches unless every rank's graph is ready: a lone launch would wait for peers that
-      // never come.
-      if (!out.ok()) failed = true;
-      sync.arrive_and_wait();
-      if (out.ok() && failed) out = Internal("a peer rank failed");
+      all_ok(out);
       double best = 1e300;
       for (int launch = 0; launch <= kTimedLaunches; ++launch) {  // every rank at every barrier
         sync.arrive_and_wait();
-        if (out.ok()) out = CudaStatus(cudaEventRecord(e0, s), "cudaEventRecord");
+        if (!out.ok()) continue;
+        out = CudaStatus(cudaEventRecord(e0, s), "cudaEventRecord");
         if (out.ok()) out = CudaStatus(cudaGraphLaunch(exec, s), "cudaGraphLaunch");
         if (out.ok()) out = CudaStatus(cudaEventRecord(e1, s), "cudaEventRecord");
         if (out.ok()) out = CudaStatus(cudaEventSynchronize(e1), "cudaEventSynchronize");
@@ -265,16 +282,14 @@ StatusOr<double> TimeOn(const std::vector<std::unique_ptr<DeviceCommunicator>>& 
       if (graph) cudaGraphDestroy(graph);
       if (e0) cudaEventDestroy(e0);
       if (e1) cudaEventDestroy(e1);
-      if (buf) cudaFree(buf);
+      if (finish) finish(r);
       if (s) cudaStreamDestroy(s);
       st[r] = out;
     });
   for (auto& t : threads) t.join();
-  for (const Status& s : st) OPFUSE_RETURN_IF_ERROR(s);
+  for (const Status& x : st) OPFUSE_RETURN_IF_ERROR(x);
   return *std::max_element(us.begin(), us.end());
 }
-
-}  // namespace
 
 StatusOr<std::string> NcclLibraryInfo() {
   OPFUSE_ASSIGN_OR_RETURN(const Nccl* n, Load());

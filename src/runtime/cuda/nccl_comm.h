@@ -15,6 +15,7 @@
 // NVLink multicast is never used (on shared hosts it can put the GPUs out of service).
 // Built with OPFUSE_CUDA only.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,18 @@ namespace opfuse::cuda {
 
 // The loaded library's path and version ("2.28.9"), loading it on first use.
 StatusOr<std::string> NcclLibraryInfo();
+
+// Device µs of one call of `enqueue` on `world` ranks at once, as a decode step runs it. On rank r's
+// own thread (GPU r current, a stream of its own): `setup(r, stream)` once; then — every rank's setup
+// done — one eager `enqueue` (NCCL connects its peers at a communicator's first collective, which
+// cannot happen inside a capture); `iters` calls captured in one CUDA graph; the ranks' replays
+// released together by a barrier, one untimed, then the fastest of three. The slowest rank's µs per
+// call (timed from eager launches instead, the host's launch rate is measured, and a rank that
+// starts late). A rank that fails holds the others back from every collective after it.
+// `finish(r)` runs last on rank r's thread, whatever happened (free what setup made).
+StatusOr<double> TimeOnRanks(int world, int iters, const std::function<Status(int, cudaStream_t)>& setup,
+                             const std::function<Status(int, cudaStream_t)>& enqueue,
+                             const std::function<void(int)>& finish = {});
 
 // Small all-reduces take the one-shot kernel (kernels/allreduce.h) where every pair of GPUs has
 // peer access, up to the largest message at which it measured faster than NCCL when the group was
