@@ -8,7 +8,8 @@
 # Carry build/carry.tar.xz (tools/build_carry.sh).
 #   device: bash tools/smart_check.sh
 # Env: ROWS (layer row counts), HEAD_ROWS, E2E_CASES (';'-separated), E2E_RUNS (default 7),
-# MODELS (default "tinyllama llama32"), TEST_FILTER (empty: no tests).
+# MODELS (default "tinyllama llama32"), TEST_FILTER (empty: no tests), SWEEP=0 (skip build/gemv_sweep,
+# dev/gemv_sweep: the GEMV's forms beside cuBLASLt on plain matmuls; carry it to run it).
 # Everything lands in $OUT (profile_*.json, e2e_*.json, smart.tgz with the logs); tables last.
 set -uo pipefail
 . "$(dirname "$0")/device_common.sh"
@@ -21,10 +22,18 @@ if [ -n "$TEST_FILTER" ]; then
   echo "test_gpu $TEST_FILTER: rc $? ($(grep -cE '^\[       OK' "$W/test_gpu.log") ok, $(grep -cE '^\[  FAILED' "$W/test_gpu.log") failed lines)"
   CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
   if [ -n "$CS" ]; then
-    "$CS" --tool memcheck --error-exitcode 9 "$B/tests/test_gpu" --gtest_filter='GemvTest.NormPrologue*:GemvTest.SiblingsAndSwiglu*' \
+    timeout 150 "$CS" --tool memcheck --error-exitcode 9 "$B/tests/test_gpu" --gtest_filter='GemvTest.NormPrologueGroups:GemvTest.RopeEpilogue*:GemvTest.SiblingsAndSwiglu*' \
       > "$W/memcheck.log" 2>&1
     echo "memcheck rc $? ($(grep -m1 'ERROR SUMMARY' "$W/memcheck.log"))"
   fi
+fi
+[ -f build/gemv_sweep.xz ] && [ ! -x build/gemv_sweep ] && xz -dk build/gemv_sweep.xz
+if [ -x build/gemv_sweep ] && [ "${SWEEP:-1}" = 1 ]; then
+  # the GEMV's two forms beside cuBLASLt on plain matmuls, 1..64 rows (dev/gemv_sweep; carry build/gemv_sweep)
+  t=$SECONDS
+  build/gemv_sweep "$W/gemv_sweep.json" > "$W/gemv_sweep.md" 2>&1
+  echo "gemv_sweep rc $? ($((SECONDS - t)) s): $(tail -1 "$W/gemv_sweep.md")"
+  cp "$W/gemv_sweep.json" "$W/gemv_sweep.md" "${OUT:-/tmp}/" 2>/dev/null
 fi
 IFS=';' read -r -a cases <<< "${E2E_CASES:-[prefill=128, decode=32];[prefill=128, decode=32, batch=2];[prefill=128, decode=32, batch=4];[prefill=128, decode=32, batch=8];[prefill=128, decode=32, batch=32];[prefill=2048, decode=0]}"
 args=()

@@ -9,8 +9,8 @@
 # collectives and the ranks' waiting cost. Carry build/carry.tar.xz (tools/build_carry.sh).
 #   device (kind nvidia-h100-x2, nvidia-h200-x2 or the x4 kinds): bash tools/tp_check.sh
 # Env: TPS (default: 2, and 4 with 4 GPUs), E2E_RUNS (default 5), DECODE (new tokens, default 64),
-# E2E_CASES (bench e2e --cases; default "[prefill=128, decode=$DECODE]", e.g. add
-# "[batch=8, prefill=128, decode=64]"), SKIP_8B=1, F32_TOKENS=1, SHARD_ALONE=0 (skip the one-rank-share runs), KEEP_SHARE=1 (leave the
+# E2E_CASES (bench e2e cases, ';'-separated; default "[prefill=128, decode=$DECODE]", e.g.
+# "[prefill=128, decode=64];[batch=8, prefill=128, decode=64]"), SKIP_8B=1, F32_TOKENS=1, SHARD_ALONE=0 (skip the one-rank-share runs), KEEP_SHARE=1 (leave the
 # share models in /tmp/llama3_8b_share<N>), TINY=0 (skip TinyLlama), MEMCHECK=0,
 # TESTS (gtest filter, default TensorParallelGpu.*; empty: none), TRACE=1 (a CUPTI kernel trace of
 # each TP's decode: dev/cupti_trace/build.sh, carry build/cupti_trace). Lines marked "==" also go to
@@ -29,7 +29,7 @@ TESTS=${TESTS-TensorParallelGpu.*}
 if [ -n "$TESTS" ]; then
   t=$SECONDS
   "$B/tests/test_gpu" --gtest_filter="$TESTS" > "$W/test_tp.log" 2>&1
-  say "test_gpu $TESTS: rc $? ($(grep -cE '^\[       OK' "$W/test_tp.log") ok, $(grep -cE '^\[  FAILED' "$W/test_tp.log") failed) $((SECONDS - t)) s"
+  say "test_gpu $TESTS: rc $? ($(grep -cE '^\[       OK' "$W/test_tp.log") ok, $(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)' "$W/test_tp.log") failed) $((SECONDS - t)) s"
   grep -E "NCCL:|one-shot|bytes: one-shot" "$W/test_tp.log" | head -12
 fi
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
@@ -63,8 +63,10 @@ json.dump(c, open(os.path.join(d, "config.json"), "w"), indent=1)
 PY
 }
 e2e() {  # model-dir tp out-name
-  local t=$SECONDS
-  "$B/opfuse" bench e2e --model "$1" --strategies always --cases "${E2E_CASES:-[prefill=128, decode=$DECODE]}" --runs "${E2E_RUNS:-5}" \
+  local t=$SECONDS c args=()
+  IFS=';' read -r -a cases <<< "${E2E_CASES:-[prefill=128, decode=$DECODE]}"
+  for c in "${cases[@]}"; do args+=(--cases "$c"); done
+  "$B/opfuse" bench e2e --model "$1" --strategies always "${args[@]}" --runs "${E2E_RUNS:-5}" \
     --max-context 1024 --tensor-parallel "$2" --output "$OUT/$3.json" > "$W/$3.log" 2>&1
   say "bench e2e $3 rc $? ($((SECONDS - t)) s): $(grep -m1 -oE 'decode [0-9.]+ ms/token' "$W/$3.log")"
 }

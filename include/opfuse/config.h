@@ -22,10 +22,10 @@ namespace opfuse {
 // from batch 4 on — the GEMV re-reads each activation row per weight pack and turns issue-bound past
 // 2 rows.
 inline constexpr int64_t kDecodeGemvMaxRows = 2;
-// The most rows the GEMV can take (its kernel instances: 1, 2 and 4 rows a lane). A fuse_matmul group
-// runs as one GEMV launch between kDecodeGemvMaxRows and this many rows only where a profile measured
-// the fused group faster there than its ops one by one (scheduler/should_fuse.h).
-inline constexpr int64_t kGemvCapacityRows = 4;
+// The most rows the GEMV can take (CUDA cores: 1, 2 or 4 rows a lane; tensor cores: 8-row tiles up to
+// 64). A fuse_matmul group runs as one GEMV launch between kDecodeGemvMaxRows and this many rows only
+// where a profile measured the fused group faster there than its ops one by one (scheduler/should_fuse.h).
+inline constexpr int64_t kGemvCapacityRows = 64;
 
 struct FusionConfig {
   bool enable_fusion = true;           // false: every op runs alone (the never_fuse strategy)

@@ -1,5 +1,7 @@
-// GEMV library kernel (gemv.h): C[m, n] = A[m, k] · W[n, k]ᵀ (+ bias) for m ≤ kGemvMaxRows (4), bf16/f16 with f32
-// accumulation, several weights per launch, optional SwiGLU epilogue.
+// GEMV library kernel (gemv.h), its CUDA-core form: C[m, n] = A[m, k] · W[n, k]ᵀ (+ bias) for
+// m ≤ kGemvCudaCoreMaxRows (4), bf16/f16 with f32 accumulation, several weights per launch, optional
+// SwiGLU / RoPE epilogue and norm prologue. More rows (up to kGemvMaxRows) run the same launch
+// arguments on tensor cores (gemv_mma.cu); GemvUsesTensorCores (gemv_args.h) picks the form.
 //
 // Design note (the decode matmul is a weight stream):
 //  * One warp per output column (a row of W): its 32 lanes walk the row in 16-byte packs (8
@@ -44,60 +46,14 @@
 
 #include "kernels/fused_common.cuh"
 #include "kernels/gemv.h"
+#include "kernels/gemv_device.cuh"
 #include "kernels/pdl.cuh"
 #include "cuda/cuda_check.h"
 
 namespace opfuse::kernels {
 namespace {
 
-using fused::FromF;
-using fused::ToF;
-
-template <class T>
-struct GemvParams {
-  const T* a;
-  int m;
-  int kv;    // k / 8: 16-byte packs per row
-  int nseg;
-  int cols;  // columns (warps) in all
-  int start[kGemvMaxSegments + 1];
-  const T* w[kGemvMaxSegments];
-  const T* bias[kGemvMaxSegments];
-  T* out[kGemvMaxSegments];
-  int ldo[kGemvMaxSegments];
-  // Norm prologue (NORM instances): a is the norm's input x; s = x (+ res, rounded to T), rstd =
-  // rsqrt(mean(s^2) + eps) per row; the block stages s * nw as f32 in shared memory and the dot
-  // products are scaled by rstd. With res, block 0 writes s to sum_out.
-  const T* res;
-  const T* nw;
-  T* sum_out;
-  float eps;
-  // RoPE epilogue (ROPE instances), per segment: half[s] > 0 makes a warp compute output columns c
-  // and c + half of one head (head_dim 2 * half) and write the rotated pair; cos/sin[s] are [m, 2 * half].
-  int half[kGemvMaxSegments];
-  const T* cos[kGemvMaxSegments];
-  const T* sin[kGemvMaxSegments];
-};
-
-// A weight pack, streamed past L1 (read once).
-__device__ __forceinline__ uint4 LoadStream(const uint4* p) {
-  uint4 r;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-      : "l"(p));
-  return r;
-}
-
-template <class T>
-__device__ __forceinline__ float2 Unpack2(uint32_t v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return make_float2(__uint_as_float(v << 16), __uint_as_float(v & 0xffff0000u));
-  } else {
-    __half2 h;
-    memcpy(&h, &v, 4);
-    return __half22float2(h);
-  }
-}
+using namespace gemv_detail;
 
 template <class T>
 __device__ __forceinline__ float Dot8(const uint4& w, const uint4& a, float acc) {
@@ -113,8 +69,6 @@ __device__ __forceinline__ float Dot8(const uint4& w, const uint4& a, float acc)
 
 __device__ __forceinline__ float WarpSum(float v) { return fz::warp_reduce<fz::SumOp>(v, 32); }
 
-__device__ __forceinline__ float Silu(float x) { return fz::op_silu(x); }  // the scalar math table's
-
 // 8 weights against 8 f32 activations (the norm prologue's staged row).
 template <class T>
 __device__ __forceinline__ float Dot8F(const uint4& w, const float4& a0, const float4& a1, float acc) {
@@ -128,27 +82,6 @@ __device__ __forceinline__ float Dot8F(const uint4& w, const float4& a0, const f
   acc = fmaf(w3.x, a1.z, acc);
   acc = fmaf(w3.y, a1.w, acc);
   return acc;
-}
-
-template <class T>
-__device__ __forceinline__ uint32_t Pack2(float a, float b) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-    uint32_t u;
-    memcpy(&u, &h, 4);
-    return u;
-  } else {
-    __half2 h = __floats2half2_rn(a, b);
-    uint32_t u;
-    memcpy(&u, &h, 4);
-    return u;
-  }
-}
-
-template <class T>
-__device__ __forceinline__ void Unpack8(const uint4& v, float (&f)[8]) {
-  const float2 a = Unpack2<T>(v.x), b = Unpack2<T>(v.y), c = Unpack2<T>(v.z), d = Unpack2<T>(v.w);
-  f[0] = a.x, f[1] = a.y, f[2] = b.x, f[3] = b.y, f[4] = c.x, f[5] = c.y, f[6] = d.x, f[7] = d.y;
 }
 
 // The norm prologue: rows 0..m-1 of s = x (+ res, rounded to T) times the norm weight, as f32 into
@@ -177,15 +110,7 @@ __device__ __forceinline__ void NormPrologue(const GemvParams<T>& p, float* sa, 
       if (r >= p.m) break;
       uint4 xv = x4[static_cast<size_t>(r) * kv + i];
       if (r4) {  // s = x + res, rounded to T: the normalised value is the stored sum (norm.cu's rule)
-        const uint4 rv = r4[static_cast<size_t>(r) * kv + i];
-        const uint32_t xa[4] = {xv.x, xv.y, xv.z, xv.w}, ra[4] = {rv.x, rv.y, rv.z, rv.w};
-        uint32_t o[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float2 u = Unpack2<T>(xa[j]), v = Unpack2<T>(ra[j]);
-          o[j] = Pack2<T>(u.x + v.x, u.y + v.y);
-        }
-        xv = make_uint4(o[0], o[1], o[2], o[3]);
+        xv = AddPacks<T>(xv, r4[static_cast<size_t>(r) * kv + i]);
         if (blockIdx.x == 0) s4[static_cast<size_t>(r) * kv + i] = xv;
       }
       float f[8];
@@ -206,36 +131,6 @@ __device__ __forceinline__ void NormPrologue(const GemvParams<T>& p, float* sa, 
 #pragma unroll
   for (int r = 0; r < MR; ++r)
     rstd[r] = rsqrtf((red[r][0] + red[r][1] + red[r][2] + red[r][3]) / static_cast<float>(kv * 8) + p.eps);
-}
-
-// Where a logical block's column (pair) lives: segment, output column, the RoPE half and its weight rows.
-struct GemvCol {
-  bool active = false;
-  int s = 0, col = 0, hf = 0;
-  const uint4* w0 = nullptr;
-  const uint4* w1 = nullptr;
-};
-
-template <class T, bool SWIGLU, bool ROPE>
-__device__ __forceinline__ GemvCol LocateCol(const GemvParams<T>& p, int warp) {
-  GemvCol c;
-  c.active = warp < p.cols;
-  if (!c.active) return c;
-  if constexpr (!SWIGLU)
-    while (c.s + 1 < p.nseg && warp >= p.start[c.s + 1]) ++c.s;
-  // A RoPE segment: warp j of it takes columns c = head * 2h + j % h and c + h (h = half).
-  c.hf = ROPE ? p.half[c.s] : 0;
-  c.col = warp - p.start[c.s];
-  if constexpr (ROPE) {
-    if (c.hf > 0) c.col = (c.col / c.hf) * (2 * c.hf) + c.col % c.hf;
-  }
-  const int kv = p.kv;
-  c.w0 = reinterpret_cast<const uint4*>(p.w[c.s]) + static_cast<size_t>(c.col) * kv;
-  if constexpr (SWIGLU) c.w1 = reinterpret_cast<const uint4*>(p.w[1]) + static_cast<size_t>(c.col) * kv;
-  if constexpr (ROPE) {
-    if (c.hf > 0) c.w1 = reinterpret_cast<const uint4*>(p.w[c.s]) + static_cast<size_t>(c.col + c.hf) * kv;
-  }
-  return c;
 }
 
 template <class T, int MR, bool SWIGLU, int U, bool NORM, bool ROPE, int KS>
@@ -349,33 +244,10 @@ __global__ void __launch_bounds__(128) GemvKernel(GemvParams<T> p) {
       }
     }
     if (writer) {
-      const int s = c.s, col = c.col, hf = c.hf;
-      const float b0 = p.bias[s] ? ToF(p.bias[s][col]) : 0.0f;
-      float b1 = 0.0f;
-      if constexpr (SWIGLU) b1 = p.bias[1] ? ToF(p.bias[1][col]) : 0.0f;
-      if (ROPE && dual) b1 = p.bias[s] ? ToF(p.bias[s][col + hf]) : 0.0f;
 #pragma unroll
       for (int r = 0; r < MR; ++r) {
         if (r >= p.m) break;
-        const float sc = NORM ? rstd[r] : 1.0f;
-        const float g = d0[r] * sc + b0;
-        T* o_row = p.out[s] + static_cast<size_t>(r) * p.ldo[s];
-        if constexpr (SWIGLU) {
-          const float o = Silu(g) * (d1[r] * sc + b1);
-          if (lane == r) o_row[col] = FromF<T>(o);
-        } else if (ROPE && dual) {
-          // rope(x) = x * cos + rotate_half(x) * sin, rotate_half = cat(-x2, x1): the pair (c, c + h).
-          const float g1 = d1[r] * sc + b1;
-          if (lane == r) {
-            const int i = col % (2 * max(hf, 1));
-            const T* cr = p.cos[s] + static_cast<size_t>(r) * 2 * hf;
-            const T* sr = p.sin[s] + static_cast<size_t>(r) * 2 * hf;
-            o_row[col] = FromF<T>(g * ToF(cr[i]) - g1 * ToF(sr[i]));
-            o_row[col + hf] = FromF<T>(g1 * ToF(cr[i + hf]) + g * ToF(sr[i + hf]));
-          }
-        } else {
-          if (lane == r) o_row[col] = FromF<T>(g);
-        }
+        if (lane == r) StoreCol<T, SWIGLU, ROPE>(p, c, r, d0[r], d1[r], NORM ? rstd[r] : 1.0f);
       }
     }
     c = cn;
@@ -387,10 +259,6 @@ __global__ void __launch_bounds__(128) GemvKernel(GemvParams<T> p) {
 int KSplitFor(int64_t k, int ksplit) {
   if (k <= 2048) return 1;
   return ksplit == 1 || ksplit == 2 || ksplit == 4 ? ksplit : kGemvLongKSplit;
-}
-
-const char* NormTag(GemvNormKind k) {
-  return k == GemvNormKind::kRms ? "rms_norm_" : k == GemvNormKind::kAddRms ? "add_rms_norm_" : "";
 }
 
 template <class T, int MR>
@@ -465,9 +333,10 @@ StatusOr<cuda::KernelLaunch> PlanTyped(const GemvArgs& args, const char* dt, con
     p.sum_out = static_cast<T*>(args.norm.sum_out);
     p.eps = static_cast<float>(args.norm.eps);
   }
+  if (GemvUsesTensorCores(args)) return LaunchGemvMma<T>(args, p, dt, dev);
   if (args.m <= 1) return Launch<T, 1>(args, p, dt, dev);
   if (args.m <= 2) return Launch<T, 2>(args, p, dt, dev);
-  static_assert(kGemvMaxRows <= 4, "GemvKernel instances cover MR 1, 2, 4");
+  static_assert(kGemvCudaCoreMaxRows <= 4, "GemvKernel instances cover MR 1, 2, 4");
   return Launch<T, 4>(args, p, dt, dev);
 }
 

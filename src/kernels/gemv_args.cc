@@ -12,11 +12,19 @@ bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 }  // namespace
 
+bool GemvUsesTensorCores(const GemvArgs& a) {
+  if (a.tuning.tensor_cores >= 0) return a.tuning.tensor_cores == 1;
+  return a.m >= kGemvTensorCoreMinRows;
+}
+
 Status GemvSupported(const GemvArgs& a) {
   if (a.dtype != DType::kBF16 && a.dtype != DType::kF16)
     return Unimplemented(fmt::format("gemv: dtype {} (bf16 and f16 only; f32 goes to cuBLASLt)", DTypeName(a.dtype)));
   if (a.m < 1 || a.m > kGemvMaxRows)
-    return Unimplemented(fmt::format("gemv: {} rows (the GEMV covers 1..{}; more rows use tensor cores)", a.m, kGemvMaxRows));
+    return Unimplemented(fmt::format("gemv: {} rows (the GEMV covers 1..{}; more rows use cuBLASLt)", a.m, kGemvMaxRows));
+  const bool tc = GemvUsesTensorCores(a);
+  if (!tc && a.m > kGemvCudaCoreMaxRows)
+    return Unimplemented(fmt::format("gemv: {} rows on CUDA cores (that form covers 1..{})", a.m, kGemvCudaCoreMaxRows));
   if (a.k < 8 || a.k % 8 != 0) return Unimplemented(fmt::format("gemv: k = {} is not a positive multiple of 8", a.k));
   if (a.k / 8 > (int64_t{1} << 30)) return Unimplemented(fmt::format("gemv: k = {} too large", a.k));
   if (a.segments.empty() || a.segments.size() > static_cast<size_t>(kGemvMaxSegments))
@@ -40,7 +48,7 @@ Status GemvSupported(const GemvArgs& a) {
   if (cols > (int64_t{1} << 26)) return Unimplemented(fmt::format("gemv: {} output columns", cols));
   const GemvNorm& nm = a.norm;
   if (nm.kind != GemvNormKind::kNone) {
-    if (NormSmemBytes(a.m, a.k) > kGemvNormMaxSmem)
+    if (!tc && NormSmemBytes(a.m, a.k) > kGemvNormMaxSmem)
       return Unimplemented(fmt::format("gemv: a norm prologue of {} rows x {} needs {} bytes of shared memory (max {})", a.m,
                                        a.k, NormSmemBytes(a.m, a.k), kGemvNormMaxSmem));
     if (!Aligned16(nm.x) || (nm.weight && !Aligned16(nm.weight)))

@@ -14,6 +14,12 @@ namespace opfuse::kernels {
 // M above this: cuBLASLt (opfuse/config.h). Plain matmuls and fuse_matmul's groups take the GEMV up to
 // kDecodeGemvMaxRows rows; a group a profile measured up to this many (MatmulGroupPlan::gemv_max_rows).
 inline constexpr int64_t kGemvMaxRows = kGemvCapacityRows;
+// The GEMV's two forms over the same arguments: CUDA cores (gemv.cu; a lane keeps 1, 2 or 4 rows'
+// partial sums, issue-bound past a few rows) up to kGemvCudaCoreMaxRows rows, tensor cores
+// (gemv_mma.cu; mma.sync m16n8k16, 8 rows a tile) from kGemvTensorCoreMinRows rows on
+// (GemvUsesTensorCores).
+inline constexpr int64_t kGemvCudaCoreMaxRows = 4;
+inline constexpr int64_t kGemvTensorCoreMinRows = 3;
 inline constexpr int kGemvMaxSegments = 4;
 inline constexpr int kGemvLongKSplit = 4;  // warps per column when k > 2048 (gemv.cu, KSplitFor)
 
@@ -57,6 +63,8 @@ struct GemvTuning {
   int ksplit = 0;          // 1, 2 or 4 warps per column at long k (> 2048); 0: kGemvLongKSplit
   int blocks_per_sm = -1;  // the persistent grid's blocks per SM cap; 0: one block per logical block; -1: occupancy
   int grid = 0;            // > 0: the whole grid capped at this many blocks
+  int tensor_cores = -1;   // 1: the tensor-core form, 0: the CUDA-core form (<= kGemvCudaCoreMaxRows rows), -1: the rule
+  int mma_warps = 0;       // tensor-core form: warps per block (each a slice of k); 0: derived from the shape and SMs
 };
 
 struct GemvArgs {
@@ -68,6 +76,9 @@ struct GemvArgs {
   GemvNorm norm;               // kind != kNone: `a` is ignored, the activations are the norm's output
   GemvTuning tuning;
 };
+
+// The tensor-core form for `args`: GemvTuning::tensor_cores, else rows >= kGemvTensorCoreMinRows.
+bool GemvUsesTensorCores(const GemvArgs& args);
 
 // Ok when PlanGemv covers `args`; otherwise Unimplemented with the reason (dtype, m > 8, k not a
 // multiple of 8, a pointer not 16-byte aligned, ...).

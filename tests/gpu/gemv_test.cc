@@ -83,6 +83,17 @@ std::string MatmulGraph(const char* dt, int64_t n, int64_t k, bool bias) {
 
 class GemvTest : public testing_gpu::WithGpu<> {};
 
+// Row counts that reach every kernel instance of both forms and their edges: the CUDA-core form's
+// 1, 2 and 4 rows a lane (and 3: ragged), the tensor-core form's 1, 2, 4 and 8 tiles of 8 rows, full
+// and ragged.
+const std::vector<int64_t> kRows = {1, 2, 3, 4, 5, 8, 9, 16, 17, 31, 32, 33, 64};
+
+kernels::GemvTuning Form(bool tensor_cores) {
+  kernels::GemvTuning t;
+  t.tensor_cores = tensor_cores ? 1 : 0;
+  return t;
+}
+
 TEST_F(GemvTest, SingleMatmulMatchesReference) {
   struct Case {
     const char* dt;
@@ -102,13 +113,37 @@ TEST_F(GemvTest, SingleMatmulMatchesReference) {
   }
 }
 
+// The tensor-core form on its own (GemvTuning::tensor_cores = 1): every B-tile instance (1, 2, 4, 8
+// tiles of 8 rows) full and ragged, column counts that end inside a 16-column tile, k that ends
+// inside a 32-element chunk and k = 8 (one pack), more warps than chunks, and 1, 2, 3, 5 and 16 warps
+// a block (GemvTuning::mma_warps: the k split and its reduction); f16 and bias.
+TEST_F(GemvTest, TensorCoreFormShapesAndWarps) {
+  struct Case {
+    const char* dt;
+    int64_t n, k;
+    bool bias;
+  };
+  const Case cases[] = {{"bf16", 2048, 2048, false}, {"bf16", 37, 2056, true}, {"f16", 1000, 264, true},
+                        {"bf16", 29, 8, false},      {"f16", 17, 5632, false}, {"bf16", 300, 4104, true}};
+  for (int warps : {0, 1, 2, 3, 5, 16}) {
+    kernels::GemvTuning t = Form(true);
+    t.mma_warps = warps;
+    for (int64_t m : kRows)
+      for (const Case& c : cases) {
+        if (warps != 0 && m != 1 && m != 17 && m != 64) continue;  // the split's edges at a few row counts
+        const std::string what = fmt::format("warps={} {} m={} n={} k={}{}", warps, c.dt, m, c.n, c.k, c.bias ? " +bias" : "");
+        EXPECT_EQ(RunAndCompare(what, MatmulGraph(c.dt, c.n, c.k, c.bias), {{"M", m}}, true, t), 1) << what;
+      }
+  }
+}
+
 // Long k split over 1, 2 or 4 warps per column (GemvTuning::ksplit): column counts that leave idle
 // warps in the last block, k not a multiple of the split's slices, bias.
 TEST_F(GemvTest, LongKSplitOverWarps) {
   for (int ks : {1, 2, 4}) {
-    kernels::GemvTuning t;
+    kernels::GemvTuning t = Form(false);
     t.ksplit = ks;
-    for (int64_t m = 1; m <= kernels::kGemvMaxRows; ++m) {
+    for (int64_t m = 1; m <= kernels::kGemvCudaCoreMaxRows; ++m) {
       EXPECT_EQ(RunAndCompare(fmt::format("ks={} m={} n=2048 k=5632", ks, m), MatmulGraph("bf16", 2048, 5632, false), {{"M", m}}, true, t), 1);
       EXPECT_EQ(RunAndCompare(fmt::format("ks={} m={} n=37 k=2056 +bias", ks, m), MatmulGraph("bf16", 37, 2056, true), {{"M", m}}, true, t), 1);
       EXPECT_EQ(RunAndCompare(fmt::format("ks={} m={} f16 n=3 k=4104", ks, m), MatmulGraph("f16", 3, 4104, false), {{"M", m}}, true, t), 1);
@@ -117,9 +152,10 @@ TEST_F(GemvTest, LongKSplitOverWarps) {
 }
 
 TEST_F(GemvTest, CublasLtAboveRowLimitAndWhenDisabled) {
-  // 9 and 40 rows (above kGemvMaxRows): cuBLASLt; gemv=false at 1 row: cuBLASLt too. Same results.
+  // A plain matmul above kDecodeGemvMaxRows rows and above kGemvMaxRows: cuBLASLt; gemv=false at 1
+  // row: cuBLASLt too. Same results.
   EXPECT_EQ(RunAndCompare("bf16 m=9", MatmulGraph("bf16", 300, 512, true), {{"M", 9}}), 1);
-  EXPECT_EQ(RunAndCompare("bf16 m=40", MatmulGraph("bf16", 300, 512, false), {{"M", 40}}), 1);
+  EXPECT_EQ(RunAndCompare("bf16 m=max+1", MatmulGraph("bf16", 300, 512, false), {{"M", kernels::kGemvMaxRows + 1}}), 1);
   EXPECT_EQ(RunAndCompare("bf16 m=1 gemv off", MatmulGraph("bf16", 300, 512, false), {{"M", 1}}, false), 1);
 }
 
@@ -156,13 +192,16 @@ TEST_F(GemvTest, SiblingsAndSwigluGroups) {
   }
   EXPECT_EQ(sib, 1);
   EXPECT_EQ(swi, 1);
-  for (int64_t m = 1; m <= kernels::kGemvMaxRows; ++m) {
-    // the sibling GEMV + the swiglu GEMV: 2 kernels
+  for (int64_t m : kRows) {
+    // the sibling GEMV + the swiglu GEMV: 2 kernels, on each form the rows allow
     EXPECT_EQ(RunAndCompare(fmt::format("m={}", m), kSiblingsAndSwiglu, {{"M", m}}), 2) << m;
+    for (bool tc : {false, true})
+      if (tc || m <= kernels::kGemvCudaCoreMaxRows)
+        EXPECT_EQ(RunAndCompare(fmt::format("m={} tensor_cores={}", m, tc), kSiblingsAndSwiglu, {{"M", m}}, true, Form(tc)), 2);
   }
   // Above the GEMV's rows: member by member (3 + 2 matmuls + the swiglu kernel), same groups.
   EXPECT_EQ(RunAndCompare("m=max+1", kSiblingsAndSwiglu, {{"M", kernels::kGemvMaxRows + 1}}), 6);
-  EXPECT_EQ(RunAndCompare("m=40", kSiblingsAndSwiglu, {{"M", 40}}), 6);
+  EXPECT_EQ(RunAndCompare("m=100", kSiblingsAndSwiglu, {{"M", 100}}), 6);
   // f16 too
   std::string f16 = kSiblingsAndSwiglu;
   for (size_t p = f16.find("bf16"); p != std::string::npos; p = f16.find("bf16", p)) f16.replace(p, 4, "f16");
@@ -183,8 +222,11 @@ TEST_F(GemvTest, NormPrologueGroups) {
   EXPECT_EQ(kinds["matmul:norm_siblings"], 1);
   EXPECT_EQ(kinds["matmul:norm_swiglu"], 1);
   EXPECT_EQ(kinds["matmul:norm"], 1);
-  for (int64_t m = 1; m <= kernels::kGemvMaxRows; ++m)
+  for (int64_t m : kRows) {
     EXPECT_EQ(RunAndCompare(fmt::format("normed m={}", m), kNormed, {{"M", m}}), 3) << m;
+    if (m <= kernels::kGemvCudaCoreMaxRows)
+      EXPECT_EQ(RunAndCompare(fmt::format("normed m={} tensor cores", m), kNormed, {{"M", m}}, true, Form(true)), 3) << m;
+  }
   // Above the GEMV's rows: member by member (norm kernel + cuBLASLt per matmul + swiglu): 3 + 4 + 2.
   EXPECT_EQ(RunAndCompare("normed m=max+1", kNormed, {{"M", kernels::kGemvMaxRows + 1}}), 9);
   EXPECT_EQ(RunAndCompare("normed f16 m=1", testing_graphs::NormedBlock("f16", 512, 1000, true), {{"M", 1}}), 3);
@@ -217,7 +259,7 @@ TEST_F(GemvTest, NormPrologueGroupsDeclinedByTheProfileRunTheirOpsOneByOne) {
       "copy_gbps": 3000, "launch_us": 2}, "entries": [{"pattern": "matmul:norm:k4096", "dtype": "bf16",
       "shape": {"rows": 1, "cols": 1000}, "variants_us": {"unfused": 1.0, "library": 2.0}, "samples": 10}]})");
   ASSERT_TRUE(other.ok()) << other.status().message();
-  for (int64_t m = 1; m <= kernels::kGemvMaxRows; ++m) {
+  for (int64_t m : kRows) {
     // norm + q + k; add_rms_norm + gate + up + swiglu; norm + head
     EXPECT_EQ(RunAndCompare(fmt::format("declined m={}", m), kNormed, {{"M", m}}, true, {}, &*split), 9) << m;
     // kept on the profile: one GEMV launch per group up to the GEMV's capacity (m = 3: interpolated)
@@ -259,8 +301,11 @@ TEST_F(GemvTest, RopeEpilogueGroup) {
   int rope_groups = 0;
   for (const auto& grp : (*ex)->graph().groups) rope_groups += grp.kind == "matmul:norm_siblings_rope" && grp.decision.fuse;
   EXPECT_EQ(rope_groups, 1);
-  for (int64_t m = 1; m <= kernels::kGemvMaxRows; ++m)
+  for (int64_t m : kRows) {
     EXPECT_EQ(RunAndCompare(fmt::format("qkv rope m={}", m), kQkvRope, {{"M", m}}), 1) << m;
+    if (m <= kernels::kGemvCudaCoreMaxRows)
+      EXPECT_EQ(RunAndCompare(fmt::format("qkv rope m={} tensor cores", m), kQkvRope, {{"M", m}}, true, Form(true)), 1) << m;
+  }
   // Above the GEMV's rows: the norm kernel, 3 cuBLASLt matmuls, 2 rope kernels.
   EXPECT_EQ(RunAndCompare("qkv rope m=max+1", kQkvRope, {{"M", kernels::kGemvMaxRows + 1}}), 6);
   std::string f16 = kQkvRope;
@@ -274,7 +319,7 @@ TEST_F(GemvTest, RopeEpilogueGroup) {
 // over the plain, long-k, sibling, SwiGLU, norm-prologue and RoPE kernels at every row count.
 TEST_F(GemvTest, PersistentGridWalksLogicalBlocks) {
   auto tuning = [](int blocks_per_sm, int grid) {
-    kernels::GemvTuning t;
+    kernels::GemvTuning t = Form(false);
     t.blocks_per_sm = blocks_per_sm;
     t.grid = grid;
     return t;
@@ -285,7 +330,7 @@ TEST_F(GemvTest, PersistentGridWalksLogicalBlocks) {
                                                                   {"grid=3", tuning(-1, 3)},
                                                                   {"grid=7", tuning(-1, 7)}};
   for (const auto& [tag, t] : settings) {
-    for (int64_t m = 1; m <= kernels::kGemvMaxRows; ++m) {
+    for (int64_t m = 1; m <= kernels::kGemvCudaCoreMaxRows; ++m) {
       const Bindings b{{"M", m}};
       EXPECT_EQ(RunAndCompare(fmt::format("{} m={} n=2048 k=5632", tag, m), MatmulGraph("bf16", 2048, 5632, false), b, true, t), 1);
       EXPECT_EQ(RunAndCompare(fmt::format("{} m={} n=37 k=2056 +bias", tag, m), MatmulGraph("bf16", 37, 2056, true), b, true, t), 1);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpu_test_util.h"
+#include "jit_cases.h"
 #include "kernels/allreduce.h"
 #include "model/llama/engine.h"
 #include "rel_error.h"
@@ -233,7 +234,8 @@ using opfuse::testing::RelError;
 // fuse_collective's group on the GPU: an all_reduce used only by the add_rms_norm after it. On the
 // group's transport (the one-shot kernel where it takes the message: one launch) and on NCCL (the
 // all-reduce, then the norm kernel: two launches), against the CPU reference on every rank: the
-// residual stream (the sum) bit-exact, the normalised output within the norm kernel's rounding.
+// residual stream (the sum) bit-exact where the reduction order is the reference's, the normalised
+// output within the fused kernels' bound.
 // Odd widths, rows past what the fused kernel's staging holds (the fallback), every float dtype.
 // Also prints the device µs of one fused call against NCCL + the norm kernel (graph replays).
 TEST_F(TensorParallelGpu, FusedAllReduceAddRmsNormMatchesTheCpuReference) {
@@ -248,6 +250,7 @@ TEST_F(TensorParallelGpu, FusedAllReduceAddRmsNormMatchesTheCpuReference) {
   for (const int world : worlds_) {
     auto nccl = cuda::NcclGroup::Create(world);
     ASSERT_TRUE(nccl.ok()) << nccl.status().message();
+    (*nccl)->set_fused_add_rms_norm(true);  // off by default (slower at decode sizes); this test is the kernel's
     for (const Case& c : cases)
     for (Transport tr : {Transport::kGroup, Transport::kNccl}) {
       const std::string dt = DTypeName(c.dt);
@@ -277,18 +280,26 @@ output y, h
       const RankRuns runs = RunOnRanks(*g, in, **nccl, tr);
       const auto &want = runs.want, &got = runs.got;
       const bool fused = tr == Transport::kGroup && (*nccl)->transport(0, tr)->FusedAddRmsNormSupported(c.rows, c.cols, c.dt);
+      // The sum is the CPU reference's bit for bit where the ranks' parts are added in rank order in
+      // f32 and rounded once (the one-shot kernels; any order at 2 ranks); NCCL's reduction order at
+      // more ranks rounds partial sums, so there it is held to the dtype's bound.
+      const int64_t bytes = c.rows * c.cols * static_cast<int64_t>(DTypeSize(c.dt));
+      const bool nccl_path = tr == Transport::kNccl || (!fused && bytes > (*nccl)->one_shot_max_bytes());
+      const bool exact = world == 2 || !nccl_path;
+      const auto floats = [](const HostTensor& t) {
+        std::vector<float> v;
+        for (int64_t i = 0; i < t.numel(); ++i) v.push_back(static_cast<float>(t.get(i)));
+        return v;
+      };
       for (int r = 0; r < world; ++r) {
         ASSERT_TRUE(want[r].ok()) << want[r].status().message();
         ASSERT_TRUE(got[r].ok()) << got[r].status().message();
         EXPECT_EQ(runs.kernels[r], fused ? 1 : 2) << "rank " << r;  // one launch, or the all-reduce then the norm
-        EXPECT_EQ(got[r]->at("h").data, want[r]->at("h").data) << "rank " << r;
-        std::vector<float> gy, wy;
-        for (int64_t i = 0; i < want[r]->at("y").numel(); ++i) {
-          gy.push_back(static_cast<float>(got[r]->at("y").get(i)));
-          wy.push_back(static_cast<float>(want[r]->at("y").get(i)));
-        }
-        const double tol = c.dt == DType::kF32 ? 1e-5 : c.dt == DType::kF16 ? 2e-3 : 1e-2;
-        EXPECT_LE(RelError(gy, wy), tol) << "rank " << r;
+        if (exact) EXPECT_EQ(got[r]->at("h").data, want[r]->at("h").data) << "rank " << r;
+        else EXPECT_LE(RelError(floats(got[r]->at("h")), floats(want[r]->at("h"))), testing_cases::Bound(c.dt)) << "rank " << r;
+        // y: the norm in f32 (fused or the norm kernel) against the reference's op-by-op rounding of
+        // every intermediate (mean, rsqrt, the two products): the fused kernels' bound, max-norm.
+        EXPECT_LE(RelError(floats(got[r]->at("y")), floats(want[r]->at("y"))), testing_cases::Bound(c.dt)) << "rank " << r;
       }
     }
   }

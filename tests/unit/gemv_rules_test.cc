@@ -48,7 +48,9 @@ TEST(GemvRules, SupportedRules) {
   EXPECT_TRUE(kernels::GemvSupported(x).ok());
   x.k = 8192;
   x.m = 2;
-  bad(x, "shared memory");
+  bad(x, "shared memory");  // the CUDA-core form stages the normalised rows as f32
+  x.m = kernels::kGemvTensorCoreMinRows;  // the tensor-core form reads them in place
+  EXPECT_TRUE(kernels::GemvSupported(x).ok());
   x = a;
   x.norm.kind = kernels::GemvNormKind::kRms;
   x.norm.x = buf + 2;
@@ -69,6 +71,35 @@ TEST(GemvRules, SupportedRules) {
   EXPECT_TRUE(kernels::GemvSupported(x).ok());
   x.segments[0].rope_half = 3;
   bad(x, "does not divide");
+}
+
+// Which form takes a call: tensor cores from kGemvTensorCoreMinRows rows (or as GemvTuning says),
+// and the CUDA-core form refuses rows past its instances instead of running the wrong kernel.
+TEST(GemvRules, FormByRows) {
+  kernels::GemvArgs a;
+  alignas(16) static char buf[64];
+  a.k = 16;
+  a.a = buf;
+  a.segments.push_back({buf, nullptr, buf, 4});
+  for (int64_t m = 1; m <= kernels::kGemvMaxRows; ++m) {
+    a.m = m;
+    a.tuning.tensor_cores = -1;
+    EXPECT_EQ(kernels::GemvUsesTensorCores(a), m >= kernels::kGemvTensorCoreMinRows) << m;
+    EXPECT_TRUE(kernels::GemvSupported(a).ok()) << m;
+    a.tuning.tensor_cores = 1;
+    EXPECT_TRUE(kernels::GemvUsesTensorCores(a));
+    EXPECT_TRUE(kernels::GemvSupported(a).ok()) << m;
+    a.tuning.tensor_cores = 0;
+    EXPECT_FALSE(kernels::GemvUsesTensorCores(a));
+    const Status s = kernels::GemvSupported(a);
+    EXPECT_EQ(s.ok(), m <= kernels::kGemvCudaCoreMaxRows) << m;
+    if (!s.ok()) {
+      EXPECT_NE(s.message().find("CUDA cores"), std::string::npos) << s.message();
+    }
+  }
+  a.m = kernels::kGemvMaxRows + 1;
+  a.tuning.tensor_cores = 1;
+  EXPECT_FALSE(kernels::GemvSupported(a).ok());
 }
 
 }  // namespace

@@ -174,12 +174,16 @@ class HybridRank final : public DeviceCommunicator {
   Status AllGather(const void* in, void* out, int64_t count, DType dtype, cudaStream_t stream) override {
     return nccl_->AllGather(in, out, count, dtype, stream);
   }
-  // Where the all-reduce alone would take the one-shot kernel (the measured limit), the norm rides
-  // in it: one launch instead of two, the sum never written as its own tensor.
+  // Where the all-reduce alone would take the one-shot kernel (the measured limit), the norm can ride
+  // in it: one launch instead of two, the sum never written as its own tensor. Off unless
+  // NcclGroup::set_fused_add_rms_norm turned it on: the fused kernel keeps whole rows per block, and
+  // at decode's few rows it measured slower than the one-shot all-reduce then the norm kernel
+  // (docs/BENCHMARKS.md, Tensor parallelism).
+  void set_fused_norm(bool on) { fused_norm_ = on; }
   bool FusedAddRmsNormSupported(int64_t rows, int64_t cols, DType dtype) const override {
     kernels::OneShotArgs a = base_;
     a.dtype = dtype;
-    return rows * cols * DTypeSize(dtype) <= max_bytes_ && kernels::OneShotAddRmsNormSupported(a, rows, cols);
+    return fused_norm_ && rows * cols * DTypeSize(dtype) <= max_bytes_ && kernels::OneShotAddRmsNormSupported(a, rows, cols);
   }
   Status AllReduceAddRmsNorm(const void* in, const void* residual, const void* weight, void* sum, void* y, int64_t rows,
                              int64_t cols, double eps, DType dtype, cudaStream_t stream) override {
@@ -204,6 +208,7 @@ class HybridRank final : public DeviceCommunicator {
   DeviceCommunicator* nccl_;
   kernels::OneShotArgs base_;
   int64_t max_bytes_;
+  bool fused_norm_ = false;
 };
 
 // `iters` all-reduces of `count` elements on every rank's `comms[r]` at once (TimeOnRanks).
@@ -377,6 +382,10 @@ StatusOr<std::unique_ptr<NcclGroup>> NcclGroup::Create(int world, bool pdl) {
     g->ranks_.push_back(std::make_unique<HybridRank>(g->nccl_[r].get(), a, g->one_shot_max_bytes_));
   }
   return g;
+}
+
+void NcclGroup::set_fused_add_rms_norm(bool on) {
+  for (auto& r : ranks_) static_cast<HybridRank*>(r.get())->set_fused_norm(on);
 }
 
 DeviceCommunicator* NcclGroup::transport(int rank, Transport t) {

@@ -59,6 +59,9 @@ class NcclGroup {
   // Peer access between every pair: the one-shot kernel exists (it may still lose to NCCL at every size).
   bool one_shot() const { return !one_shot_ranks_.empty(); }
   int64_t one_shot_max_bytes() const { return one_shot_max_bytes_; }
+  // fuse_collective's all_reduce + add_rms_norm as one kernel on the comm() transports (off by
+  // default: slower than the two launches at decode sizes; tests and bench e2e's timing turn it on).
+  void set_fused_add_rms_norm(bool on);
   // What decided it: (bytes, one-shot µs, NCCL µs) per size measured.
   struct Timing {
     int64_t bytes;
