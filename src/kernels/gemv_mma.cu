@@ -35,7 +35,9 @@
 namespace opfuse::kernels::gemv_detail {
 namespace {
 
-inline constexpr int kWarpsPerSm = 16;  // resident warps the grid aims at (about 128 registers a thread)
+// Resident warps the grid aims at: 24 a SM measured faster than 16 on the wide and long-k weights
+// (dev/gemv_sweep), where the instance's registers let them be resident (LaunchMt's one-wave rule).
+inline constexpr int kWarpsPerSm = 24;
 
 // c += a (16x16, row) * b (16x8, col), f32 accumulators.
 template <class T>
@@ -244,21 +246,29 @@ StatusOr<cuda::KernelLaunch> LaunchMt(const GemvArgs& args, const GemvParams<T>&
   for (const auto& seg : args.segments) rope |= seg.rope_half > 0;
   const bool dual = swiglu || rope;
   // Warps per block: enough that tiles x warps fills the SMs with kWarpsPerSm warps, at most the
-  // kernel's launch bound, at least two chunks of k a warp, and the reduction within 48 KiB.
+  // kernel's launch bound, at least two chunks of k a warp, and the reduction within 48 KiB; then
+  // fewer while the grid would not be resident in one wave (this instance's registers and shared
+  // memory, the occupancy API) — a second partial wave costs more than the bytes in flight gain.
   const int tiles = (p.cols + 15) / 16;
   const int nch = (p.kv + 3) / 4;
   const int max_warps = MT >= 4 ? 8 : 16;
   const size_t per_warp = static_cast<size_t>(MT) * ((dual ? 8 : 4) * 32 + (norm ? 8 : 0)) * sizeof(float);
   const int smem_cap = static_cast<int>((48 * 1024) / per_warp);
   const int sms = std::max(dev.sm_count, 1);
-  int warps = std::clamp((sms * kWarpsPerSm + tiles - 1) / tiles, 1, std::max(1, std::min({max_warps, nch / 2, smem_cap})));
-  if (args.tuning.mma_warps > 0) warps = std::min({args.tuning.mma_warps, max_warps, smem_cap});
-  const size_t smem = per_warp * static_cast<size_t>(warps);
-  const std::string name = fmt::format("gemv_mma:{}{}{}{}_m{}_n{}_k{}_w{}", NormTag(args.norm.kind), swiglu ? "swiglu_" : "",
-                                       rope ? "rope_" : "", dt, args.m, p.cols, args.k, warps);
-  auto make = [&](auto kernel) {
+  auto make = [&](auto kernel) -> StatusOr<cuda::KernelLaunch> {
+    int warps = std::clamp((sms * kWarpsPerSm + tiles - 1) / tiles, 1, std::max(1, std::min({max_warps, nch / 2, smem_cap})));
+    for (; warps > 1; --warps) {
+      int occ = 0;
+      OPFUSE_RETURN_IF_ERROR(cuda::CudaStatus(
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel, 32 * warps, per_warp * static_cast<size_t>(warps)),
+          "gemv_mma: occupancy query"));
+      if (static_cast<int64_t>(occ) * sms >= tiles) break;
+    }
+    if (args.tuning.mma_warps > 0) warps = std::min({args.tuning.mma_warps, max_warps, smem_cap});
+    const std::string name = fmt::format("gemv_mma:{}{}{}{}_m{}_n{}_k{}_w{}", NormTag(args.norm.kind), swiglu ? "swiglu_" : "",
+                                         rope ? "rope_" : "", dt, args.m, p.cols, args.k, warps);
     return cuda::KernelLaunch::Make(name, kernel, dim3(static_cast<unsigned>(tiles)), dim3(static_cast<unsigned>(32 * warps)),
-                                    smem, p)
+                                    per_warp * static_cast<size_t>(warps), p)
         .Pdl();
   };
   if (swiglu) return norm ? make(&GemvMmaKernel<T, MT, true, true, false>) : make(&GemvMmaKernel<T, MT, true, false, false>);
