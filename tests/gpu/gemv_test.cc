@@ -196,8 +196,9 @@ TEST_F(GemvTest, SiblingsAndSwigluGroups) {
     // the sibling GEMV + the swiglu GEMV: 2 kernels, on each form the rows allow
     EXPECT_EQ(RunAndCompare(fmt::format("m={}", m), kSiblingsAndSwiglu, {{"M", m}}), 2) << m;
     for (bool tc : {false, true})
-      if (tc || m <= kernels::kGemvCudaCoreMaxRows)
+      if (tc || m <= kernels::kGemvCudaCoreMaxRows) {
         EXPECT_EQ(RunAndCompare(fmt::format("m={} tensor_cores={}", m, tc), kSiblingsAndSwiglu, {{"M", m}}, true, Form(tc)), 2);
+      }
   }
   // Above the GEMV's rows: member by member (3 + 2 matmuls + the swiglu kernel), same groups.
   EXPECT_EQ(RunAndCompare("m=max+1", kSiblingsAndSwiglu, {{"M", kernels::kGemvMaxRows + 1}}), 6);
@@ -224,8 +225,9 @@ TEST_F(GemvTest, NormPrologueGroups) {
   EXPECT_EQ(kinds["matmul:norm"], 1);
   for (int64_t m : kRows) {
     EXPECT_EQ(RunAndCompare(fmt::format("normed m={}", m), kNormed, {{"M", m}}), 3) << m;
-    if (m <= kernels::kGemvCudaCoreMaxRows)
+    if (m <= kernels::kGemvCudaCoreMaxRows) {
       EXPECT_EQ(RunAndCompare(fmt::format("normed m={} tensor cores", m), kNormed, {{"M", m}}, true, Form(true)), 3) << m;
+    }
   }
   // Above the GEMV's rows: member by member (norm kernel + cuBLASLt per matmul + swiglu): 3 + 4 + 2.
   EXPECT_EQ(RunAndCompare("normed m=max+1", kNormed, {{"M", kernels::kGemvMaxRows + 1}}), 9);
@@ -303,14 +305,48 @@ TEST_F(GemvTest, RopeEpilogueGroup) {
   EXPECT_EQ(rope_groups, 1);
   for (int64_t m : kRows) {
     EXPECT_EQ(RunAndCompare(fmt::format("qkv rope m={}", m), kQkvRope, {{"M", m}}), 1) << m;
-    if (m <= kernels::kGemvCudaCoreMaxRows)
+    if (m <= kernels::kGemvCudaCoreMaxRows) {
       EXPECT_EQ(RunAndCompare(fmt::format("qkv rope m={} tensor cores", m), kQkvRope, {{"M", m}}, true, Form(true)), 1) << m;
+    }
   }
   // Above the GEMV's rows: the norm kernel, 3 cuBLASLt matmuls, 2 rope kernels.
   EXPECT_EQ(RunAndCompare("qkv rope m=max+1", kQkvRope, {{"M", kernels::kGemvMaxRows + 1}}), 6);
   std::string f16 = kQkvRope;
   for (size_t p = f16.find("bf16"); p != std::string::npos; p = f16.find("bf16", p)) f16.replace(p, 4, "f16");
   EXPECT_EQ(RunAndCompare("qkv rope f16 m=1", f16, {{"M", 1}}), 1);
+}
+
+// Segment and head boundaries inside a 16-column tile of the tensor-core form: q of 3 heads of
+// head_dim 40 (RoPE pairs c, c + 20: a pair's columns are in different tiles), k of one head, v of
+// 37 columns, each segment starting mid-tile, with biases; at every row count on both forms the
+// rows allow, against the CPU reference.
+TEST_F(GemvTest, SegmentsAndRopeHeadsStraddleTiles) {
+  const std::string text = R"(graph qkv
+input x: bf16[M, 264]
+input cos: bf16[M, 1, 1, 40]
+input sin: bf16[M, 1, 1, 40]
+param n1: bf16[264]
+param wq: bf16[120, 264]
+param wk: bf16[40, 264]
+param wv: bf16[37, 264]
+param bq: bf16[120]
+param bk: bf16[40]
+param bv: bf16[37]
+h = rms_norm(x, n1) {eps=1e-05}
+q = matmul(h, wq, bq) {transpose_b=1}
+k = matmul(h, wk, bk) {transpose_b=1}
+v = matmul(h, wv, bv) {transpose_b=1}
+q4 = reshape(q) {shape=[M, 1, 3, 40]}
+k4 = reshape(k) {shape=[M, 1, 1, 40]}
+qr = rope(q4, cos, sin)
+kr = rope(k4, cos, sin)
+output qr, kr, v
+)";
+  for (int64_t m : kRows)
+    for (bool tc : {false, true})
+      if (tc || m <= kernels::kGemvCudaCoreMaxRows) {
+        EXPECT_EQ(RunAndCompare(fmt::format("straddling m={} tensor_cores={}", m, tc), text, {{"M", m}}, true, Form(tc)), 1);
+      }
 }
 
 // The persistent grid (a block walks logical blocks b, b + grid, ...; the next column's first loads
