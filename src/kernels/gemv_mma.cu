@@ -1,6 +1,6 @@
 // The GEMV's tensor-core form (gemv.h, gemv_device.cuh): the same launch arguments as the CUDA-core
 // kernel in gemv.cu — several weights per launch, norm prologue, SwiGLU and RoPE epilogues — for
-// kGemvTensorCoreMinRows..kGemvMaxRows rows, so a decode step keeps its fusions at batch 2..64.
+// kGemvTensorCoreMinRows..kGemvMaxRows rows, so a decode step can keep its fusions at batch 3..64.
 //
 // Design note (a few activation rows times a weight stream, on tensor cores):
 //  * mma.sync m16n8k16 with the weights as the 16-row A operand and the activations as the 8-column
@@ -21,8 +21,8 @@
 //    written to sum_out by block 0), and each lane sums s² of the rows it loads; the row's rstd
 //    (summed over lanes and warps) scales the dot products in the epilogue — the CUDA-core kernel's
 //    order (it keeps s * norm_weight in f32: the two differ by one bf16 rounding of the operand).
-//  * Latency: each warp keeps U chunks of weights in flight and loads a chunk's activations one chunk
-//    ahead of its MMAs.
+//  * Latency: each warp keeps U chunks of weights in flight and (1–2 B tiles, but not the SwiGLU +
+//    norm instance) loads a chunk's activations one chunk ahead of its MMAs.
 //  * PDL: the first U chunks of weights are loaded before the wait for the previous kernel.
 #include <algorithm>
 
