@@ -8,14 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
+#include "cuda_ck.h"
 
 // opfuse's bench spin (src/bench/cuda/bench_kernels.cu): wait on %globaltimer, polling every 200 ns.
 __global__ void SpinSleep(unsigned long long ns) {

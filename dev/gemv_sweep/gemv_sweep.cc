@@ -22,20 +22,13 @@
 #include <string>
 #include <vector>
 
+#include "../cuda_ck.h"
 #include "cuda/device.h"
 #include "kernels/gemv.h"
 #include "runtime/cuda/cublaslt_matmul.h"
 
 using namespace opfuse;
 
-#define CK(x)                                                                              \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
 
 namespace {
 

@@ -29,6 +29,7 @@
 #include <fmt/format.h>
 
 #include "kernels/gemv_device.cuh"
+#include "kernels/mma.cuh"
 #include "kernels/pdl.cuh"
 #include "cuda/cuda_check.h"
 
@@ -39,29 +40,13 @@ namespace {
 // (dev/gemv_sweep), where the instance's registers let them be resident (LaunchMt's one-wave rule).
 inline constexpr int kWarpsPerSm = 24;
 
-// c += a (16x16, row) * b (16x8, col), f32 accumulators.
-template <class T>
-__device__ __forceinline__ void Mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                    uint32_t b1) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
-}
-
 // Both k16 steps of one 32-element chunk (the packs' first halves, then their second halves):
 // weight rows g / g + 8 in w0 / w1, activation row 8j + g in x.
 template <class T>
 __device__ __forceinline__ void MmaPack(float (&c)[4], const uint4& w0, const uint4& w1, const uint4& x) {
-  Mma<T>(c, w0.x, w1.x, w0.y, w1.y, x.x, x.y);
-  Mma<T>(c, w0.z, w1.z, w0.w, w1.w, x.z, x.w);
+  const uint32_t a0[4] = {w0.x, w1.x, w0.y, w1.y}, a1[4] = {w0.z, w1.z, w0.w, w1.w};
+  Mma(c, a0, x.x, x.y, static_cast<const T*>(nullptr));
+  Mma(c, a1, x.z, x.w, static_cast<const T*>(nullptr));
 }
 
 template <class T, int MT, bool SWIGLU, bool NORM, bool ROPE>

@@ -273,27 +273,33 @@ TEST_F(GemvTest, NormPrologueGroupsDeclinedByTheProfileRunTheirOpsOneByOne) {
 
 // q/k/v with RoPE epilogues on q and k (with biases, as in Qwen2: the pair's second column has its own)
 // after an rms_norm prologue: the decode attention block's front, one GEMV launch.
-constexpr const char* kQkvRope = R"(graph qkv
-input x: bf16[M, 512]
-input cos: bf16[M, 1, 1, 64]
-input sin: bf16[M, 1, 1, 64]
-param n1: bf16[512]
-param wq: bf16[512, 512]
-param wk: bf16[128, 512]
-param wv: bf16[128, 512]
-param bq: bf16[512]
-param bk: bf16[128]
-param bv: bf16[128]
-h = rms_norm(x, n1) {eps=1e-05}
-q = matmul(h, wq, bq) {transpose_b=1}
-k = matmul(h, wk, bk) {transpose_b=1}
-v = matmul(h, wv, bv) {transpose_b=1}
-q4 = reshape(q) {shape=[M, 1, 8, 64]}
-k4 = reshape(k) {shape=[M, 1, 2, 64]}
+// An rms_norm over k, then q (qh heads), k (kh heads) of head_dim hd with RoPE and v of vn columns,
+// biases on all three.
+std::string QkvRope(int64_t k, int64_t qh, int64_t kh, int64_t hd, int64_t vn) {
+  return fmt::format(R"(graph qkv
+input x: bf16[M, {0}]
+input cos: bf16[M, 1, 1, {3}]
+input sin: bf16[M, 1, 1, {3}]
+param n1: bf16[{0}]
+param wq: bf16[{5}, {0}]
+param wk: bf16[{6}, {0}]
+param wv: bf16[{4}, {0}]
+param bq: bf16[{5}]
+param bk: bf16[{6}]
+param bv: bf16[{4}]
+h = rms_norm(x, n1) {{eps=1e-05}}
+q = matmul(h, wq, bq) {{transpose_b=1}}
+k = matmul(h, wk, bk) {{transpose_b=1}}
+v = matmul(h, wv, bv) {{transpose_b=1}}
+q4 = reshape(q) {{shape=[M, 1, {1}, {3}]}}
+k4 = reshape(k) {{shape=[M, 1, {2}, {3}]}}
 qr = rope(q4, cos, sin)
 kr = rope(k4, cos, sin)
 output qr, kr, v
-)";
+)",
+                     k, qh, kh, hd, vn, qh * hd, kh * hd);
+}
+const std::string kQkvRope = QkvRope(512, 8, 2, 64, 128);
 
 TEST_F(GemvTest, RopeEpilogueGroup) {
   auto g = ParseGraph(kQkvRope);
@@ -321,27 +327,7 @@ TEST_F(GemvTest, RopeEpilogueGroup) {
 // 37 columns, each segment starting mid-tile, with biases; at every row count on both forms the
 // rows allow, against the CPU reference.
 TEST_F(GemvTest, SegmentsAndRopeHeadsStraddleTiles) {
-  const std::string text = R"(graph qkv
-input x: bf16[M, 264]
-input cos: bf16[M, 1, 1, 40]
-input sin: bf16[M, 1, 1, 40]
-param n1: bf16[264]
-param wq: bf16[120, 264]
-param wk: bf16[40, 264]
-param wv: bf16[37, 264]
-param bq: bf16[120]
-param bk: bf16[40]
-param bv: bf16[37]
-h = rms_norm(x, n1) {eps=1e-05}
-q = matmul(h, wq, bq) {transpose_b=1}
-k = matmul(h, wk, bk) {transpose_b=1}
-v = matmul(h, wv, bv) {transpose_b=1}
-q4 = reshape(q) {shape=[M, 1, 3, 40]}
-k4 = reshape(k) {shape=[M, 1, 1, 40]}
-qr = rope(q4, cos, sin)
-kr = rope(k4, cos, sin)
-output qr, kr, v
-)";
+  const std::string text = QkvRope(264, 3, 1, 40, 37);
   for (int64_t m : kRows)
     for (bool tc : {false, true})
       if (tc || m <= kernels::kGemvCudaCoreMaxRows) {
