@@ -8,7 +8,7 @@
 // softmax uses exp2f; -inf marks masked scores and a row max of -inf is replaced by 0 before any
 // subtraction, so fully masked rows give p = 0 and never NaN.
 //
-// Four kernels (attention.h says when each runs):
+// Three kernels (attention.h says when each runs):
 //  * AttnMmaKernel<T, HD>: flash-attention-2 forward for f16/bf16, HD = 64/128. 4 warps, 64 query
 //    rows per block (16 per warp), Q fragments in registers (ldmatrix.x4), 64-key K and V tiles in
 //    shared memory (rows padded by 16 bytes, so ldmatrix rows fall in distinct banks) loaded with
@@ -28,11 +28,6 @@
 //    warps' states merge through shared memory. With a key split (gridDim.z > 1) the block writes
 //    (max, sum, unnormalised acc) to f32 scratch instead of the output and AttnCombineKernel
 //    merges the splits (flash-decoding).
-//  * AttnDecodeKernel<T, L, RB> (attention_decode.cu, its design there): decode (T <= 16) for
-//    f16/bf16 with head_dim * size of 128, 256 or 512 bytes, the default there: a key over L lanes
-//    of 16-byte slices, q and the accumulators in registers, the same rows-per-block mapping, bounds,
-//    split protocol (scratch layout, combine kernel, arrival counters), fused cache write and early
-//    reads as the general kernel, at most kAttentionDecodeMaxSplits splits.
 //  * kv_attention (attention over a KV cache, issue 6): KvCacheWriteKernel copies the new k/v rows
 //    to k_cache/v_cache[b, pos[b] + t] (16-byte units, pos read on the device), then the same two
 //    kernels run over the caches with B sequences (grid y = B * Hkv for the general kernel, grid z
@@ -136,18 +131,13 @@ Status attn::PlanAttentionCore(const Dims& d, const Ptrs& ptr, bool causal, doub
   const float scale_log2 = static_cast<float>(scale * 1.4426950408889634);
   if (d.B == 0 || d.T == 0 || d.Hq == 0 || d.D == 0) return Status::Ok();  // empty output: nothing to compute
 
-  bool mma = false, decode = false;
+  bool mma = false;
   if (opts.path == AttentionPath::kTensorCore) {
     const std::string why = MmaRefusal(d, ptr);
     if (!why.empty()) return Unimplemented(fmt::format("{}: tensor-core kernel does not apply: {}", op, why));
     mma = true;
-  } else if (opts.path == AttentionPath::kDecode) {
-    const std::string why = DecodeRefusal(d, ptr);
-    if (!why.empty()) return Unimplemented(fmt::format("{}: decode kernel does not apply: {}", op, why));
-    decode = true;
   } else if (opts.path == AttentionPath::kAuto) {
     mma = AutoUsesMma(d, ptr);
-    decode = !mma && AutoUsesDecode(d, ptr);
   }
   const std::string prefix = op;
 
@@ -163,9 +153,8 @@ Status attn::PlanAttentionCore(const Dims& d, const Ptrs& ptr, bool causal, doub
   }
 
   if (d.Hkv * d.B > 65535) return Unimplemented(fmt::format("{}: {} kv heads x {} sequences > 65535", op, d.Hkv, d.B));
-  const size_t ws_capacity = opts.workspace ? opts.workspace_bytes : 0;
-  const GeneralPlan g = decode ? PlanDecode(d, dev, ws_capacity, opts.max_splits)
-                               : PlanGeneral(d, GeneralVec(d, ptr), dev, ws_capacity, opts.max_splits);
+  const GeneralPlan g = PlanGeneral(d, GeneralVec(d, ptr), dev, opts.workspace ? opts.workspace_bytes : 0,
+                                    opts.max_splits);
   if (g.smem_bytes > static_cast<size_t>(std::max<int64_t>(dev.max_shared_mem_per_block, 48 * 1024)))
     return Internal(fmt::format("attention: general kernel needs {} bytes of shared memory", g.smem_bytes));
   if (g.splits > 1 && (opts.workspace == nullptr || opts.workspace_bytes < g.ws_bytes ||
@@ -179,17 +168,15 @@ Status attn::PlanAttentionCore(const Dims& d, const Ptrs& ptr, bool causal, doub
   const int64_t tiles = g.row_tiles * d.Hkv * d.B;
   if (g.splits > 1 && opts.counters != nullptr && opts.counter_count >= static_cast<size_t>(tiles))
     p.sem = opts.counters;
-  // The decode kernel's splits: two block steps at least (a split's fixed cost against its keys).
-  p.min_chunk = decode ? 2 * kAttentionWarps * g.kt : MinSplitChunk(kAttentionWarps * g.kt);
+  p.min_chunk = MinSplitChunk(kAttentionWarps * g.kt);
   const dim3 grid(static_cast<unsigned>(g.row_tiles), static_cast<unsigned>(d.Hkv * d.B), static_cast<unsigned>(g.splits));
-  std::string name = decode ? fmt::format("{}_decode_{}_rb{}_l{}", prefix, DTypeName(d.dtype), g.rb, DecodeLanes(d))
-                            : fmt::format("{}_general_{}_rb{}_c{}", prefix, DTypeName(d.dtype), g.rb, g.maxc);
+  std::string name = fmt::format("{}_general_{}_rb{}_c{}", prefix, DTypeName(d.dtype), g.rb, g.maxc);
   if (g.splits > 1) name += fmt::format("_split{}", g.splits);
   if (p.sem) name += "_lastblock";
   if (p.knew) name += "_cachewrite";
-  const GeneralFn fn = decode ? PickDecode(d.dtype, DecodeLanes(d), g.rb) : PickGeneral(d.dtype, g.rb, g.maxc);
-  launches.push_back(
-      cuda::KernelLaunch::Make(std::move(name), fn, grid, dim3(kAttentionThreads), g.smem_bytes, p).Pdl());
+  launches.push_back(cuda::KernelLaunch::Make(std::move(name), PickGeneral(d.dtype, g.rb, g.maxc), grid,
+                                              dim3(kAttentionThreads), g.smem_bytes, p)
+                         .Pdl());
   if (g.splits > 1 && p.sem == nullptr) {
     CombineParams c{p.ws_acc, p.ws_ml, ptr.o, static_cast<int>(d.B * d.T * d.Hq), static_cast<int>(d.D), g.splits};
     launches.push_back(cuda::KernelLaunch::Make(fmt::format("{}_combine_{}", prefix, DTypeName(d.dtype)),

@@ -9,10 +9,6 @@
 //     rows (4 when decoding) of one kv head (query heads of a GQA group share its K/V reads) and a range of
 //     keys; its 4 warps take interleaved key tiles, each keeping its own online-softmax state, and
 //     merge at the end. This is the decode kernel (T small), and the correct-for-everything path;
-//   * decode: f16/bf16 at T <= kAttentionDecodeMaxT with head_dim 64/128/256 (16-bit) — each key
-//     split over 16-byte lane slices, q and the accumulators in registers, so a warp's instruction
-//     chain (what a decode step's attention costs) is a fraction of the general kernel's; same split
-//     protocol as below;
 //   * split-K decode (flash-decoding): the same general kernel with the key range cut into splits
 //     so that a short-T, long-S problem fills the GPU; each split writes a partial (max, sum, acc)
 //     to f32 scratch and a second small kernel combines them. The planner cannot allocate, so the

@@ -86,13 +86,10 @@ using GeneralFn = void (*)(GeneralParams);
 using CombineFn = void (*)(CombineParams);
 using MmaFn = void (*)(MmaParams);
 using KvWriteFn = void (*)(KvWriteParams);
-using DecodeFn = void (*)(GeneralParams);
 // attention_general.cu: the general kernel for (dtype, rows per block 1/4/8, max chunks 2/4/8) and
 // the split combine kernel.
 GeneralFn PickGeneral(DType t, int rb, int maxc);
 CombineFn PickCombine(DType t);
-// attention_decode.cu: the decode kernel for (f16/bf16, lanes per key 8/16/32, rows per block 1/2/4/8).
-DecodeFn PickDecode(DType t, int lanes, int rb);
 // attention_mma.cu: the tensor-core kernel (f16/bf16, head_dim 64/128).
 MmaFn PickMma(DType t, int64_t hd);
 // attention_kv.cu: the cache write of `unit_bytes` (16, 4 or 2) per thread.

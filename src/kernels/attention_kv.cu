@@ -63,8 +63,6 @@ size_t KvAttentionWorkspaceBytesFor(const std::vector<TensorRef>& in, const cuda
   if (path == AttentionPath::kTensorCore) return 0;
   const Ptrs ptr = KvPtrsOf(in, nullptr);
   if (path == AttentionPath::kAuto && AutoUsesMma(d, ptr)) return 0;
-  if (path == AttentionPath::kDecode || (path == AttentionPath::kAuto && AutoUsesDecode(d, ptr)))
-    return PlanDecode(d, dev, std::numeric_limits<size_t>::max(), max_splits).ws_bytes;
   return PlanGeneral(d, GeneralVec(d, ptr), dev, std::numeric_limits<size_t>::max(), max_splits).ws_bytes;
 }
 

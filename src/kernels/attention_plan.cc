@@ -60,30 +60,6 @@ std::string MmaRefusal(const Dims& d, const Ptrs& ptr) {
 }
 
 
-// Split the keys when the blocks (g.row_tiles x Hkv x B) would not fill the GPU and scratch is
-// available: about kAttentionTargetBlocksPerSm blocks a SM, at least one iteration of the block's
-// warps (kAttentionWarps x g.kt keys) per split, at most `cap` (and `max_splits` when > 0) splits.
-static void SplitKeys(const Dims& d, const target::DeviceInfo& dev, size_t ws_capacity, int max_splits, int cap,
-               GeneralPlan& g) {
-  const int64_t keys_per_iter = static_cast<int64_t>(kAttentionWarps) * g.kt;
-  const int64_t blocks = std::max<int64_t>(1, g.row_tiles * d.Hkv * d.B);
-  int64_t splits = 1;
-  const size_t per_split = SplitBytesPerSplit(d);
-  if (d.S > 0 && per_split > 0 && ws_capacity / per_split >= 2) {
-    const int64_t want = (int64_t{kAttentionTargetBlocksPerSm} * std::max(1, dev.sm_count) + blocks - 1) / blocks;
-    const int64_t by_len = (d.S + keys_per_iter - 1) / keys_per_iter;
-    splits = std::min({want, by_len, int64_t{cap}, static_cast<int64_t>(ws_capacity / per_split)});
-    if (max_splits > 0) splits = std::min<int64_t>(splits, max_splits);
-    splits = std::max<int64_t>(splits, 1);
-  }
-  int64_t chunk = std::max<int64_t>(1, (d.S + splits - 1) / splits);
-  chunk = (chunk + keys_per_iter - 1) / keys_per_iter * keys_per_iter;
-  if (splits > 1) splits = (d.S + chunk - 1) / chunk;  // rounding the chunk up may leave fewer
-  g.splits = static_cast<int>(std::max<int64_t>(splits, 1));
-  g.chunk = static_cast<int>(g.splits == 1 ? std::max<int64_t>(d.S, 1) : chunk);
-  g.ws_bytes = g.splits > 1 ? per_split * g.splits : 0;
-}
-
 GeneralPlan PlanGeneral(const Dims& d, bool vec, const target::DeviceInfo& dev, size_t ws_capacity, int max_splits) {
   GeneralPlan g;
   const int64_t R = d.T * d.group;
@@ -101,19 +77,24 @@ GeneralPlan PlanGeneral(const Dims& d, bool vec, const target::DeviceInfo& dev, 
   g.union_bytes = (std::max(vtiles, merge) + 15) / 16 * 16;
   g.smem_bytes = g.union_bytes + static_cast<size_t>(g.rb) * d.D * sizeof(float) +
                  static_cast<size_t>(kAttentionWarps) * g.rb * 32 * sizeof(float);
-  SplitKeys(d, dev, ws_capacity, max_splits, kAttentionMaxSplits, g);
-  return g;
-}
-
-GeneralPlan PlanDecode(const Dims& d, const target::DeviceInfo& dev, size_t ws_capacity, int max_splits) {
-  GeneralPlan g;
-  const int64_t R = d.T * d.group;
-  g.rb = R <= 1 ? 1 : R <= 2 ? 2 : 4;
-  g.maxc = 0;
-  g.kt = 32 / std::max(1, DecodeLanes(d));  // splits are whole steps of the 4 warps
-  g.vec = true;
-  g.row_tiles = (R + g.rb - 1) / g.rb;
-  SplitKeys(d, dev, ws_capacity, max_splits, kAttentionDecodeMaxSplits, g);
+  // Split the keys when the blocks would not fill the GPU and scratch is available.
+  const int64_t keys_per_iter = static_cast<int64_t>(kAttentionWarps) * g.kt;
+  const int64_t blocks = std::max<int64_t>(1, g.row_tiles * d.Hkv * d.B);
+  int64_t splits = 1;
+  const size_t per_split = SplitBytesPerSplit(d);
+  if (d.S > 0 && per_split > 0 && ws_capacity / per_split >= 2) {
+    const int64_t want = (int64_t{kAttentionTargetBlocksPerSm} * std::max(1, dev.sm_count) + blocks - 1) / blocks;
+    const int64_t by_len = (d.S + keys_per_iter - 1) / keys_per_iter;
+    splits = std::min({want, by_len, int64_t{kAttentionMaxSplits}, static_cast<int64_t>(ws_capacity / per_split)});
+    if (max_splits > 0) splits = std::min<int64_t>(splits, max_splits);
+    splits = std::max<int64_t>(splits, 1);
+  }
+  int64_t chunk = std::max<int64_t>(1, (d.S + splits - 1) / splits);
+  chunk = (chunk + keys_per_iter - 1) / keys_per_iter * keys_per_iter;
+  if (splits > 1) splits = (d.S + chunk - 1) / chunk;  // rounding the chunk up may leave fewer
+  g.splits = static_cast<int>(std::max<int64_t>(splits, 1));
+  g.chunk = static_cast<int>(g.splits == 1 ? std::max<int64_t>(d.S, 1) : chunk);
+  g.ws_bytes = g.splits > 1 ? per_split * g.splits : 0;
   return g;
 }
 
@@ -126,21 +107,6 @@ bool GeneralVec(const Dims& d, const Ptrs& ptr) {
 bool AutoUsesMma(const Dims& d, const Ptrs& ptr) {
   return d.T > kAttentionDecodeMaxT && MmaRefusal(d, ptr).empty();
 }
-
-int DecodeLanes(const Dims& d) { return static_cast<int>(d.D * DTypeSize(d.dtype) / 16); }
-
-std::string DecodeRefusal(const Dims& d, const Ptrs& ptr) {
-  if (d.dtype != DType::kF16 && d.dtype != DType::kBF16) return fmt::format("dtype {} (needs f16/bf16)", DTypeName(d.dtype));
-  const int64_t bytes = d.D * DTypeSize(d.dtype);
-  if (bytes != 128 && bytes != 256 && bytes != 512) return fmt::format("head_dim {} (needs 64, 128 or 256)", d.D);
-  if (d.T > kAttentionDecodeMaxT) return fmt::format("{} query tokens (decode is at most {})", d.T, kAttentionDecodeMaxT);
-  if (!(Aligned16(ptr.q) && Aligned16(ptr.k) && Aligned16(ptr.v) && Aligned16(ptr.o) && Aligned16(ptr.knew) &&
-        Aligned16(ptr.vnew)))
-    return "a q/k/v/output pointer is not 16-byte aligned";
-  return "";
-}
-
-bool AutoUsesDecode(const Dims& d, const Ptrs& ptr) { return !AutoUsesMma(d, ptr) && DecodeRefusal(d, ptr).empty(); }
 
 Ptrs PtrsOf(const std::vector<TensorRef>& in, const std::vector<TensorRef>* out) {
   Ptrs p;
@@ -203,11 +169,8 @@ size_t AttentionWorkspaceBytesFor(const std::vector<TensorRef>& in, const target
   Dims d;
   if (!CheckDims(in, nullptr, &d).ok() || d.D > 256 || !IsFloat(d.dtype)) return 0;
   if (path == AttentionPath::kTensorCore) return 0;
-  const Ptrs ptr = PtrsOf(in, nullptr);
-  if (path == AttentionPath::kAuto && AutoUsesMma(d, ptr)) return 0;
-  if (path == AttentionPath::kDecode || (path == AttentionPath::kAuto && AutoUsesDecode(d, ptr)))
-    return PlanDecode(d, dev, std::numeric_limits<size_t>::max(), max_splits).ws_bytes;
-  return PlanGeneral(d, GeneralVec(d, ptr), dev, std::numeric_limits<size_t>::max(), max_splits).ws_bytes;
+  if (path == AttentionPath::kAuto && AutoUsesMma(d, PtrsOf(in, nullptr))) return 0;
+  return PlanGeneral(d, GeneralVec(d, PtrsOf(in, nullptr)), dev, std::numeric_limits<size_t>::max(), max_splits).ws_bytes;
 }
 
 AttentionScratch AttentionScratchFor(const Node& n, const std::vector<TensorRef>& in, const target::DeviceInfo& dev) {
@@ -218,15 +181,8 @@ AttentionScratch AttentionScratchFor(const Node& n, const std::vector<TensorRef>
   const GeneralPlan g = PlanGeneral(d, GeneralVec(d, ptr), dev, std::numeric_limits<size_t>::max(), 0);
   // Counters: what the general kernel's split plan can use (also where the default path takes the
   // tensor-core kernel — a caller may force the general one); scratch: none on the tensor-core path.
-  // Where the default path takes the decode kernel, enough for either kernel's plan.
   const bool mma = AutoUsesMma(d, ptr);
-  AttentionScratch s{mma ? 0 : g.ws_bytes, g.splits > 1 ? static_cast<size_t>(g.row_tiles * d.Hkv * d.B) : 0};
-  if (AutoUsesDecode(d, ptr)) {
-    const GeneralPlan dg = PlanDecode(d, dev, std::numeric_limits<size_t>::max(), 0);
-    s.bytes = std::max(s.bytes, dg.ws_bytes);
-    if (dg.splits > 1) s.counters = std::max(s.counters, static_cast<size_t>(dg.row_tiles * d.Hkv * d.B));
-  }
-  return s;
+  return {mma ? 0 : g.ws_bytes, g.splits > 1 ? static_cast<size_t>(g.row_tiles * d.Hkv * d.B) : 0};
 }
 
 size_t AttentionCounterCount(const Node& n, const std::vector<TensorRef>& in, const target::DeviceInfo& dev) {

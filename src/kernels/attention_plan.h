@@ -19,17 +19,11 @@ namespace opfuse::kernels {
 inline constexpr int64_t kAttentionDecodeMaxT = 16;
 // Upper bound on the number of key splits (the combine kernel keeps one weight per split).
 inline constexpr int kAttentionMaxSplits = 256;
-// The decode kernel's splits at most: its last-block merge gives each lane of a warp one split, and
-// beyond that a block's own keys cost less than merging more partials.
-inline constexpr int kAttentionDecodeMaxSplits = 32;
-// The decode kernel's key steps per warp iteration (their K/V loads in flight together).
-inline constexpr int kAttentionDecodeSteps = 8;
 
 enum class AttentionPath {
   kAuto,        // tensor cores where they apply, else general
   kGeneral,     // the CUDA-core kernel for every shape
   kTensorCore,  // the mma kernel; Unimplemented where it does not apply
-  kDecode,      // the decode kernel; Unimplemented where it does not apply
 };
 
 // The general and combine kernels' warps per block, and the split-K target occupancy.
@@ -102,14 +96,6 @@ Ptrs KvPtrsOf(const std::vector<TensorRef>& in, const std::vector<TensorRef>* ou
 std::string MmaRefusal(const Dims& d, const Ptrs& ptr);
 // Whether the default choice (kAuto) takes the tensor-core kernel.
 bool AutoUsesMma(const Dims& d, const Ptrs& ptr);
-// Why the decode kernel does not apply ("" when it does): f16/bf16, head_dim * element size of
-// 128, 256 or 512 bytes (8, 16 or 32 lanes of 16 bytes per key), T <= kAttentionDecodeMaxT, and
-// every q/k/v/output/new-row pointer 16-byte aligned.
-std::string DecodeRefusal(const Dims& d, const Ptrs& ptr);
-// Whether the default choice (kAuto) takes the decode kernel (not the tensor-core one, and it applies).
-bool AutoUsesDecode(const Dims& d, const Ptrs& ptr);
-// Lanes per key of the decode kernel: head_dim * element size / 16.
-int DecodeLanes(const Dims& d);
 // Whether the general kernel reads K/V in 16-byte vectors.
 bool GeneralVec(const Dims& d, const Ptrs& ptr);
 // Keys per split at least, with arrival counters: one iteration's keys.
@@ -117,10 +103,6 @@ int MinSplitChunk(int keys_per_iter);
 // The general kernel's shape: split-K only within `ws_capacity` bytes of scratch, at most `max_splits`
 // splits (0: no cap).
 GeneralPlan PlanGeneral(const Dims& d, bool vec, const target::DeviceInfo& dev, size_t ws_capacity, int max_splits);
-// The decode kernel's shape (same fields; maxc unused, kt = keys per warp step, smem_bytes 0:
-// its shared memory is static): rows per block the smallest of 1, 2, 4 holding T * group rows
-// (4 beyond), splits as PlanGeneral's rule with at most kAttentionDecodeMaxSplits.
-GeneralPlan PlanDecode(const Dims& d, const target::DeviceInfo& dev, size_t ws_capacity, int max_splits);
 
 }  // namespace attn
 }  // namespace opfuse::kernels

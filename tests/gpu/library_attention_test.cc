@@ -93,11 +93,6 @@ double Bound(DType t) {
 bool TensorCoreApplies(const AttnCase& c) {
   return (c.dtype == DType::kBF16 || c.dtype == DType::kF16) && (c.D == 64 || c.D == 128);
 }
-// The decode kernel: f16/bf16, head_dim 64, 128 or 256, T <= kAttentionDecodeMaxT (aligned pointers).
-bool DecodeApplies(const AttnCase& c) {
-  return (c.dtype == DType::kBF16 || c.dtype == DType::kF16) && (c.D == 64 || c.D == 128 || c.D == 256) &&
-         c.T <= kernels::kAttentionDecodeMaxT;
-}
 
 // cudaMalloc'd block, freed on scope exit.
 struct DevBuf {
@@ -152,27 +147,9 @@ TEST(LibraryAttentionPlan, PicksKernelsAndSplits) {  // no GPU needed: planning 
   l = kernels::PlanAttention(n, in, out, dev);
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   ASSERT_EQ(l->size(), 1u);
-  EXPECT_EQ((*l)[0].name(), "attention_decode_bf16_rb4_l8");
-  EXPECT_EQ((*l)[0].grid().x, 2u);  // the group's 8 query heads in two blocks of 4 rows
+  EXPECT_EQ((*l)[0].name(), "attention_general_bf16_rb4_c2");
+  EXPECT_EQ((*l)[0].grid().x, 2u);  // the group's 8 query heads in two blocks of 4 rows sharing K/V reads
   EXPECT_EQ((*l)[0].grid().y, 4u);  // kv heads
-  {  // the general kernel when asked for: two blocks of 4 rows
-    AttentionPlanOptions o;
-    o.path = AttentionPath::kGeneral;
-    auto lg = kernels::PlanAttentionWith(n, in, out, dev, o);
-    ASSERT_TRUE(lg.ok()) << lg.status().ToString();
-    EXPECT_EQ((*lg)[0].name(), "attention_general_bf16_rb4_c2");
-    EXPECT_EQ((*lg)[0].grid().x, 2u);
-    // and the decode kernel refuses what it does not cover, naming why
-    o.path = AttentionPath::kDecode;
-    auto ld = kernels::PlanAttentionWith(n, Refs(DType::kF32, 1, 64, 4, 4, 64), {TensorRef{nullptr, DType::kF32, {1, 4, 64}}},
-                                         dev, o);
-    EXPECT_EQ(ld.status().code(), StatusCode::kUnimplemented);
-    EXPECT_NE(ld.status().message().find("f32"), std::string::npos) << ld.status().message();
-    ld = kernels::PlanAttentionWith(n, Refs(DType::kBF16, 1, 64, 4, 4, 80), {TensorRef{nullptr, DType::kBF16, {1, 4, 80}}},
-                                    dev, o);
-    EXPECT_EQ(ld.status().code(), StatusCode::kUnimplemented);
-    EXPECT_NE(ld.status().message().find("head_dim 80"), std::string::npos) << ld.status().message();
-  }
   in.push_back(TensorRef{reinterpret_cast<void*>(uintptr_t{1} << 20), DType::kF32,
                          {static_cast<int64_t>(ws / sizeof(float))}});
   l = kernels::PlanAttention(n, in, out, dev);
@@ -180,7 +157,7 @@ TEST(LibraryAttentionPlan, PicksKernelsAndSplits) {  // no GPU needed: planning 
   ASSERT_EQ(l->size(), 2u);
   EXPECT_NE((*l)[0].name().find("_split"), std::string::npos) << (*l)[0].name();
   EXPECT_GT((*l)[0].grid().z, 1u);
-  EXPECT_LE((*l)[0].grid().z, static_cast<unsigned>(kernels::kAttentionDecodeMaxSplits));
+  EXPECT_LE((*l)[0].grid().z, static_cast<unsigned>(kernels::kAttentionMaxSplits));
   EXPECT_EQ((*l)[1].name(), "attention_combine_bf16");
   EXPECT_EQ((*l)[1].grid().x, 32u);
   // Less scratch than asked for: fewer splits, still valid.
@@ -283,11 +260,6 @@ TEST_P(LibraryAttentionTest, MatchesCpuReference) {
                                    {"general_unaligned", AttentionPath::kGeneral, true, true},
                                    {"general_lastblock", AttentionPath::kGeneral, true, false, true}};
   if (TensorCoreApplies(c)) variants.push_back({"tensor_core", AttentionPath::kTensorCore, false, false});
-  if (DecodeApplies(c)) {
-    variants.push_back({"decode", AttentionPath::kDecode, true, false});
-    variants.push_back({"decode_no_workspace", AttentionPath::kDecode, false, false});
-    variants.push_back({"decode_lastblock", AttentionPath::kDecode, true, false, true});
-  }
 
   for (const Variant& var : variants) {
     SCOPED_TRACE(var.name);
@@ -335,15 +307,12 @@ TEST_P(LibraryAttentionTest, MatchesCpuReference) {
     for (const auto& l : *launches) names += l.name() + " ";
     const bool auto_mma = var.path == AttentionPath::kAuto && !var.unaligned && TensorCoreApplies(c) &&
                           c.T > kernels::kAttentionDecodeMaxT;
-    const bool auto_decode = var.path == AttentionPath::kAuto && !var.unaligned && DecodeApplies(c);
     if (auto_mma || var.path == AttentionPath::kTensorCore) {
       EXPECT_EQ(names.rfind("attention_mma_", 0), 0u) << names;
-    } else if (auto_decode || var.path == AttentionPath::kDecode) {
-      EXPECT_EQ(names.rfind("attention_decode_", 0), 0u) << names;
     } else {
       EXPECT_EQ(names.rfind("attention_general_", 0), 0u) << names;
     }
-    if (var.path != AttentionPath::kTensorCore && var.workspace && c.T == 1 && c.S >= 1000) {
+    if (var.path == AttentionPath::kGeneral && var.workspace && c.T == 1 && c.S >= 1000) {
       EXPECT_NE(names.find("_split"), std::string::npos) << "long decode did not split: " << names;
     }
     if (!var.workspace) {
@@ -503,7 +472,6 @@ TEST_F(LibraryAttentionSpeed, PrefillAndDecode) {
     AttentionPath path;
     bool workspace;
     int max_splits = 0;  // 0: the planner's choice
-    bool counters = false;  // arrival counters: the last block merges (the engine's decode plan)
   };
   const Shape shapes[] = {
       {"prefill TinyLlama causal", 2048, 2048, 32, 4, 64, true, AttentionPath::kAuto, true},
@@ -517,16 +485,6 @@ TEST_F(LibraryAttentionSpeed, PrefillAndDecode) {
       {"decode Llama-7B", 1, 4096, 32, 32, 128, true, AttentionPath::kAuto, true},
       {"decode Llama-7B", 1, 4096, 32, 32, 128, true, AttentionPath::kAuto, false},
       {"decode Llama-3-8B", 1, 8192, 32, 8, 128, true, AttentionPath::kAuto, true},
-      // The decode kernel beside the general one, as the engine runs them (arrival counters), over a
-      // short and a long cache: TinyLlama and Llama-3.2-1B heads.
-      {"decode S=160 32/4 D=64", 1, 160, 32, 4, 64, true, AttentionPath::kDecode, true, 0, true},
-      {"decode S=160 32/4 D=64", 1, 160, 32, 4, 64, true, AttentionPath::kGeneral, true, 0, true},
-      {"decode S=4096 32/4 D=64", 1, 4096, 32, 4, 64, true, AttentionPath::kDecode, true, 0, true},
-      {"decode S=4096 32/4 D=64", 1, 4096, 32, 4, 64, true, AttentionPath::kGeneral, true, 0, true},
-      {"decode S=160 32/8 D=64", 1, 160, 32, 8, 64, true, AttentionPath::kDecode, true, 0, true},
-      {"decode S=160 32/8 D=64", 1, 160, 32, 8, 64, true, AttentionPath::kGeneral, true, 0, true},
-      {"decode S=1000 32/8 D=128", 1, 1000, 32, 8, 128, true, AttentionPath::kDecode, true, 0, true},
-      {"decode S=1000 32/8 D=128", 1, 1000, 32, 8, 128, true, AttentionPath::kGeneral, true, 0, true},
   };
   const char* only = std::getenv("OPFUSE_ATTENTION_SPEED_FILTER");  // substring of `what` (profiling runs)
   std::map<std::string, std::vector<double>> us_of;  // by `what`, in the order of `shapes`
@@ -537,7 +495,7 @@ TEST_F(LibraryAttentionSpeed, PrefillAndDecode) {
     FillRandom(q, rng);
     FillRandom(k, rng);
     FillRandom(v, rng);
-    DevBuf dq, dk, dv, dy, dws, dsem;
+    DevBuf dq, dk, dv, dy, dws;
     std::vector<TensorRef> in;
     for (auto [h, d] : {std::pair{&q, &dq}, std::pair{&k, &dk}, std::pair{&v, &dv}}) {
       ASSERT_OK(d->Alloc(h->data.size()));
@@ -554,14 +512,6 @@ TEST_F(LibraryAttentionSpeed, PrefillAndDecode) {
       if (po.workspace_bytes) {
         ASSERT_OK(dws.Alloc(po.workspace_bytes));
         po.workspace = dws.p;
-        if (sh.counters) {
-          const size_t count = kernels::AttentionCounterCount(AttentionNode(sh.causal, 0), in, dev_);
-          ASSERT_GT(count, 0u) << sh.what;
-          ASSERT_OK(dsem.Alloc(count * sizeof(unsigned)));
-          ASSERT_OK(cuda::CudaStatus(cudaMemset(dsem.p, 0, count * sizeof(unsigned)), "zero counters"));
-          po.counters = static_cast<unsigned*>(dsem.p);
-          po.counter_count = count;
-        }
       }
     }
     auto launches = kernels::PlanAttentionWith(AttentionNode(sh.causal, 0), in, out, dev_, po);
@@ -604,15 +554,6 @@ TEST_F(LibraryAttentionSpeed, PrefillAndDecode) {
     ASSERT_EQ(d.size(), 2u) << what;
     EXPECT_GE(d[1] / d[0], 1.5) << what << ": split " << d[0] << " us vs one kernel " << d[1] << " us";
   }
-  // The decode kernel exists for its shorter instruction chain: never slower than the general kernel
-  // at decode (10 % for noise), and clearly faster on a short cache, where the fixed cost is all.
-  for (const char* what : {"decode S=160 32/4 D=64", "decode S=4096 32/4 D=64", "decode S=160 32/8 D=64",
-                           "decode S=1000 32/8 D=128"}) {
-    const auto& d = us_of[what];
-    ASSERT_EQ(d.size(), 2u) << what;
-    EXPECT_LE(d[0], 1.1 * d[1]) << what << ": decode kernel " << d[0] << " us vs general " << d[1] << " us";
-  }
-  EXPECT_LE(us_of["decode S=160 32/4 D=64"][0], 0.8 * us_of["decode S=160 32/4 D=64"][1]);
 }
 
 #endif  // OPFUSE_WITH_CUDA
