@@ -200,7 +200,7 @@ int RunE2e(const E2eArgs& a) {
         // the host's view (the CPU's in-process communicator, waits included); null on GPUs
         r["collective_ms_per_run"] = e.collective_ms() >= 0 ? nlohmann::json(Median(coll_ms)) : nlohmann::json();
         // GPUs: one all_reduce of the decode step's message, device µs, every rank at once
-        // {"one_shot", "nccl", "used", "fused_add_rms_norm", "nccl_then_add_rms_norm", ...}; a failed
+        // {"one_shot", "nccl", "used", "fused_add_rms_norm", "nccl_then_add_rms_norm", "group_then_add_rms_norm", ...}; a failed
         // measurement is reported, not dropped
         if (auto us = e.DecodeAllReduceUs(); us.ok()) r["decode_all_reduce_us"] = *us;
         else if (us.status().code() != StatusCode::kUnimplemented) r["decode_all_reduce_error"] = us.status().message();

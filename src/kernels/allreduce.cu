@@ -162,25 +162,63 @@ __global__ void __launch_bounds__(kThreads) OneShotAddRmsNormKernel(OneShotNormP
   const int64_t at = ((g & 1) * kOneShotMaxBlocks + blockIdx.x) * region;
   const T* in = static_cast<const T*>(a.in) + e0;
   T* mine = reinterpret_cast<T*>(static_cast<char*>(a.staging[a.rank]) + at);
-  for (int64_t i = threadIdx.x; i < ne; i += kThreads) mine[i] = in[i];
-  Meet(a, &OneShotSignal::start, g);  // (the region's reuse: the all-reduce kernel's argument)
   const T* res = static_cast<const T*>(n.residual);
   const T* w = static_cast<const T*>(n.weight);
   T* sum = static_cast<T*>(n.sum);
   T* y = static_cast<T*>(n.y);
+  // 16-byte vectors where every row and pointer allows (the decode rows of a model always do), else
+  // elements: the same arithmetic, in the same order, either way.
+  constexpr int kVec = 16 / sizeof(T);
+  const bool vec = n.cols % kVec == 0 &&
+                   ((reinterpret_cast<uintptr_t>(in) | reinterpret_cast<uintptr_t>(res) | reinterpret_cast<uintptr_t>(w) |
+                     reinterpret_cast<uintptr_t>(sum) | reinterpret_cast<uintptr_t>(y)) &
+                    15) == 0;
+  if (vec) {
+    for (int64_t v = threadIdx.x; v < ne / kVec; v += kThreads)
+      reinterpret_cast<uint4*>(mine)[v] = reinterpret_cast<const uint4*>(in)[v];
+  } else {
+    for (int64_t i = threadIdx.x; i < ne; i += kThreads) mine[i] = in[i];
+  }
+  Meet(a, &OneShotSignal::start, g);  // (the region's reuse: the all-reduce kernel's argument)
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t base = r * n.cols;
     float ss = 0.0f;
-    for (int64_t c = threadIdx.x; c < n.cols; c += kThreads) {
-      const int64_t i = base + c - e0;
-      float acc = 0.0f;
-      for (int q = 0; q < a.world; ++q)  // rank order: the all_reduce reference's sum
-        acc += ToF(__ldcv(reinterpret_cast<const T*>(static_cast<const char*>(a.staging[q]) + at) + i));
-      // the all_reduce's output rounded to the dtype, then add_rms_norm's sum rounded
-      const T s = FromF<T>(ToF(FromF<T>(acc)) + ToF(res[base + c]));
-      sum[base + c] = s;
-      const float v = ToF(s);
-      ss += v * v;
+    if (vec) {
+      for (int64_t c = threadIdx.x * kVec; c < n.cols; c += kThreads * kVec) {
+        const int64_t i = base + c - e0;
+        float acc[kVec];
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) acc[e] = 0.0f;
+        for (int q = 0; q < a.world; ++q) {  // rank order: the all_reduce reference's sum
+          uint4 raw = __ldcv(reinterpret_cast<const uint4*>(static_cast<const char*>(a.staging[q]) + at) + i / kVec);
+          const T* x = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) acc[e] += ToF(x[e]);
+        }
+        const uint4 rraw = *reinterpret_cast<const uint4*>(res + base + c);
+        const T* rv = reinterpret_cast<const T*>(&rraw);
+        uint4 sraw;
+        T* sv = reinterpret_cast<T*>(&sraw);
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          sv[e] = FromF<T>(ToF(FromF<T>(acc[e])) + ToF(rv[e]));
+          const float x = ToF(sv[e]);
+          ss += x * x;
+        }
+        *reinterpret_cast<uint4*>(sum + base + c) = sraw;
+      }
+    } else {
+      for (int64_t c = threadIdx.x; c < n.cols; c += kThreads) {
+        const int64_t i = base + c - e0;
+        float acc = 0.0f;
+        for (int q = 0; q < a.world; ++q)  // rank order: the all_reduce reference's sum
+          acc += ToF(__ldcv(reinterpret_cast<const T*>(static_cast<const char*>(a.staging[q]) + at) + i));
+        // the all_reduce's output rounded to the dtype, then add_rms_norm's sum rounded
+        const T s = FromF<T>(ToF(FromF<T>(acc)) + ToF(res[base + c]));
+        sum[base + c] = s;
+        const float v = ToF(s);
+        ss += v * v;
+      }
     }
     // the row's sum of squares over the block
     for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
@@ -190,8 +228,20 @@ __global__ void __launch_bounds__(kThreads) OneShotAddRmsNormKernel(OneShotNormP
     for (int k = 0; k < kThreads / 32; ++k) total += partial[k];
     __syncthreads();  // `partial` is rewritten by the next row
     const float inv = rsqrtf(total * (1.0f / static_cast<float>(n.cols)) + n.eps);
-    for (int64_t c = threadIdx.x; c < n.cols; c += kThreads)  // the thread's own sums (written above)
-      y[base + c] = FromF<T>(ToF(sum[base + c]) * inv * ToF(w[c]));
+    if (vec) {
+      for (int64_t c = threadIdx.x * kVec; c < n.cols; c += kThreads * kVec) {  // the thread's own sums
+        const uint4 sraw = *reinterpret_cast<const uint4*>(sum + base + c), wraw = *reinterpret_cast<const uint4*>(w + c);
+        const T *sv = reinterpret_cast<const T*>(&sraw), *wv = reinterpret_cast<const T*>(&wraw);
+        uint4 yraw;
+        T* yv = reinterpret_cast<T*>(&yraw);
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) yv[e] = FromF<T>(ToF(sv[e]) * inv * ToF(wv[e]));
+        *reinterpret_cast<uint4*>(y + base + c) = yraw;
+      }
+    } else {
+      for (int64_t c = threadIdx.x; c < n.cols; c += kThreads)  // the thread's own sums (written above)
+        y[base + c] = FromF<T>(ToF(sum[base + c]) * inv * ToF(w[c]));
+    }
   }
 }
 

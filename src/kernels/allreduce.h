@@ -60,7 +60,8 @@ Status LaunchOneShotAllReduce(const OneShotArgs& a, cudaStream_t stream);
 // all_reduce's output), plus the residual (f32, rounded: add_rms_norm's second output `sum`), then
 // y = sum x rsqrt(mean(sum^2) + eps) x weight in f32 (add_rms_norm's semantics, ops/composite_cpu.cc).
 // Block b takes whole rows, so the norm's reduction stays in the block; the staging regions and
-// the meeting are the all-reduce's. `sum` may alias `residual`.
+// the meeting are the all-reduce's; 16-byte vectors where the row length and every pointer allow
+// (elements otherwise, the same sums in the same order). `sum` may alias `residual`.
 struct OneShotNormArgs {
   const void* residual = nullptr;  // [rows, cols]
   const void* weight = nullptr;    // [cols]

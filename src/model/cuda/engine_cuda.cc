@@ -306,15 +306,20 @@ class CudaRankGroup final : public RankGroup {
     OPFUSE_ASSIGN_OR_RETURN(out["used"], nccl_->TimeAllReduceUs(count, dtype, T::kGroup));  // what the graphs run
     out["one_shot_max_bytes"] = static_cast<double>(nccl_->one_shot_max_bytes());
     const int world = nccl_->transport(0, T::kNccl)->world();
-    // The fused kernel is off in the graphs (NcclGroup::set_fused_add_rms_norm); timed here beside
-    // the two launches the graphs run, so the report says what it would cost.
+    // The fused kernel (on in the graphs where it applies, NcclGroup::set_fused_add_rms_norm) beside
+    // the two launches it replaces: the group's all-reduce then the norm kernel, and NCCL's then the
+    // norm kernel. The group's setting is restored after.
+    const bool was = nccl_->fused_add_rms_norm();
     nccl_->set_fused_add_rms_norm(true);
     const bool fusable = nccl_->transport(0, T::kGroup)->FusedAddRmsNormSupported(rows, cols, dtype);
     StatusOr<double> fused = fusable ? TimeAllReduceNormUs(*nccl_, world, rows, cols, dtype, T::kGroup) : StatusOr<double>(0.0);
     nccl_->set_fused_add_rms_norm(false);
+    StatusOr<double> two = TimeAllReduceNormUs(*nccl_, world, rows, cols, dtype, T::kGroup);
+    nccl_->set_fused_add_rms_norm(was);
     if (fusable) {
       OPFUSE_ASSIGN_OR_RETURN(out["fused_add_rms_norm"], std::move(fused));
     }
+    OPFUSE_ASSIGN_OR_RETURN(out["group_then_add_rms_norm"], std::move(two));
     OPFUSE_ASSIGN_OR_RETURN(out["nccl_then_add_rms_norm"], TimeAllReduceNormUs(*nccl_, world, rows, cols, dtype, T::kNccl));
     return out;
   }

@@ -32,7 +32,8 @@ class RankGroup {
   // "nccl"; the one the group uses for that size is "used"), every rank at once
   // (NcclGroup::TimeAllReduceUs); and of fuse_collective's group at that shape — the all-reduce with
   // the add_rms_norm after it — as one launch ("fused_add_rms_norm", where the group's transport
-  // takes it) and as NCCL's all-reduce then the norm kernel ("nccl_then_add_rms_norm").
+  // takes it), as NCCL's all-reduce then the norm kernel ("nccl_then_add_rms_norm") and as the
+  // group's all-reduce then the norm kernel ("group_then_add_rms_norm": what the graphs run).
   // Unimplemented where the group has no device transport.
   virtual StatusOr<std::map<std::string, double>> AllReduceUs(int64_t rows, int64_t cols, DType dtype) {
     return Unimplemented("no device transport");

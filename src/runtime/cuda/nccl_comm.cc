@@ -175,9 +175,9 @@ class HybridRank final : public DeviceCommunicator {
     return nccl_->AllGather(in, out, count, dtype, stream);
   }
   // Where the all-reduce alone would take the one-shot kernel (the measured limit), the norm can ride
-  // in it: one launch instead of two, the sum never written as its own tensor. Off unless
-  // NcclGroup::set_fused_add_rms_norm turned it on: the fused kernel keeps whole rows per block, and
-  // at decode's few rows it measured slower than the one-shot all-reduce then the norm kernel
+  // in it: one launch instead of two, the sum never written as its own tensor. On unless
+  // NcclGroup::set_fused_add_rms_norm turned it off: at decode's message (one row, 16-byte vectors)
+  // it measured faster than the one-shot all-reduce then the norm kernel, and than NCCL then the norm
   // (docs/BENCHMARKS.md, Tensor parallelism).
   void set_fused_norm(bool on) { fused_norm_ = on; }
   bool FusedAddRmsNormSupported(int64_t rows, int64_t cols, DType dtype) const override {
@@ -208,7 +208,7 @@ class HybridRank final : public DeviceCommunicator {
   DeviceCommunicator* nccl_;
   kernels::OneShotArgs base_;
   int64_t max_bytes_;
-  bool fused_norm_ = false;
+  bool fused_norm_ = true;
 };
 
 // `iters` all-reduces of `count` elements on every rank's `comms[r]` at once (TimeOnRanks).
@@ -364,10 +364,12 @@ StatusOr<std::unique_ptr<NcclGroup>> NcclGroup::Create(int world, bool pdl) {
     a.rank = r;
     g->one_shot_ranks_.push_back(std::make_unique<HybridRank>(g->nccl_[r].get(), a, kOneShotMaxBytes));
   }
-  // The one-shot kernel up to the largest size at which it is faster, every smaller one too.
+  // The one-shot kernel up to the largest size at which it is faster, every smaller one too. Sizes
+  // double from 4 KiB, so a decode message (hidden x 2 bytes x batch: 8 KiB for a 4096-wide model)
+  // is measured itself, not judged by the next ladder step's verdict.
   if (peers) {
     bool faster = true;
-    for (int64_t bytes = 4096; bytes <= kOneShotMaxBytes; bytes *= 4) {
+    for (int64_t bytes = 4096; bytes <= kOneShotMaxBytes; bytes *= 2) {
       const int64_t count = bytes / 2;  // bf16: the decode messages' dtype
       OPFUSE_ASSIGN_OR_RETURN(double os, TimeOn(g->one_shot_ranks_, count, DType::kBF16, 50));
       OPFUSE_ASSIGN_OR_RETURN(double nc, TimeOn(g->nccl_, count, DType::kBF16, 50));
@@ -385,6 +387,7 @@ StatusOr<std::unique_ptr<NcclGroup>> NcclGroup::Create(int world, bool pdl) {
 }
 
 void NcclGroup::set_fused_add_rms_norm(bool on) {
+  fused_add_rms_norm_ = on;
   for (auto& r : ranks_) static_cast<HybridRank*>(r.get())->set_fused_norm(on);
 }
 

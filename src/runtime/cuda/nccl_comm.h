@@ -59,9 +59,11 @@ class NcclGroup {
   // Peer access between every pair: the one-shot kernel exists (it may still lose to NCCL at every size).
   bool one_shot() const { return !one_shot_ranks_.empty(); }
   int64_t one_shot_max_bytes() const { return one_shot_max_bytes_; }
-  // fuse_collective's all_reduce + add_rms_norm as one kernel on the comm() transports (off by
-  // default: slower than the two launches at decode sizes; tests and bench e2e's timing turn it on).
+  // fuse_collective's all_reduce + add_rms_norm as one kernel on the comm() transports where the
+  // one-shot all-reduce takes the message (on by default: faster than the two launches at decode
+  // sizes; bench e2e's timing turns it off to time the two launches).
   void set_fused_add_rms_norm(bool on);
+  bool fused_add_rms_norm() const { return fused_add_rms_norm_; }
   // What decided it: (bytes, one-shot µs, NCCL µs) per size measured.
   struct Timing {
     int64_t bytes;
@@ -84,6 +86,7 @@ class NcclGroup {
   std::vector<std::unique_ptr<DeviceCommunicator>> nccl_, one_shot_ranks_, ranks_;
   std::vector<void*> buffers_;  // per rank: staging buffer then signal block (one allocation on its GPU)
   int64_t one_shot_max_bytes_ = 0;
+  bool fused_add_rms_norm_ = true;  // set_fused_add_rms_norm
   std::vector<Timing> timings_;
 };
 
