@@ -22,16 +22,6 @@ __device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* p)
                : "r"(SmemAddr(p)));
 }
 
-// Two floats as a packed pair (lo in the low half), in T.
-__device__ __forceinline__ uint32_t Pack2(float lo, float hi, const __nv_bfloat16*) {
-  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&h);
-}
-__device__ __forceinline__ uint32_t Pack2(float lo, float hi, const __half*) {
-  __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&h);
-}
-
 template <typename T, int HD>
 __global__ void __launch_bounds__(kThreads) AttnMmaKernel(MmaParams p) {
   constexpr int BM = 64, BN = 64;  // query rows / keys per tile
@@ -178,10 +168,10 @@ __global__ void __launch_bounds__(kThreads) AttnMmaKernel(MmaParams p) {
 #pragma unroll
     for (int kc2 = 0; kc2 < BN / 16; ++kc2) {
       uint32_t a[4];
-      a[0] = Pack2(sacc[2 * kc2][0], sacc[2 * kc2][1], tp);
-      a[1] = Pack2(sacc[2 * kc2][2], sacc[2 * kc2][3], tp);
-      a[2] = Pack2(sacc[2 * kc2 + 1][0], sacc[2 * kc2 + 1][1], tp);
-      a[3] = Pack2(sacc[2 * kc2 + 1][2], sacc[2 * kc2 + 1][3], tp);
+      a[0] = Pack2<T>(sacc[2 * kc2][0], sacc[2 * kc2][1]);
+      a[1] = Pack2<T>(sacc[2 * kc2][2], sacc[2 * kc2][3]);
+      a[2] = Pack2<T>(sacc[2 * kc2 + 1][0], sacc[2 * kc2 + 1][1]);
+      a[3] = Pack2<T>(sacc[2 * kc2 + 1][2], sacc[2 * kc2 + 1][3]);
 #pragma unroll
       for (int dtp = 0; dtp < HD / 16; ++dtp) {
         // matrices: (keys 0-7, d 0-7), (keys 8-15, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 8-15)
@@ -210,7 +200,7 @@ __global__ void __launch_bounds__(kThreads) AttnMmaKernel(MmaParams p) {
     for (int r = 0; r < 2; ++r) {
       const int row = qrow + 8 * r;
       if (row < p.T) {
-        const uint32_t packed = Pack2(oacc[dt][2 * r] * inv[r], oacc[dt][2 * r + 1] * inv[r], tp);
+        const uint32_t packed = Pack2<T>(oacc[dt][2 * r] * inv[r], oacc[dt][2 * r + 1] * inv[r]);
         *reinterpret_cast<uint32_t*>(o + q_off + (static_cast<int64_t>(row) * p.Hq + h) * HD + col) = packed;
       }
     }

@@ -9,6 +9,7 @@
 
 #include "kernels/fused_common.cuh"
 #include "kernels/gemv.h"
+#include "kernels/mma.cuh"
 
 namespace opfuse::kernels::gemv_detail {
 
@@ -58,21 +59,6 @@ __device__ __forceinline__ float2 Unpack2(uint32_t v) {
     __half2 h;
     memcpy(&h, &v, 4);
     return __half22float2(h);
-  }
-}
-
-template <class T>
-__device__ __forceinline__ uint32_t Pack2(float a, float b) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-    uint32_t u;
-    memcpy(&u, &h, 4);
-    return u;
-  } else {
-    __half2 h = __floats2half2_rn(a, b);
-    uint32_t u;
-    memcpy(&u, &h, 4);
-    return u;
   }
 }
 
