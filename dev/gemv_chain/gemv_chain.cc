@@ -32,49 +32,11 @@
 #include <vector>
 
 #include "../cuda_ck.h"
+#include "../graph_time.h"
 #include "cuda/device.h"
 #include "kernels/gemv.h"
 
 using namespace opfuse;
-
-namespace {
-
-double BestReplay(cudaStream_t s, cudaGraphExec_t ge) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  double best = 1e30;
-  for (int r = 0; r < 6; ++r) {
-    CK(cudaEventRecord(a, s));
-    CK(cudaGraphLaunch(ge, s));
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    if (r > 0) best = std::min(best, 1e3 * double(ms));
-  }
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  return best;
-}
-
-template <class F>
-double TimeChain(cudaStream_t s, F&& enqueue) {
-  enqueue();  // warm-up outside the graph
-  CK(cudaStreamSynchronize(s));
-  cudaGraph_t g;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  enqueue();
-  CK(cudaStreamEndCapture(s, &g));
-  cudaGraphExec_t ge;
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  const double us = BestReplay(s, ge);
-  CK(cudaGraphExecDestroy(ge));
-  CK(cudaGraphDestroy(g));
-  return us;
-}
-
-}  // namespace
 
 int main() {
   auto dev = cuda::QueryDevice();
@@ -119,7 +81,7 @@ int main() {
   const int64_t copy_bytes = layer_bytes * kLayers / 2;
   CK(cudaMalloc(&src, copy_bytes));
   CK(cudaMalloc(&dst, copy_bytes));
-  const double copy_us = TimeChain(s, [&] { CK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice, s)); });
+  const double copy_us = TimeCaptured(s, [&] { CK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice, s)); });
   const double copy_gbs = 2.0 * copy_bytes / copy_us / 1e3;
   std::printf("device %s, %d SMs; copy %.0f GB/s (%lld MB moved); per layer %lld MB of weights, floor %.2f us\n",
               dev->name.c_str(), dev->sm_count, copy_gbs, (long long)(2 * copy_bytes >> 20), (long long)(layer_bytes >> 20),
@@ -153,7 +115,7 @@ int main() {
           if (ok) ls.push_back(std::move(*p));
         }
       if (!ok) continue;
-      const double us = TimeChain(s, [&] {
+      const double us = TimeCaptured(s, [&] {
         for (auto& l : ls) (void)l.Launch(s);
       }) / kLayers;
       CK(cudaStreamSynchronize(s));

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "../cuda_ck.h"
+#include "../graph_time.h"
 
 namespace {
 
@@ -121,39 +122,6 @@ struct Ring {
   }
 };
 
-double BestReplay(cudaStream_t s, cudaGraphExec_t ge) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  double best = 1e30;
-  for (int r = 0; r < 6; ++r) {
-    CK(cudaEventRecord(a, s));
-    CK(cudaGraphLaunch(ge, s));
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    if (r > 0) best = std::min(best, 1e3 * double(ms));
-  }
-  return best;
-}
-
-template <class F>
-double TimeChain(cudaStream_t s, F&& enqueue) {
-  enqueue();
-  CK(cudaStreamSynchronize(s));
-  cudaGraph_t g;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  enqueue();
-  CK(cudaStreamEndCapture(s, &g));
-  cudaGraphExec_t ge;
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  const double us = BestReplay(s, ge);
-  CK(cudaGraphExecDestroy(ge));
-  CK(cudaGraphDestroy(g));
-  return us;
-}
-
 }  // namespace
 
 int main() {
@@ -191,7 +159,7 @@ int main() {
   const int64_t copy_bytes = layer_bytes * kLayers / 2;
   CK(cudaMalloc(&src, copy_bytes));
   CK(cudaMalloc(&dst, copy_bytes));
-  const double copy_us = TimeChain(s, [&] { CK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice, s)); });
+  const double copy_us = TimeCaptured(s, [&] { CK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice, s)); });
   const double gbs = 2.0 * copy_bytes / copy_us / 1e3, floor_us = layer_bytes / gbs / 1e3;
   std::printf("device %s, %d SMs; copy %.0f GB/s; per layer %lld MB, floor %.2f us\n", prop.name, prop.multiProcessorCount,
               gbs, (long long)(layer_bytes >> 20), floor_us);
@@ -199,7 +167,7 @@ int main() {
   std::printf("|---|---:|---:|---:|---:|---:|---:|\n");
   bool failed = false;
   auto run = [&](auto ring, int stages, int packs) {
-    const double us = TimeChain(s, [&] {
+    const double us = TimeCaptured(s, [&] {
       for (int l = 0; l < kLayers; ++l)
         for (int j = 0; j < 4; ++j) ring.Launch(s, w[l * 4 + j], act[j], out[j], mats[j].n, mats[j].k);
     }) / kLayers;

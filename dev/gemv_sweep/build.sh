@@ -1,12 +1,3 @@
 #!/usr/bin/env bash
-# Builds build/gemv_sweep (dev/gemv_sweep/gemv_sweep.cc) against build/cuda's libopfuse.a, with the
-# opfuse binary's link line. Carry build/gemv_sweep to the device.
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-B=build/cuda
-[ -f "$B/libopfuse.a" ] || { echo "build $B first (cmake --preset cuda && cmake --build $B)" >&2; exit 2; }
-libs=$(ninja -C "$B" -t commands opfuse | tail -1 | grep -oE ' -o opfuse .*&&' | sed -e 's/^ -o opfuse//' -e 's/&&$//')
-cd "$B"
-/usr/bin/c++ -std=c++20 -O2 -DFMT_HEADER_ONLY=1 -DOPFUSE_WITH_CUDA=1 -I../../include -I../../src -isystem /usr/local/cuda/include \
-  ../../dev/gemv_sweep/gemv_sweep.cc -o ../gemv_sweep -static-libstdc++ -static-libgcc $libs
-echo "built build/gemv_sweep"
+# Builds build/gemv_sweep (dev/build_probe.sh). Carry build/gemv_sweep to the device.
+exec bash "$(dirname "$0")/../build_probe.sh" gemv_sweep

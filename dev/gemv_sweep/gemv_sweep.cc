@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "../cuda_ck.h"
+#include "../graph_time.h"
 #include "cuda/device.h"
 #include "kernels/gemv.h"
 #include "runtime/cuda/cublaslt_matmul.h"
@@ -32,32 +33,13 @@ using namespace opfuse;
 
 namespace {
 
+// µs per launch of `copies` launches (one per copy of the weights), captured in one graph.
 template <class F>
 double TimeGraph(cudaStream_t s, int copies, F&& launch) {
-  for (int i = 0; i < copies; ++i) launch(i);  // warm-up outside the graph (cuBLASLt plans, workspace)
-  CK(cudaStreamSynchronize(s));
-  cudaGraph_t g;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < copies; ++i) launch(i);
-  CK(cudaStreamEndCapture(s, &g));
-  cudaGraphExec_t ge;
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  double best = 1e30;
-  for (int r = 0; r < 6; ++r) {
-    CK(cudaEventRecord(a, s));
-    CK(cudaGraphLaunch(ge, s));
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    if (r > 0) best = std::min(best, 1e3 * ms / copies);
-  }
-  CK(cudaGraphExecDestroy(ge));
-  CK(cudaGraphDestroy(g));
-  return best;
+  return TimeCaptured(s, [&] {
+           for (int i = 0; i < copies; ++i) launch(i);
+         }) /
+         copies;
 }
 
 std::vector<float> Fetch(const void* p, int64_t n) {
