@@ -144,6 +144,89 @@ struct OneShotNormParams {  // the fused kernel's one parameter (cuda::KernelLau
   OneShotNormArgs n;
 };
 
+// V consecutive elements of T, moved as one access (16 bytes when V = 16 / sizeof(T)).
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+// A pack a peer wrote: loaded past L1 (__ldcv), as the all-reduce kernel loads the staging buffers.
+template <typename T, int V>
+__device__ __forceinline__ Pack<T, V> LoadPeer(const Pack<T, V>* p) {
+  Pack<T, V> r;
+  if constexpr (sizeof(Pack<T, V>) == 16) {
+    const uint4 raw = __ldcv(reinterpret_cast<const uint4*>(p));
+    __builtin_memcpy(&r, &raw, 16);
+  } else {
+    static_assert(V == 1, "a pack is one element or 16 bytes");
+    r.v[0] = __ldcv(reinterpret_cast<const T*>(p));
+  }
+  return r;
+}
+
+// One row of the fused kernel, V elements an access (cols % V == 0 and every pointer V-aligned):
+// the ranks' staged values summed in rank order (the all_reduce reference's sum) and rounded to T,
+// plus the residual rounded again (add_rms_norm's sum, written), the block's sum of squares, then
+// y = sum * rsqrt(mean + eps) * weight over the thread's own sums.
+template <typename T, int V>
+__device__ void AddRmsNormRow(const OneShotArgs& a, const OneShotNormArgs& n, int64_t at, int64_t row, int64_t e0,
+                              float* partial) {
+  using P = Pack<T, V>;
+  const int64_t base = row * n.cols;
+  const P* res = reinterpret_cast<const P*>(static_cast<const T*>(n.residual) + base);
+  const P* w = static_cast<const P*>(n.weight);
+  P* sum = reinterpret_cast<P*>(static_cast<T*>(n.sum) + base);
+  P* y = reinterpret_cast<P*>(static_cast<T*>(n.y) + base);
+  const int64_t packs = n.cols / V, first = (base - e0) / V;  // the row's first pack in the block's region
+  float ss = 0.0f;
+  for (int64_t c = threadIdx.x; c < packs; c += kThreads) {
+    float acc[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) acc[e] = 0.0f;
+    for (int q = 0; q < a.world; ++q) {
+      const P x = LoadPeer(reinterpret_cast<const P*>(static_cast<const char*>(a.staging[q]) + at) + first + c);
+#pragma unroll
+      for (int e = 0; e < V; ++e) acc[e] += ToF(x.v[e]);
+    }
+    const P rv = res[c];
+    P sv;
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      sv.v[e] = FromF<T>(ToF(FromF<T>(acc[e])) + ToF(rv.v[e]));
+      const float x = ToF(sv.v[e]);
+      ss += x * x;
+    }
+    sum[c] = sv;
+  }
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  float total = 0.0f;
+  for (int k = 0; k < kThreads / 32; ++k) total += partial[k];
+  __syncthreads();  // `partial` is rewritten by the next row
+  const float inv = rsqrtf(total * (1.0f / static_cast<float>(n.cols)) + n.eps);
+  for (int64_t c = threadIdx.x; c < packs; c += kThreads) {  // the thread's own sums (written above)
+    const P sv = sum[c], wv = w[c];
+    P yv;
+#pragma unroll
+    for (int e = 0; e < V; ++e) yv.v[e] = FromF<T>(ToF(sv.v[e]) * inv * ToF(wv.v[e]));
+    y[c] = yv;
+  }
+}
+
+// The block's rows [r0, r1): its elements staged, the ranks met, each row reduced and normalised.
+template <typename T, int V>
+__device__ void AddRmsNormRows(const OneShotArgs& a, const OneShotNormArgs& n, uint32_t g, int64_t at, int64_t r0,
+                               int64_t r1, float* partial) {
+  using P = Pack<T, V>;
+  const int64_t e0 = r0 * n.cols, np = (r1 - r0) * n.cols / V;  // this block's elements, contiguous
+  const P* in = reinterpret_cast<const P*>(static_cast<const T*>(a.in) + e0);
+  P* mine = reinterpret_cast<P*>(static_cast<char*>(a.staging[a.rank]) + at);
+  for (int64_t i = threadIdx.x; i < np; i += kThreads) mine[i] = in[i];
+  Meet(a, &OneShotSignal::start, g);  // (the region's reuse: the all-reduce kernel's argument)
+  for (int64_t r = r0; r < r1; ++r) AddRmsNormRow<T, V>(a, n, at, r, e0, partial);
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads) OneShotAddRmsNormKernel(OneShotNormParams p) {
   const OneShotArgs& a = p.a;
@@ -157,92 +240,19 @@ __global__ void __launch_bounds__(kThreads) OneShotAddRmsNormKernel(OneShotNormP
   const uint32_t g = gen;
   const int64_t per = (n.rows + gridDim.x - 1) / gridDim.x;
   const int64_t r0 = min(n.rows, per * blockIdx.x), r1 = min(n.rows, r0 + per);
-  const int64_t e0 = r0 * n.cols, ne = (r1 - r0) * n.cols;  // this block's elements, contiguous
   const int64_t region = OneShotRegionBytes(a.staging_bytes);
   const int64_t at = ((g & 1) * kOneShotMaxBlocks + blockIdx.x) * region;
-  const T* in = static_cast<const T*>(a.in) + e0;
-  T* mine = reinterpret_cast<T*>(static_cast<char*>(a.staging[a.rank]) + at);
-  const T* res = static_cast<const T*>(n.residual);
-  const T* w = static_cast<const T*>(n.weight);
-  T* sum = static_cast<T*>(n.sum);
-  T* y = static_cast<T*>(n.y);
-  // 16-byte vectors where every row and pointer allows (the decode rows of a model always do), else
-  // elements: the same arithmetic, in the same order, either way.
+  // 16-byte packs where every row and pointer allows (the decode rows of a model always do), else
+  // single elements: the same arithmetic, in the same order, either way (one row routine).
   constexpr int kVec = 16 / sizeof(T);
+  const T* in = static_cast<const T*>(a.in) + r0 * n.cols;
   const bool vec = n.cols % kVec == 0 &&
-                   ((reinterpret_cast<uintptr_t>(in) | reinterpret_cast<uintptr_t>(res) | reinterpret_cast<uintptr_t>(w) |
-                     reinterpret_cast<uintptr_t>(sum) | reinterpret_cast<uintptr_t>(y)) &
+                   ((reinterpret_cast<uintptr_t>(in) | reinterpret_cast<uintptr_t>(n.residual) |
+                     reinterpret_cast<uintptr_t>(n.weight) | reinterpret_cast<uintptr_t>(n.sum) |
+                     reinterpret_cast<uintptr_t>(n.y)) &
                     15) == 0;
-  if (vec) {
-    for (int64_t v = threadIdx.x; v < ne / kVec; v += kThreads)
-      reinterpret_cast<uint4*>(mine)[v] = reinterpret_cast<const uint4*>(in)[v];
-  } else {
-    for (int64_t i = threadIdx.x; i < ne; i += kThreads) mine[i] = in[i];
-  }
-  Meet(a, &OneShotSignal::start, g);  // (the region's reuse: the all-reduce kernel's argument)
-  for (int64_t r = r0; r < r1; ++r) {
-    const int64_t base = r * n.cols;
-    float ss = 0.0f;
-    if (vec) {
-      for (int64_t c = threadIdx.x * kVec; c < n.cols; c += kThreads * kVec) {
-        const int64_t i = base + c - e0;
-        float acc[kVec];
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) acc[e] = 0.0f;
-        for (int q = 0; q < a.world; ++q) {  // rank order: the all_reduce reference's sum
-          uint4 raw = __ldcv(reinterpret_cast<const uint4*>(static_cast<const char*>(a.staging[q]) + at) + i / kVec);
-          const T* x = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-          for (int e = 0; e < kVec; ++e) acc[e] += ToF(x[e]);
-        }
-        const uint4 rraw = *reinterpret_cast<const uint4*>(res + base + c);
-        const T* rv = reinterpret_cast<const T*>(&rraw);
-        uint4 sraw;
-        T* sv = reinterpret_cast<T*>(&sraw);
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          sv[e] = FromF<T>(ToF(FromF<T>(acc[e])) + ToF(rv[e]));
-          const float x = ToF(sv[e]);
-          ss += x * x;
-        }
-        *reinterpret_cast<uint4*>(sum + base + c) = sraw;
-      }
-    } else {
-      for (int64_t c = threadIdx.x; c < n.cols; c += kThreads) {
-        const int64_t i = base + c - e0;
-        float acc = 0.0f;
-        for (int q = 0; q < a.world; ++q)  // rank order: the all_reduce reference's sum
-          acc += ToF(__ldcv(reinterpret_cast<const T*>(static_cast<const char*>(a.staging[q]) + at) + i));
-        // the all_reduce's output rounded to the dtype, then add_rms_norm's sum rounded
-        const T s = FromF<T>(ToF(FromF<T>(acc)) + ToF(res[base + c]));
-        sum[base + c] = s;
-        const float v = ToF(s);
-        ss += v * v;
-      }
-    }
-    // the row's sum of squares over the block
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    float total = 0.0f;
-    for (int k = 0; k < kThreads / 32; ++k) total += partial[k];
-    __syncthreads();  // `partial` is rewritten by the next row
-    const float inv = rsqrtf(total * (1.0f / static_cast<float>(n.cols)) + n.eps);
-    if (vec) {
-      for (int64_t c = threadIdx.x * kVec; c < n.cols; c += kThreads * kVec) {  // the thread's own sums
-        const uint4 sraw = *reinterpret_cast<const uint4*>(sum + base + c), wraw = *reinterpret_cast<const uint4*>(w + c);
-        const T *sv = reinterpret_cast<const T*>(&sraw), *wv = reinterpret_cast<const T*>(&wraw);
-        uint4 yraw;
-        T* yv = reinterpret_cast<T*>(&yraw);
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) yv[e] = FromF<T>(ToF(sv[e]) * inv * ToF(wv[e]));
-        *reinterpret_cast<uint4*>(y + base + c) = yraw;
-      }
-    } else {
-      for (int64_t c = threadIdx.x; c < n.cols; c += kThreads)  // the thread's own sums (written above)
-        y[base + c] = FromF<T>(ToF(sum[base + c]) * inv * ToF(w[c]));
-    }
-  }
+  if (vec) AddRmsNormRows<T, kVec>(a, n, g, at, r0, r1, partial);
+  else AddRmsNormRows<T, 1>(a, n, g, at, r0, r1, partial);
 }
 
 // What both kernels need: 2..kOneShotMaxRanks ranks, a float dtype.
