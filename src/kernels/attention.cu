@@ -131,13 +131,15 @@ Status attn::PlanAttentionCore(const Dims& d, const Ptrs& ptr, bool causal, doub
   const float scale_log2 = static_cast<float>(scale * 1.4426950408889634);
   if (d.B == 0 || d.T == 0 || d.Hq == 0 || d.D == 0) return Status::Ok();  // empty output: nothing to compute
 
+  // The tensor-core kernel takes the softmax maximum over raw scores, which needs a positive scale.
   bool mma = false;
   if (opts.path == AttentionPath::kTensorCore) {
-    const std::string why = MmaRefusal(d, ptr);
+    std::string why = MmaRefusal(d, ptr);
+    if (why.empty() && !(scale > 0)) why = fmt::format("scale {} is not positive", scale);
     if (!why.empty()) return Unimplemented(fmt::format("{}: tensor-core kernel does not apply: {}", op, why));
     mma = true;
   } else if (opts.path == AttentionPath::kAuto) {
-    mma = AutoUsesMma(d, ptr);
+    mma = AutoUsesMma(d, ptr) && scale > 0;
   }
   const std::string prefix = op;
 

@@ -81,7 +81,8 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanKvAttentionWith(const Node& n, con
   const double scale = AttrFloat(n.attrs, "scale", d.D > 0 ? 1.0 / std::sqrt(static_cast<double>(d.D)) : 1.0);
   Ptrs ptr = KvPtrsOf(in, &out);
   // Decode (the general kernel): the attention kernel writes the new rows itself — one launch.
-  const bool mma = opts.path == AttentionPath::kTensorCore || (opts.path == AttentionPath::kAuto && AutoUsesMma(d, ptr));
+  const bool mma =
+      opts.path == AttentionPath::kTensorCore || (opts.path == AttentionPath::kAuto && AutoUsesMma(d, ptr) && scale > 0);
   if (!mma) {
     ptr.knew = in[1].data;
     ptr.vnew = in[2].data;

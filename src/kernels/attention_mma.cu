@@ -22,6 +22,18 @@ __device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* p)
                : "r"(SmemAddr(p)));
 }
 
+// 2^x on the SFU, denormal results flushed to zero (softmax weights that small are zero in the sum).
+__device__ __forceinline__ float Ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// One block: 4 warps, 64 query rows (16 a warp) against 64-key K and V tiles in shared memory (K of the
+// next tile loaded during the softmax, V during Q K^T). Registers are left to the compiler (168 at
+// head_dim 64: 3 blocks a SM); holding head_dim 64 to 128 registers for a fourth block spills and was
+// slower, and two 16-row tiles a warp (halving ldmatrix traffic a FLOP) measured the same at two
+// blocks a SM — the kernel is latency-bound (docs/BENCHMARKS.md, prefill attention).
 template <typename T, int HD>
 __global__ void __launch_bounds__(kThreads) AttnMmaKernel(MmaParams p) {
   constexpr int BM = 64, BN = 64;  // query rows / keys per tile
@@ -110,8 +122,10 @@ __global__ void __launch_bounds__(kThreads) AttnMmaKernel(MmaParams p) {
     if (j + 1 < ntiles) load_tile(sK, kbase, kv_stride, n0 + BN, S, kv_begin);
     CpAsyncCommit();  // (possibly empty) group, so the wait counts below stay uniform
 
-    // Online softmax in the log2 domain. Masking is needed only on the tile past S, crossing the
-    // causal diagonal of this block's first row, or (window) below the last row's lower bound.
+    // Online softmax in the log2 domain (scale_log2 > 0, the planner's condition): the maximum is
+    // taken over the raw scores, and each weight is 2^(s * scale_log2 - mu) in one FMA and one ex2.
+    // Masking is needed only on the tile past S, crossing the causal diagonal of this block's first
+    // row, or (window) below the last row's lower bound.
     const bool need_mask = (n0 + BN > S) || (p.causal && n0 + BN - 1 > m0 + off) || n0 < win_lo_last;
     const int wlo = p.window > 0 && p.causal ? qrow + off + 1 - p.window : INT_MIN;  // row qrow's bound
     float mx[2] = {-INFINITY, -INFINITY};
@@ -119,7 +133,7 @@ __global__ void __launch_bounds__(kThreads) AttnMmaKernel(MmaParams p) {
     for (int nt = 0; nt < BN / 8; ++nt) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        float s0 = sacc[nt][e] * p.scale_log2, s1 = sacc[nt][2 + e] * p.scale_log2;
+        float s0 = sacc[nt][e], s1 = sacc[nt][2 + e];
         if (need_mask) {
           const int key = n0 + nt * 8 + (lane & 3) * 2 + e;
           if (key >= S || (p.causal && key > qrow + off) || key < wlo) s0 = -INFINITY;
@@ -136,9 +150,9 @@ __global__ void __launch_bounds__(kThreads) AttnMmaKernel(MmaParams p) {
     for (int r = 0; r < 2; ++r) {
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      const float m_new = fmaxf(mrow[r], mx[r]);
+      const float m_new = fmaxf(mrow[r], mx[r] * p.scale_log2);
       mu[r] = m_new == -INFINITY ? 0.f : m_new;
-      alpha[r] = exp2f(mrow[r] - mu[r]);
+      alpha[r] = Ex2(mrow[r] - mu[r]);
       mrow[r] = m_new;
     }
     float rs[2] = {0.f, 0.f};
@@ -146,8 +160,8 @@ __global__ void __launch_bounds__(kThreads) AttnMmaKernel(MmaParams p) {
     for (int nt = 0; nt < BN / 8; ++nt) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        sacc[nt][e] = exp2f(sacc[nt][e] - mu[0]);
-        sacc[nt][2 + e] = exp2f(sacc[nt][2 + e] - mu[1]);
+        sacc[nt][e] = Ex2(fmaf(sacc[nt][e], p.scale_log2, -mu[0]));
+        sacc[nt][2 + e] = Ex2(fmaf(sacc[nt][2 + e], p.scale_log2, -mu[1]));
         rs[0] += sacc[nt][e];
         rs[1] += sacc[nt][2 + e];
       }

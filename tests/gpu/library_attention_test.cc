@@ -90,8 +90,8 @@ double Bound(DType t) {
   }
 }
 
-bool TensorCoreApplies(const AttnCase& c) {
-  return (c.dtype == DType::kBF16 || c.dtype == DType::kF16) && (c.D == 64 || c.D == 128);
+bool TensorCoreApplies(const AttnCase& c) {  // scale 0 is the default 1/sqrt(D)
+  return (c.dtype == DType::kBF16 || c.dtype == DType::kF16) && (c.D == 64 || c.D == 128) && c.scale >= 0;
 }
 
 // cudaMalloc'd block, freed on scope exit.
@@ -216,6 +216,19 @@ TEST(LibraryAttentionPlan, Errors) {
   EXPECT_NE(r.status().message().find("f32"), std::string::npos) << r.status().message();
   r = plan(Refs(DType::kBF16, 64, 64, 2, 2, 80), out_of(DType::kBF16, 64, 2, 80), AttentionPath::kTensorCore);
   EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+  {  // a negative scale: the tensor-core kernel's maximum is over raw scores
+    Node neg = AttentionNode(true, -0.5);
+    AttentionPlanOptions o;
+    o.path = AttentionPath::kTensorCore;
+    auto rn = kernels::PlanAttentionWith(neg, Refs(DType::kBF16, 64, 64, 2, 2, 64), out_of(DType::kBF16, 64, 2, 64), dev, o);
+    EXPECT_EQ(rn.status().code(), StatusCode::kUnimplemented);
+    EXPECT_NE(rn.status().message().find("scale"), std::string::npos) << rn.status().message();
+    o.path = AttentionPath::kAuto;
+    auto ra = kernels::PlanAttentionWith(neg, Refs(DType::kBF16, 64, 64, 2, 2, 64), out_of(DType::kBF16, 64, 2, 64), dev, o);
+    ASSERT_TRUE(ra.ok()) << ra.status().ToString();
+    ASSERT_FALSE(ra->empty());
+    EXPECT_EQ(ra->back().name().rfind("attention_general_", 0), 0u) << ra->back().name();
+  }
   // Empty output: nothing to launch.
   auto e = plan(Refs(DType::kBF16, 0, 4, 2, 2, 64), out_of(DType::kBF16, 0, 2, 64));
   ASSERT_TRUE(e.ok()) << e.status().ToString();
@@ -414,6 +427,7 @@ std::vector<AttnCase> AllCases() {
   cs.push_back({hf, 128, 128, 8, 8, 128, false, 0.3});
   cs.push_back({bf, 1, 4097, 32, 4, 64, true, 1.0});
   cs.push_back({f32, 17, 17, 8, 2, 40, true, -0.2});
+  cs.push_back({bf, 300, 300, 32, 4, 64, true, -0.2});  // prefill-sized: the general kernel, not tensor cores
   // Prefill T = S = 1 and decode S = 1 coincide: keep each case once.
   std::vector<AttnCase> unique;
   for (const AttnCase& c : cs)
