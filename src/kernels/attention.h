@@ -2,9 +2,10 @@
 //
 // Design: attention(q[T,Hq,D], k[S,Hkv,D], v[S,Hkv,D]) has three kernels, chosen per shape at plan time:
 //   * tensor-core prefill ("mma"): flash-attention-2 style for f16/bf16 with D = 64 or 128 and
-//     T > kAttentionDecodeMaxT — a 64-row Q tile per block held in registers as mma.sync m16n8k16
-//     fragments, 64-key K/V tiles streamed through shared memory with cp.async, online softmax in
-//     f32, causal tiles skipped;
+//     T > kAttentionDecodeMaxT and a positive scale — a 64-row Q tile per block held in registers as
+//     mma.sync m16n8k16 fragments, 64-key K/V tiles streamed through shared memory with cp.async,
+//     online softmax in f32 (maximum over the raw scores, so the scale must be positive; other scales
+//     take the general kernel), causal tiles skipped;
 //   * general ("simt"): CUDA cores, any float dtype and any D <= 256. A block takes up to 8 query
 //     rows (4 when decoding) of one kv head (query heads of a GQA group share its K/V reads) and a range of
 //     keys; its 4 warps take interleaved key tiles, each keeping its own online-softmax state, and
