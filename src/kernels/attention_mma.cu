@@ -30,10 +30,10 @@ __device__ __forceinline__ float Ex2(float x) {
 }
 
 // One block: 4 warps, 64 query rows (16 a warp) against 64-key K and V tiles in shared memory (K of the
-// next tile loaded during the softmax, V during Q K^T). Registers are left to the compiler (168 at
-// head_dim 64: 3 blocks a SM); holding head_dim 64 to 128 registers for a fourth block spills and was
-// slower, and two 16-row tiles a warp (halving ldmatrix traffic a FLOP) measured the same at two
-// blocks a SM — the kernel is latency-bound (docs/BENCHMARKS.md, prefill attention).
+// next tile loaded during the softmax, V during Q K^T); registers are left to the compiler. The kernel
+// is latency-bound, and the alternatives measured against it did not pay at the model's prefill
+// lengths: a register cap for more blocks a SM (spills), two 16-row tiles a warp (half the blocks),
+// 128-key tiles (docs/BENCHMARKS.md, "Prefill: TFLOP/s against the GEMM ceiling").
 template <typename T, int HD>
 __global__ void __launch_bounds__(kThreads) AttnMmaKernel(MmaParams p) {
   constexpr int BM = 64, BN = 64;  // query rows / keys per tile
