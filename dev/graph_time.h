@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "cuda_ck.h"
 
@@ -37,4 +38,16 @@ double TimeCaptured(cudaStream_t s, F&& enqueue) {
   CK(cudaGraphExecDestroy(ge));
   CK(cudaGraphDestroy(g));
   return best;
+}
+
+// The floor's denominator: GB/s of a device-to-device copy of `bytes` (read + write counted, as
+// `opfuse bench ops` counts them), timed by TimeCaptured on `s`; the buffers are freed after.
+inline double CopyGbs(cudaStream_t s, int64_t bytes) {
+  void *src = nullptr, *dst = nullptr;
+  CK(cudaMalloc(&src, bytes));
+  CK(cudaMalloc(&dst, bytes));
+  const double us = TimeCaptured(s, [&] { CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s)); });
+  CK(cudaFree(src));
+  CK(cudaFree(dst));
+  return 2.0 * bytes / us / 1e3;
 }

@@ -77,12 +77,8 @@ int main() {
     CK(cudaMalloc(&ref[j], 64 * mats[j].n * 2));
   }
   // the floor: a device-to-device copy of the 22 layers' weight bytes (half read, half written)
-  void *src = nullptr, *dst = nullptr;
   const int64_t copy_bytes = layer_bytes * kLayers / 2;
-  CK(cudaMalloc(&src, copy_bytes));
-  CK(cudaMalloc(&dst, copy_bytes));
-  const double copy_us = TimeCaptured(s, [&] { CK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice, s)); });
-  const double copy_gbs = 2.0 * copy_bytes / copy_us / 1e3;
+  const double copy_gbs = CopyGbs(s, copy_bytes);
   std::printf("device %s, %d SMs; copy %.0f GB/s (%lld MB moved); per layer %lld MB of weights, floor %.2f us\n",
               dev->name.c_str(), dev->sm_count, copy_gbs, (long long)(2 * copy_bytes >> 20), (long long)(layer_bytes >> 20),
               layer_bytes / copy_gbs / 1e3);

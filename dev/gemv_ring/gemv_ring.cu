@@ -155,12 +155,7 @@ int main() {
       CK(cudaMalloc(&w[l * 4 + j], hw[j].size() * 2));
       CK(cudaMemcpy(w[l * 4 + j], hw[j].data(), hw[j].size() * 2, cudaMemcpyHostToDevice));
     }
-  void *src = nullptr, *dst = nullptr;
-  const int64_t copy_bytes = layer_bytes * kLayers / 2;
-  CK(cudaMalloc(&src, copy_bytes));
-  CK(cudaMalloc(&dst, copy_bytes));
-  const double copy_us = TimeCaptured(s, [&] { CK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice, s)); });
-  const double gbs = 2.0 * copy_bytes / copy_us / 1e3, floor_us = layer_bytes / gbs / 1e3;
+  const double gbs = CopyGbs(s, layer_bytes * kLayers / 2), floor_us = layer_bytes / gbs / 1e3;
   std::printf("device %s, %d SMs; copy %.0f GB/s; per layer %lld MB, floor %.2f us\n", prop.name, prop.multiProcessorCount,
               gbs, (long long)(layer_bytes >> 20), floor_us);
   std::printf("| ring (stages x packs a lane) | KB in flight a warp | blocks | us / layer | x floor | GB/s | max rel err |\n");

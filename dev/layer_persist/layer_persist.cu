@@ -110,6 +110,17 @@ __device__ __forceinline__ float WarpSumF(float v) {
   return v;
 }
 
+__device__ __forceinline__ unsigned Smem(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ void MbarWait(unsigned mb, unsigned parity) {
+  unsigned ok = 0;
+  while (!ok)
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(ok)
+                 : "r"(mb), "r"(parity)
+                 : "memory");
+}
+
 struct Cursor {
   int s, c, ch;
 };
@@ -125,7 +136,7 @@ __global__ void __launch_bounds__(WPB * 32) PersistentChain(const Stage* __restr
   uint4* const raw = dyn + 2 * kMaxKv;
   __shared__ __align__(8) unsigned long long bar;
   if (threadIdx.x == 0) {
-    asm volatile("mbarrier.init.shared.b64 [%0], 1;" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(&bar))));
+    asm volatile("mbarrier.init.shared.b64 [%0], 1;" ::"r"(Smem(&bar)));
     asm volatile("fence.mbarrier_init.release.cluster;");
   }
   for (int i = threadIdx.x; i < s1; i += blockDim.x) {
@@ -202,25 +213,18 @@ __global__ void __launch_bounds__(WPB * 32) PersistentChain(const Stage* __restr
     if (wait & 8) {
       // Bulk staging: one thread has the TMA engine copy the input rows to shared memory (not through
       // the load/store unit, where the in-flight weight loads queue).
-      const unsigned mb = static_cast<unsigned>(__cvta_generic_to_shared(&bar));
+      const unsigned mb = Smem(&bar);
       if (threadIdx.x == 0) {
         asm volatile("fence.proxy.async.global;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         const unsigned bytes = static_cast<unsigned>(S.kv) * 16u * (S.kind == 0 ? 1u : 2u);
         uint4* dst = S.kind == 0 ? a : raw;
         asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" ::"r"(mb), "r"(bytes) : "memory");
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                         static_cast<unsigned>(__cvta_generic_to_shared(dst))),
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(Smem(dst)),
                      "l"(S.in), "r"(bytes), "r"(mb)
                      : "memory");
       }
-      const unsigned parity = static_cast<unsigned>(s - s0) & 1u;
-      unsigned ok = 0;
-      while (!ok)
-        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                     : "=r"(ok)
-                     : "r"(mb), "r"(parity)
-                     : "memory");
+      MbarWait(mb, static_cast<unsigned>(s - s0) & 1u);
       if (S.kind == 1) {
         for (int i = threadIdx.x; i < S.kv; i += blockDim.x) {
           const uint4 g = raw[i], up = raw[S.kv + i];
@@ -266,17 +270,6 @@ __global__ void __launch_bounds__(WPB * 32) PersistentChain(const Stage* __restr
 // dot them against the staged input, reduce in the warp and add the sum to the column's shared
 // accumulator. At the stage's end the block writes its columns and arrives (one release add).
 constexpr int kPage = 16384, kPagePacks = kPage / 16;
-
-__device__ __forceinline__ unsigned Smem(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
-
-__device__ __forceinline__ void MbarWait(unsigned mb, unsigned parity) {
-  unsigned ok = 0;
-  while (!ok)
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(ok)
-                 : "r"(mb), "r"(parity)
-                 : "memory");
-}
 
 template <int WPB, int NS>
 __global__ void __launch_bounds__((WPB + 1) * 32) RingChain(const Stage* __restrict__ stages_g, int s0, int s1,
@@ -448,12 +441,7 @@ int main(int argc, char** argv) {
   CK(cudaMemcpy(ds, hs.data(), sizeof(Stage) * kStages, cudaMemcpyHostToDevice));
   CK(cudaMalloc(&counters, sizeof(int) * kStages));
 
-  void *src = nullptr, *dst = nullptr;
-  const int64_t copy_bytes = layer_bytes * kLayers / 2;
-  CK(cudaMalloc(&src, copy_bytes));
-  CK(cudaMalloc(&dst, copy_bytes));
-  const double copy_us = TimeCaptured(s, [&] { CK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice, s)); });
-  const double gbs = 2.0 * copy_bytes / copy_us / 1e3, floor_us = layer_bytes / gbs / 1e3;
+  const double gbs = CopyGbs(s, layer_bytes * kLayers / 2), floor_us = layer_bytes / gbs / 1e3;
   std::printf("device %s, %d SMs; copy %.0f GB/s; per layer %lld MB, floor %.2f us\n", prop.name, prop.multiProcessorCount,
               gbs, (long long)(layer_bytes >> 20), floor_us);
 
