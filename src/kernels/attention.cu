@@ -9,14 +9,16 @@
 // subtraction, so fully masked rows give p = 0 and never NaN.
 //
 // Three kernels (attention.h says when each runs):
-//  * AttnMmaKernel<T, HD>: flash-attention-2 forward for f16/bf16, HD = 64/128. 4 warps, 64 query
-//    rows per block (16 per warp), Q fragments in registers (ldmatrix.x4), 64-key K and V tiles in
-//    shared memory (rows padded by 16 bytes, so ldmatrix rows fall in distinct banks) loaded with
-//    cp.async (zero-filled past S / T), S = QK^T and O += PV with mma.sync m16n8k16 (f32
-//    accumulators; the S accumulator layout is reused as the A fragment of P, FA2's register
-//    trick), V fragments through ldmatrix.trans. The V load of tile j overlaps QK^T of tile j and
-//    the K load of tile j+1 overlaps the softmax and PV of tile j. Causal blocks stop at their last
-//    visible tile and are launched heaviest first.
+//  * AttnMmaKernel<T, HD, WR, NW, MINB>: flash-attention-2 forward for f16/bf16, HD = 64/128. NW warps
+//    of WR 16-row tiles (64- or 128-row blocks), Q fragments in registers (ldmatrix.x4), 64-key K and
+//    V tiles double-buffered in shared memory (rows padded by 16 bytes, so ldmatrix rows fall in
+//    distinct banks) loaded with cp.async (zero-filled past S / T) one tile ahead, one block barrier
+//    a tile; S = QK^T and O += PV with mma.sync m16n8k16 (f32 accumulators; the S accumulator layout
+//    is reused as the A fragment of P, FA2's register trick), V fragments through ldmatrix.trans.
+//    Causal blocks stop at their last visible tile; a causal grid is folded (block x takes row tiles
+//    nq-1-x and x: equal work a block) or launched heaviest first. Which instance and whether to
+//    fold: ChooseMma (attention_plan.cc) from the grid against the device's SMs and the instance's
+//    occupancy.
 //  * AttnGeneralKernel<T, RB, MAXC>: CUDA cores, any float dtype, D <= 256. A block takes RB query
 //    rows (8 for prefill, 4 for decode, 1 for one-row MHA decode) of one kv head (row r -> token
 //    r / group, head kvh*group + r % group, so the query heads of a GQA group share K/V reads) and
@@ -80,9 +82,9 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanAttentionWith(const Node& n, const
   Dims d;
   if (Status s = CheckDims(in, &out, &d); !s.ok()) return s;
   const bool causal = AttrInt(n.attrs, "causal", 1) != 0;
-  const double scale = AttrFloat(n.attrs, "scale", d.D > 0 ? 1.0 / std::sqrt(static_cast<double>(d.D)) : 1.0);
+  d.scale = ScaleOf(n, d);
   std::vector<cuda::KernelLaunch> launches;
-  OPFUSE_RETURN_IF_ERROR(PlanAttentionCore(d, PtrsOf(in, &out), causal, scale, dev, opts, "attention", launches));
+  OPFUSE_RETURN_IF_ERROR(PlanAttentionCore(d, PtrsOf(in, &out), causal, dev, opts, "attention", launches));
   return launches;
 }
 
@@ -124,33 +126,46 @@ GeneralParams BaseParams(const Dims& d, const Ptrs& ptr, bool causal, float scal
 // min(S, pos[b] + T) keys, read on the device), appended to `launches`.
 }  // namespace
 
-Status attn::PlanAttentionCore(const Dims& d, const Ptrs& ptr, bool causal, double scale, const cuda::DeviceInfo& dev,
-                         const AttentionPlanOptions& opts, const char* op, std::vector<cuda::KernelLaunch>& launches) {
+Status attn::PlanAttentionCore(const Dims& d, const Ptrs& ptr, bool causal, const cuda::DeviceInfo& dev,
+                               const AttentionPlanOptions& opts, const char* op,
+                               std::vector<cuda::KernelLaunch>& launches) {
   if (!IsFloat(d.dtype)) return Unimplemented(fmt::format("{}: dtype {} (needs f32/f16/bf16)", op, DTypeName(d.dtype)));
   if (d.D > 256) return Unimplemented(fmt::format("{}: head_dim {} > 256", op, d.D));
-  const float scale_log2 = static_cast<float>(scale * 1.4426950408889634);
+  const float scale_log2 = static_cast<float>(d.scale * 1.4426950408889634);
   if (d.B == 0 || d.T == 0 || d.Hq == 0 || d.D == 0) return Status::Ok();  // empty output: nothing to compute
 
-  // The tensor-core kernel takes the softmax maximum over raw scores, which needs a positive scale.
   bool mma = false;
   if (opts.path == AttentionPath::kTensorCore) {
-    std::string why = MmaRefusal(d, ptr);
-    if (why.empty() && !(scale > 0)) why = fmt::format("scale {} is not positive", scale);
+    const std::string why = MmaRefusal(d, ptr);
     if (!why.empty()) return Unimplemented(fmt::format("{}: tensor-core kernel does not apply: {}", op, why));
     mma = true;
   } else if (opts.path == AttentionPath::kAuto) {
-    mma = AutoUsesMma(d, ptr) && scale > 0;
+    mma = AutoUsesMma(d, ptr);
   }
   const std::string prefix = op;
 
   if (mma) {
+    if (d.Hq > 65535 || d.B > 65535) return Unimplemented(fmt::format("{}: {} query heads or {} sequences > 65535", op, d.Hq, d.B));
+    OPFUSE_ASSIGN_OR_RETURN(const std::vector<MmaInstance> inst, MmaInstances(d.dtype, d.D));
+    std::vector<MmaTile> tiles;
+    for (const MmaInstance& k : inst) tiles.push_back({k.rows, k.blocks_per_sm});
+    MmaChoice c = ChooseMma(d, causal, dev.sm_count, tiles);
+    if (opts.mma_instance >= 0 || opts.mma_fold >= 0) {  // forced (tests, comparisons)
+      if (opts.mma_instance >= static_cast<int>(inst.size()))
+        return InvalidArgument(fmt::format("{}: tensor-core instance {} of {}", op, opts.mma_instance, inst.size()));
+      if (opts.mma_instance >= 0) c.instance = opts.mma_instance;
+      if (opts.mma_fold >= 0) c.fold = causal && opts.mma_fold > 0;
+      const int64_t nq = (d.T + inst[static_cast<size_t>(c.instance)].rows - 1) / inst[static_cast<size_t>(c.instance)].rows;
+      c.grid_x = c.fold ? (nq + 1) / 2 : nq;
+    }
+    const MmaInstance& k = inst[static_cast<size_t>(c.instance)];
     MmaParams p{ptr.q, ptr.k, ptr.v, ptr.o, static_cast<int>(d.T), static_cast<int>(d.S),
                 static_cast<int>(d.Hq), static_cast<int>(d.Hkv), static_cast<int>(d.group), causal ? 1 : 0,
-                scale_log2, ptr.pos, static_cast<int>(d.window)};
-    if (d.Hq > 65535 || d.B > 65535) return Unimplemented(fmt::format("{}: {} query heads or {} sequences > 65535", op, d.Hq, d.B));
-    const dim3 grid(static_cast<unsigned>((d.T + 63) / 64), static_cast<unsigned>(d.Hq), static_cast<unsigned>(d.B));
-    launches.push_back(cuda::KernelLaunch::Make(fmt::format("{}_mma_{}_d{}", prefix, DTypeName(d.dtype), d.D),
-                                                PickMma(d.dtype, d.D), grid, dim3(kAttentionThreads), 0, p));
+                scale_log2, ptr.pos, static_cast<int>(d.window), c.fold ? 1 : 0};
+    const dim3 grid(static_cast<unsigned>(c.grid_x), static_cast<unsigned>(d.Hq), static_cast<unsigned>(d.B));
+    launches.push_back(cuda::KernelLaunch::Make(
+        fmt::format("{}_mma_{}_d{}_m{}{}", prefix, DTypeName(d.dtype), d.D, k.rows, c.fold ? "_fold" : ""), k.fn, grid,
+        dim3(static_cast<unsigned>(k.threads)), static_cast<size_t>(k.smem_bytes), p));
     return Status::Ok();
   }
 

@@ -2,10 +2,11 @@
 //
 // Design: attention(q[T,Hq,D], k[S,Hkv,D], v[S,Hkv,D]) has three kernels, chosen per shape at plan time:
 //   * tensor-core prefill ("mma"): flash-attention-2 style for f16/bf16 with D = 64 or 128 and
-//     T > kAttentionDecodeMaxT and a positive scale — a 64-row Q tile per block held in registers as
-//     mma.sync m16n8k16 fragments, 64-key K/V tiles streamed through shared memory with cp.async,
-//     online softmax in f32 (maximum over the raw scores, so the scale must be positive; other scales
-//     take the general kernel), causal tiles skipped;
+//     T > kAttentionDecodeMaxT and a positive scale — a 64- or 128-row Q tile per block held in
+//     registers as mma.sync m16n8k16 fragments, 64-key K/V tiles double-buffered in shared memory
+//     with cp.async, online softmax in f32 (maximum over the raw scores, so the scale must be
+//     positive; other scales take the general kernel), causal tiles skipped and causal grids folded
+//     (a block takes a heavy and a light row tile) where the device stays full (ChooseMma);
 //   * general ("simt"): CUDA cores, any float dtype and any D <= 256. A block takes up to 8 query
 //     rows (4 when decoding) of one kv head (query heads of a GQA group share its K/V reads) and a range of
 //     keys; its 4 warps take interleaved key tiles, each keeping its own online-softmax state, and
@@ -43,6 +44,10 @@ struct AttentionPlanOptions {
   // pos is an input of the run and no other step touches the caches. The CUDA executor says so
   // through PlanLibraryNode's LibraryPlanOptions::early_reads.
   bool early_reads = false;
+  // Tests and comparisons: the tensor-core instance (index, largest row tile first) and whether causal
+  // grids fold (0/1); -1: ChooseMma decides from the shape and the device.
+  int mma_instance = -1;
+  int mma_fold = -1;
 };
 
 // Launches computing attention node `n` (see PlanAttention in library.h) with explicit options.

@@ -70,7 +70,11 @@ struct MmaParams {
   float scale_log2;
   const int* pos;  // kv_attention (blockIdx.z = sequence): keys min(S, pos[b] + T); else nullptr
   int window;      // sliding window (causal only): row i sees keys [i + off + 1 - window, i + off]; 0 = none
+  int fold;        // causal: block x takes row tiles nq - 1 - x and x (grid.x = ceil(nq / 2)); 0: one tile
 };
+
+// Keys per K/V tile of the tensor-core kernel.
+inline constexpr int kMmaKeyTile = 64;
 
 struct KvWriteParams {
   const void* k;
@@ -85,13 +89,23 @@ struct KvWriteParams {
 using GeneralFn = void (*)(GeneralParams);
 using CombineFn = void (*)(CombineParams);
 using MmaFn = void (*)(MmaParams);
+// One compiled instance of the tensor-core kernel: its launch shape and resident blocks a SM.
+struct MmaInstance {
+  MmaFn fn;
+  int rows;           // query rows per block
+  int threads;
+  int smem_bytes;     // dynamic shared memory
+  int min_blocks;     // its __launch_bounds__ minimum blocks a SM
+  int blocks_per_sm;  // occupancy on the current device (MmaInstances fills it; min_blocks without one)
+};
 using KvWriteFn = void (*)(KvWriteParams);
 // attention_general.cu: the general kernel for (dtype, rows per block 1/4/8, max chunks 2/4/8) and
 // the split combine kernel.
 GeneralFn PickGeneral(DType t, int rb, int maxc);
 CombineFn PickCombine(DType t);
-// attention_mma.cu: the tensor-core kernel (f16/bf16, head_dim 64/128).
-MmaFn PickMma(DType t, int64_t hd);
+// attention_mma.cu: the tensor-core kernel's instances for f16/bf16 and head_dim 64/128, largest row
+// tile first, with their shared-memory limit raised where needed and their occupancy queried.
+StatusOr<std::vector<MmaInstance>> MmaInstances(DType t, int64_t hd);
 // attention_kv.cu: the cache write of `unit_bytes` (16, 4 or 2) per thread.
 KvWriteFn PickKvWrite(int unit_bytes);
 
@@ -102,7 +116,7 @@ AttentionPlanOptions ScratchOptions(const std::vector<TensorRef>& in, size_t fir
 // attention.cu: the launches of attention over Dims `d` (B sequences; with ptr.pos, sequence b has
 // min(S, pos[b] + T) keys, read on the device), appended to `launches`; kv_attention's planner
 // (attention_kv.cu) calls it after its cache write.
-Status PlanAttentionCore(const Dims& d, const Ptrs& ptr, bool causal, double scale, const cuda::DeviceInfo& dev,
+Status PlanAttentionCore(const Dims& d, const Ptrs& ptr, bool causal, const cuda::DeviceInfo& dev,
                          const AttentionPlanOptions& opts, const char* op, std::vector<cuda::KernelLaunch>& launches);
 
 }  // namespace opfuse::kernels::attn

@@ -78,15 +78,15 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanKvAttentionWith(const Node& n, con
   d.window = window < d.S ? window : 0;
   std::vector<cuda::KernelLaunch> launches;
   if (d.B == 0 || d.T == 0) return launches;
-  const double scale = AttrFloat(n.attrs, "scale", d.D > 0 ? 1.0 / std::sqrt(static_cast<double>(d.D)) : 1.0);
+  d.scale = ScaleOf(n, d);
   Ptrs ptr = KvPtrsOf(in, &out);
   // Decode (the general kernel): the attention kernel writes the new rows itself — one launch.
   const bool mma =
-      opts.path == AttentionPath::kTensorCore || (opts.path == AttentionPath::kAuto && AutoUsesMma(d, ptr) && scale > 0);
+      opts.path == AttentionPath::kTensorCore || (opts.path == AttentionPath::kAuto && AutoUsesMma(d, ptr));
   if (!mma) {
     ptr.knew = in[1].data;
     ptr.vnew = in[2].data;
-    OPFUSE_RETURN_IF_ERROR(PlanAttentionCore(d, ptr, true, scale, dev, opts, "kv_attention", launches));
+    OPFUSE_RETURN_IF_ERROR(PlanAttentionCore(d, ptr, true, dev, opts, "kv_attention", launches));
     return launches;
   }
   // 1. The cache write: 16-byte units when every row and pointer allows, else elements.
@@ -106,7 +106,7 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanKvAttentionWith(const Node& n, con
   }
   // 2. Attention over the caches, causal at absolute positions: the existing kernels with
   //    S_b = pos[b] + T read on the device (query t sees keys j <= pos[b] + t).
-  OPFUSE_RETURN_IF_ERROR(PlanAttentionCore(d, ptr, true, scale, dev, opts, "kv_attention", launches));
+  OPFUSE_RETURN_IF_ERROR(PlanAttentionCore(d, ptr, true, dev, opts, "kv_attention", launches));
   return launches;
 }
 

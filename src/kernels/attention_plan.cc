@@ -35,6 +35,7 @@ Status CheckDims(const std::vector<TensorRef>& in, const std::vector<TensorRef>*
     return InvalidArgument(
         fmt::format("attention: shape mismatch: {} query heads not a multiple of {} kv heads", d->Hq, d->Hkv));
   d->group = d->Hq / d->Hkv;
+  d->scale = d->D > 0 ? 1.0 / std::sqrt(static_cast<double>(d->D)) : 1.0;
   if (out) {
     if (out->empty()) return InvalidArgument("attention: no output");
     const TensorRef& y = (*out)[0];
@@ -51,12 +52,31 @@ Status CheckDims(const std::vector<TensorRef>& in, const std::vector<TensorRef>*
 int MinSplitChunk(int keys_per_iter) { return keys_per_iter; }
 
 // Why the tensor-core kernel does not apply ("" when it does).
+double ScaleOf(const Node& n, const Dims& d) { return AttrFloat(n.attrs, "scale", d.scale); }
+
 std::string MmaRefusal(const Dims& d, const Ptrs& ptr) {
   if (d.dtype != DType::kF16 && d.dtype != DType::kBF16) return fmt::format("dtype {} (needs f16/bf16)", DTypeName(d.dtype));
   if (d.D != 64 && d.D != 128) return fmt::format("head_dim {} (needs 64 or 128)", d.D);
   if (!(Aligned16(ptr.q) && Aligned16(ptr.k) && Aligned16(ptr.v) && Aligned16(ptr.o)))
     return "a q/k/v/output pointer is not 16-byte aligned";
+  if (!(d.scale > 0)) return fmt::format("scale {} is not positive", d.scale);
   return "";
+}
+
+MmaChoice ChooseMma(const Dims& d, bool causal, int sm_count, const std::vector<MmaTile>& tiles) {
+  MmaChoice c;
+  if (tiles.empty()) return c;
+  const int64_t sms = std::max(sm_count, 1), lanes = d.Hq * d.B;
+  auto row_tiles = [&](const MmaTile& t) { return (d.T + t.rows - 1) / std::max(t.rows, 1); };
+  for (size_t i = 0; i < tiles.size(); ++i) {
+    const int64_t nq = row_tiles(tiles[i]), gx = causal ? (nq + 1) / 2 : nq;
+    if (gx * lanes * 10 >= 9 * sms * std::max(tiles[i].blocks_per_sm, 1)) return {static_cast<int>(i), causal, gx};
+  }
+  c.instance = static_cast<int>(tiles.size()) - 1;
+  const int64_t nq = row_tiles(tiles.back());
+  c.fold = causal && (nq + 1) / 2 * lanes * 10 >= 9 * sms;
+  c.grid_x = c.fold ? (nq + 1) / 2 : nq;
+  return c;
 }
 
 
@@ -140,6 +160,7 @@ Status CheckKvDims(const std::vector<TensorRef>& in, const std::vector<TensorRef
   if (d->Hkv <= 0 || d->Hq % d->Hkv)
     return InvalidArgument(fmt::format("kv_attention: {} query heads not a multiple of {} kv heads", d->Hq, d->Hkv));
   d->group = d->Hq / d->Hkv;
+  d->scale = d->D > 0 ? 1.0 / std::sqrt(static_cast<double>(d->D)) : 1.0;
   if (out && (out->empty() || (*out)[0].dtype != q.dtype || (*out)[0].shape != q.shape))
     return InvalidArgument("kv_attention: output must have q's dtype and shape");
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
@@ -177,6 +198,7 @@ AttentionScratch AttentionScratchFor(const Node& n, const std::vector<TensorRef>
   Dims d;
   const bool kv = n.op == OpKind::kKvAttention;
   if (!(kv ? CheckKvDims(in, nullptr, &d) : CheckDims(in, nullptr, &d)).ok() || d.D > 256 || !IsFloat(d.dtype)) return {};
+  d.scale = ScaleOf(n, d);
   const Ptrs ptr = kv ? KvPtrsOf(in, nullptr) : PtrsOf(in, nullptr);
   const GeneralPlan g = PlanGeneral(d, GeneralVec(d, ptr), dev, std::numeric_limits<size_t>::max(), 0);
   // Counters: what the general kernel's split plan can use (also where the default path takes the

@@ -32,7 +32,8 @@ inline constexpr int kAttentionThreads = kAttentionWarps * 32;
 inline constexpr int kAttentionTargetBlocksPerSm = 4;
 
 // Scratch bytes the plan for `path` would use (0 when it would not split). Only the shapes and
-// dtypes of in[0..2] are read, and n's attributes do not matter; data pointers may be null.
+// dtypes of in[0..2] are read, with the default scale 1/sqrt(D) (a node's non-positive `scale` sends
+// prefill to the general kernel: AttentionWorkspaceBytes(n, ...) sizes that); data pointers may be null.
 size_t AttentionWorkspaceBytesFor(const std::vector<TensorRef>& in, const target::DeviceInfo& dev,
                                   AttentionPath path, int max_splits = 0);
 
@@ -57,6 +58,7 @@ struct Dims {
   int64_t B = 1;  // sequences (kv_attention); S is then the cache capacity
   DType dtype = DType::kF32;
   int64_t window = 0;  // kv_attention's sliding window, < S (0: none)
+  double scale = 0;    // softmax scale: 1/sqrt(D) from CheckDims/CheckKvDims, the node's attr via ScaleOf
 };
 
 // The device pointers of one plan: q/k/v/o ([B,] rows, heads, D) and kv_attention's positions.
@@ -92,10 +94,28 @@ Status CheckDims(const std::vector<TensorRef>& in, const std::vector<TensorRef>*
 Status CheckKvDims(const std::vector<TensorRef>& in, const std::vector<TensorRef>* out, Dims* d);
 Ptrs PtrsOf(const std::vector<TensorRef>& in, const std::vector<TensorRef>* out);
 Ptrs KvPtrsOf(const std::vector<TensorRef>& in, const std::vector<TensorRef>* out);
-// Why the tensor-core kernel does not apply ("" when it does).
+// The node's `scale` attribute, else d.scale (1/sqrt(D)).
+double ScaleOf(const Node& n, const Dims& d);
+// Why the tensor-core kernel does not apply ("" when it does): dtype, head_dim, alignment, and a
+// positive scale (the kernel takes the softmax maximum over raw scores).
 std::string MmaRefusal(const Dims& d, const Ptrs& ptr);
 // Whether the default choice (kAuto) takes the tensor-core kernel.
 bool AutoUsesMma(const Dims& d, const Ptrs& ptr);
+// The tensor-core kernel's launch: which compiled instance and whether causal blocks fold.
+struct MmaTile {
+  int rows = 0;           // query rows per block
+  int blocks_per_sm = 0;  // resident blocks a SM
+};
+struct MmaChoice {
+  int instance = 0;        // index into the instances (largest row tile first)
+  bool fold = false;       // causal: block x takes row tiles nq - 1 - x and x
+  int64_t grid_x = 0;      // blocks along the rows
+};
+// The first instance (largest row tile first) whose grid fills at least 90 % of one wave of the
+// device (sm_count x blocks_per_sm blocks); causal grids are folded (half the blocks, equal work
+// each). When none does, the last instance, folded only if that still gives 90 % of sm_count blocks
+// (fewer, longer blocks lose when the device is not full).
+MmaChoice ChooseMma(const Dims& d, bool causal, int sm_count, const std::vector<MmaTile>& tiles);
 // Whether the general kernel reads K/V in 16-byte vectors.
 bool GeneralVec(const Dims& d, const Ptrs& ptr);
 // Keys per split at least, with arrival counters: one iteration's keys.

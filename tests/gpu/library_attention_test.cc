@@ -126,15 +126,17 @@ std::vector<TensorRef> Refs(DType t, int64_t T, int64_t S, int64_t Hq, int64_t H
 TEST(LibraryAttentionPlan, PicksKernelsAndSplits) {  // no GPU needed: planning launches nothing
   const cuda::DeviceInfo dev = FakeH200();
   const Node n = AttentionNode(true, 0);
-  // Prefill bf16 D=64: the tensor-core kernel, 64-row tiles x query heads, no scratch.
+  // Prefill bf16 D=64: the tensor-core kernel, no scratch; 2048 causal rows fill the device with
+  // 128-row blocks folded (8 a head: row tiles 15-x and x), whether the occupancy comes from the
+  // device or (host-only) from the kernel's launch bounds.
   auto in = Refs(DType::kBF16, 2048, 2048, 32, 4, 64);
   std::vector<TensorRef> out = {TensorRef{nullptr, DType::kBF16, {2048, 32, 64}}};
   EXPECT_EQ(kernels::AttentionWorkspaceBytes(n, in, dev), 0u);
   auto l = kernels::PlanAttention(n, in, out, dev);
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   ASSERT_EQ(l->size(), 1u);
-  EXPECT_EQ((*l)[0].name(), "attention_mma_bf16_d64");
-  EXPECT_EQ((*l)[0].grid().x, 32u);
+  EXPECT_EQ((*l)[0].name(), "attention_mma_bf16_d64_m128_fold");
+  EXPECT_EQ((*l)[0].grid().x, 8u);
   EXPECT_EQ((*l)[0].grid().y, 32u);
   EXPECT_EQ((*l)[0].block().x, 128u);
 
@@ -245,6 +247,8 @@ struct Variant {
   bool workspace;
   bool unaligned;  // q/k/v/y one element past a 16-byte boundary
   bool counters = false;  // arrival counters: the last split block merges (no combine kernel); run twice
+  int mma_instance = -1;  // tensor cores: the instance (0: 128-row blocks, 1: 64-row) and folding forced
+  int mma_fold = -1;
 };
 
 TEST_P(LibraryAttentionTest, MatchesCpuReference) {
@@ -272,7 +276,14 @@ TEST_P(LibraryAttentionTest, MatchesCpuReference) {
                                    {"general", AttentionPath::kGeneral, true, false},
                                    {"general_unaligned", AttentionPath::kGeneral, true, true},
                                    {"general_lastblock", AttentionPath::kGeneral, true, false, true}};
-  if (TensorCoreApplies(c)) variants.push_back({"tensor_core", AttentionPath::kTensorCore, false, false});
+  if (TensorCoreApplies(c)) {
+    variants.push_back({"tensor_core", AttentionPath::kTensorCore, false, false});
+    // Every instance, folded and not (the chooser picks by shape and device; each must be right).
+    variants.push_back({"tc_m128_fold", AttentionPath::kTensorCore, false, false, false, 0, 1});
+    variants.push_back({"tc_m128", AttentionPath::kTensorCore, false, false, false, 0, 0});
+    variants.push_back({"tc_m64_fold", AttentionPath::kTensorCore, false, false, false, 1, 1});
+    variants.push_back({"tc_m64", AttentionPath::kTensorCore, false, false, false, 1, 0});
+  }
 
   for (const Variant& var : variants) {
     SCOPED_TRACE(var.name);
@@ -294,6 +305,8 @@ TEST_P(LibraryAttentionTest, MatchesCpuReference) {
 
     AttentionPlanOptions po;
     po.path = var.path;
+    po.mma_instance = var.mma_instance;
+    po.mma_fold = var.mma_fold;
     if (var.workspace) {
       const size_t bytes = kernels::AttentionWorkspaceBytesFor(in, dev_, var.path);
       if (bytes > 0) {
@@ -322,6 +335,12 @@ TEST_P(LibraryAttentionTest, MatchesCpuReference) {
                           c.T > kernels::kAttentionDecodeMaxT;
     if (auto_mma || var.path == AttentionPath::kTensorCore) {
       EXPECT_EQ(names.rfind("attention_mma_", 0), 0u) << names;
+      if (var.mma_instance >= 0) {
+        EXPECT_NE(names.find(var.mma_instance == 0 ? "_m128" : "_m64"), std::string::npos) << names;
+      }
+      if (var.mma_fold >= 0) {
+        EXPECT_EQ(names.find("_fold") != std::string::npos, c.causal && var.mma_fold > 0) << names;
+      }
     } else {
       EXPECT_EQ(names.rfind("attention_general_", 0), 0u) << names;
     }
@@ -392,6 +411,10 @@ std::vector<AttnCase> AllCases() {
   }
   cs.push_back({bf, 300, 300, 8, 8, 128, true, 0});
   cs.push_back({hf, 300, 300, 32, 4, 64, true, 0});
+  // Odd prefill lengths and T < S over several row tiles (every instance is forced on each).
+  cs.push_back({bf, 777, 777, 8, 2, 64, true, 0});
+  cs.push_back({hf, 515, 900, 4, 4, 128, true, 0});
+  cs.push_back({bf, 641, 641, 4, 1, 128, false, 0});
   // Decode T = 1.
   for (int64_t s : {1, 31, 1000, 4097}) {
     cs.push_back({bf, 1, s, 32, 4, 64, true, 0});

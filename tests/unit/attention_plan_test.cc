@@ -75,6 +75,85 @@ TEST(AttentionPlan, PicksKernelsAndSplits) {
   EXPECT_FALSE(attn::AutoUsesMma(d, attn::PtrsOf(in, nullptr)));
 }
 
+TEST(AttentionPlan, TensorCoreNeedsPositiveScale) {
+  // The kernel takes the softmax maximum over raw scores: a non-positive scale is refused with the
+  // reason, and the default path (and its scratch) is then the general kernel's.
+  auto in = Refs(DType::kBF16, 2048, 2048, 32, 4, 64);
+  attn::Dims d;
+  ASSERT_TRUE(attn::CheckDims(in, nullptr, &d).ok());
+  EXPECT_DOUBLE_EQ(d.scale, 0.125);
+  EXPECT_TRUE(attn::AutoUsesMma(d, attn::PtrsOf(in, nullptr)));
+  Node n = AttentionNode();
+  n.attrs["scale"] = -0.5;
+  d.scale = attn::ScaleOf(n, d);
+  EXPECT_DOUBLE_EQ(d.scale, -0.5);
+  EXPECT_NE(attn::MmaRefusal(d, attn::PtrsOf(in, nullptr)).find("scale -0.5 is not positive"), std::string::npos);
+  EXPECT_FALSE(attn::AutoUsesMma(d, attn::PtrsOf(in, nullptr)));
+  n.attrs["scale"] = 0.0;
+  d.scale = attn::ScaleOf(n, d);
+  EXPECT_FALSE(attn::AutoUsesMma(d, attn::PtrsOf(in, nullptr)));
+  // 17 queries over 4096 keys: tensor cores (no scratch) with the default scale; with a negative one
+  // the general kernel, which splits the keys and asks for scratch.
+  in = Refs(DType::kBF16, 17, 4096, 32, 4, 64);
+  EXPECT_EQ(kernels::AttentionWorkspaceBytes(AttentionNode(), in, FakeH200()), 0u);
+  n.attrs["scale"] = -0.5;
+  EXPECT_GT(kernels::AttentionWorkspaceBytes(n, in, FakeH200()), 0u);
+}
+
+TEST(AttentionPlan, TensorCoreTileAndFold) {
+  // Two instances as on an H200 (128-row blocks 2 a SM, 64-row blocks 3 a SM), 132 SMs: the larger
+  // tile once its grid fills 90 % of a wave, causal grids folded; else the smaller tile, folded only
+  // while the folded grid still fills 90 % of the SMs.
+  const std::vector<attn::MmaTile> tiles = {{128, 2}, {64, 3}};
+  attn::Dims d;
+  auto choose = [&](int64_t T, int64_t Hq, bool causal, int64_t B = 1) {
+    d.T = d.S = T;
+    d.Hq = Hq;
+    d.B = B;
+    return attn::ChooseMma(d, causal, 132, tiles);
+  };
+  attn::MmaChoice c = choose(2048, 32, true);  // 8 folded blocks x 32 heads = 256 >= 0.9 * 264
+  EXPECT_EQ(c.instance, 0);
+  EXPECT_TRUE(c.fold);
+  EXPECT_EQ(c.grid_x, 8);
+  c = choose(1024, 32, true);  // 128-row: 128 blocks < 238; 64-row: 256 < 356 -> last, folded (256 >= 119)
+  EXPECT_EQ(c.instance, 1);
+  EXPECT_TRUE(c.fold);
+  EXPECT_EQ(c.grid_x, 8);
+  c = choose(256, 32, true);  // 64-row folded: 2 x 32 = 64 < 119 -> not folded, 4 row tiles
+  EXPECT_EQ(c.instance, 1);
+  EXPECT_FALSE(c.fold);
+  EXPECT_EQ(c.grid_x, 4);
+  // Four sequences: 128-row folded 1 x 128 lanes = 128 < 238; 64-row folded 2 x 128 = 256 < 356 ->
+  // the last, folded (256 >= 119).
+  c = choose(256, 32, true, 4);
+  EXPECT_EQ(c.instance, 1);
+  EXPECT_TRUE(c.fold);
+  EXPECT_EQ(c.grid_x, 2);
+  c = choose(3000, 12, true);  // odd length: 24 row tiles of 128 -> 12 folded x 12 = 144 < 238; 47 of 64 -> 24
+  EXPECT_EQ(c.instance, 1);
+  EXPECT_TRUE(c.fold);
+  EXPECT_EQ(c.grid_x, 24);
+  c = choose(2048, 32, false);  // not causal: never folded; 16 x 32 = 512 >= 238
+  EXPECT_EQ(c.instance, 0);
+  EXPECT_FALSE(c.fold);
+  EXPECT_EQ(c.grid_x, 16);
+  c = choose(512, 32, false);  // 4 x 32 = 128 < 238 -> the 64-row tile, 8 blocks a head
+  EXPECT_EQ(c.instance, 1);
+  EXPECT_FALSE(c.fold);
+  EXPECT_EQ(c.grid_x, 8);
+  c = choose(1, 1, true);  // one row: one block
+  EXPECT_EQ(c.grid_x, 1);
+  EXPECT_FALSE(c.fold);
+  // A device with fewer SMs fills sooner: 1024 causal on 40 SMs takes the 128-row tile.
+  d.T = d.S = 1024;
+  d.Hq = 32;
+  d.B = 1;
+  c = attn::ChooseMma(d, true, 40, tiles);
+  EXPECT_EQ(c.instance, 0);
+  EXPECT_TRUE(c.fold);
+}
+
 TEST(AttentionPlan, ShapeErrors) {
   attn::Dims d;
   auto out_of = [](DType t, int64_t T, int64_t Hq, int64_t D) { return std::vector<TensorRef>{TensorRef{nullptr, t, {T, Hq, D}}}; };
