@@ -99,9 +99,24 @@ __global__ void __launch_bounds__(NW * 32, MINB) AttnMmaKernel(MmaParams p) {
     const int wrow0 = m0 + warp * 16 * WR;  // this warp's first query row
     const int wlast = min(wrow0 + 16 * WR, p.T) - 1;
     auto stage = [&](int j) { return smem + ((j - j0) & 1) * STAGE; };
+    // K/V tile j: this thread's chunks are rows kr0 + i * KSTEP, 16-byte column kc. A tile wholly
+    // inside [kv_begin, S) (all but the first and last) is copied without per-row checks.
     auto load_kv = [&](int j) {
-      load_rows(std::integral_constant<int, BN>{}, stage(j), kbase, kv_stride, j * BN, S, kv_begin);
-      load_rows(std::integral_constant<int, BN>{}, stage(j) + BN * LD, vbase, kv_stride, j * BN, S, kv_begin);
+      constexpr int KSTEP = TH / CPR, KITERS = BN * CPR / TH;
+      const int kr0 = tid / CPR, kc = tid - (tid / CPR) * CPR, n0 = j * BN;
+      T* dk = stage(j) + kr0 * LD + kc * 8;
+      const int64_t g0 = static_cast<int64_t>(n0 + kr0) * kv_stride + kc * 8;
+      if (n0 >= kv_begin && n0 + BN <= S) {
+#pragma unroll
+        for (int i = 0; i < KITERS; ++i) {
+          const int64_t g = g0 + static_cast<int64_t>(i) * KSTEP * kv_stride;
+          CpAsync16(dk + i * KSTEP * LD, kbase + g, 16);
+          CpAsync16(dk + BN * LD + i * KSTEP * LD, vbase + g, 16);
+        }
+      } else {
+        load_rows(std::integral_constant<int, BN>{}, stage(j), kbase, kv_stride, n0, S, kv_begin);
+        load_rows(std::integral_constant<int, BN>{}, stage(j) + BN * LD, vbase, kv_stride, n0, S, kv_begin);
+      }
     };
 
     if (pass) __syncthreads();  // every warp is done with the previous row tile's buffers
@@ -215,12 +230,16 @@ __global__ void __launch_bounds__(NW * 32, MINB) AttnMmaKernel(MmaParams p) {
           }
           lrow[r][0] = lrow[r][0] * alpha[0] + rs[0];  // per-thread partial sums; the quad is summed at the end
           lrow[r][1] = lrow[r][1] * alpha[1] + rs[1];
+          // Once the row maxima settle, alpha is exactly 1 for the whole warp: skip the rescale
+          // (multiplying by 1 changes nothing).
+          if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
-          for (int dt = 0; dt < HD / 8; ++dt) {
-            oacc[r][dt][0] *= alpha[0];
-            oacc[r][dt][1] *= alpha[0];
-            oacc[r][dt][2] *= alpha[1];
-            oacc[r][dt][3] *= alpha[1];
+            for (int dt = 0; dt < HD / 8; ++dt) {
+              oacc[r][dt][0] *= alpha[0];
+              oacc[r][dt][1] *= alpha[0];
+              oacc[r][dt][2] *= alpha[1];
+              oacc[r][dt][3] *= alpha[1];
+            }
           }
         }
 
