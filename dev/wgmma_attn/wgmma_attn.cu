@@ -1,0 +1,353 @@
+// wgmma_attn: scratch probe (dev/, not part of the build) of a prefill attention kernel on Hopper's
+// warpgroup MMA (issue 32: attention at the speed of torch's default SDPA, cuDNN's sm90 wgmma kernel).
+// Built on dev/wgmma_tile's validated pieces: S = Q K^T with both operands from shared memory
+// (K-major core-matrix layout, no swizzle), O += P V with P from registers and V transposed by the
+// instruction. Each warpgroup owns 64 query rows (NWG a block share the K/V tiles); K and V are
+// double-buffered (cp.async into the core-matrix layout, one block barrier a tile); the softmax is the
+// library kernel's (maximum over raw scores, one FMA + ex2 a weight, rescale skipped when no maximum
+// moved); causal grids folded as in the library. No overlap of the softmax with the next tile's MMAs
+// yet (FA3's ping-pong / intra-warpgroup pipelining is the next step).
+//
+// Answer so far (H200, 118 registers, docs/BENCHMARKS.md "Prefill attention: the kernel's
+// structure"): correct on every checked shape at the first try, but without overlap not yet faster
+// than the library's mma.sync kernel — two warpgroups a block, folded, are 1.16x its time at 2048
+// and 1.08x at 8192; one warpgroup a block is far slower. Each GEMM waits for its wgmma group before
+// the softmax runs, so the tensor cores idle through the softmax: the next step is issuing the next
+// tile's Q K^T before this tile's softmax (three K stages) and two warpgroups taking turns (FA3).
+//
+// Check: against an f64 CPU reference on small odd shapes (causal and not, T < S, T > S, GQA, poisoned
+// output). Timing: TimeCaptured (dev/graph_time.h). Compare with build/attn_prefill (the library
+// kernel) in the same device call.
+//   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a dev/wgmma_attn/wgmma_attn.cu -o build/wgmma_attn
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "../cuda_ck.h"
+#include "../graph_time.h"
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+__device__ __forceinline__ uint32_t SmemU32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ uint64_t Desc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
+  return uint64_t((saddr & 0x3FFFF) >> 4) | (uint64_t((lbo & 0x3FFFF) >> 4) << 16) | (uint64_t((sbo & 0x3FFFF) >> 4) << 32);
+}
+
+#define D32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}"
+#define OUT32(d)                                                                                               \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
+      "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),   \
+      "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),  \
+      "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+
+// d (64 x 64 f32) = / += A (smem) * B (smem), K-major; scale_d 0 overwrites.
+__device__ __forceinline__ void WgmmaSS(float (&d)[32], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " D32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : OUT32(d)
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+// d += A (registers: the m16n8k16 A fragment of this warp's 16 rows) * B (smem, transposed: N-major).
+__device__ __forceinline__ void WgmmaRS(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
+  asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " D32 ", {%32,%33,%34,%35}, %36, 1, 1, 1, 1;\n"
+               : OUT32(d)
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+__device__ __forceinline__ void WgFence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void WgCommit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void WgWait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void ProxyFence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+__device__ __forceinline__ void CpAsync16(uint32_t dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void CpCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void CpWait0() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+__device__ __forceinline__ float Ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ uint32_t Pack(float lo, float hi) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&h);
+}
+
+struct Params {
+  const bf16 *q, *k, *v;
+  bf16* o;
+  int T, S, Hq, Hkv, group, causal;
+  float scale_log2;
+  int fold;
+};
+
+// HD = 64. Layout of a [rows x 64] tile: element (r, d) at byte (r/8)*1024 + (d/8)*128 + (r%8)*16 + (d%8)*2.
+template <int NWG>
+__global__ void __launch_bounds__(NWG * 128) WgmmaAttn(Params p) {
+  constexpr int HD = 64, BN = 64, BM = 64 * NWG, TH = 128 * NWG;
+  constexpr int SBO = HD / 8 * 128;      // bytes between 8-row core groups
+  constexpr int TILE = BN * HD * 2;      // bytes of one K or V tile
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const uint32_t s0 = SmemU32(smem);
+  const uint32_t sQ = s0 + 4 * TILE;     // K0 V0 K1 V1 Q
+  const int tid = threadIdx.x, wg = tid / 128, wtid = tid % 128, warp = wtid / 32, lane = tid % 32;
+  const int h = blockIdx.y, kvh = h / p.group;
+  const int S = p.S, off = S - p.T;
+  const int64_t q_stride = int64_t(p.Hq) * HD, kv_stride = int64_t(p.Hkv) * HD;
+  const bf16* qbase = p.q + int64_t(h) * HD;
+  const bf16* kbase = p.k + int64_t(kvh) * HD;
+  const bf16* vbase = p.v + int64_t(kvh) * HD;
+  // This thread's 16-byte chunks of a [rows x 64] tile: lanes 0-7 take rows 0-7 of one chunk column
+  // (128 contiguous bytes of shared memory), the next 8 lanes the next column.
+  auto load = [&](uint32_t dst, const bf16* base, int64_t stride, int row0, int nrows, int rows) {
+    for (int i = tid; i < rows * 8; i += TH) {
+      const int r = (i & 7) + ((i >> 6) << 3), c = (i >> 3) & 7;  // 64 chunks = 8 rows x 8 columns a group
+      const bool ok = row0 + r < nrows && row0 + r >= 0;
+      const bf16* src = ok ? base + int64_t(row0 + r) * stride + c * 8 : base;
+      CpAsync16(dst + (r >> 3) * SBO + c * 128 + (r & 7) * 16, src, ok ? 16 : 0);
+    }
+  };
+  const int nq = (p.T + BM - 1) / BM, bx = blockIdx.x;
+  const int npass = p.fold && 2 * bx + 1 < nq ? 2 : 1;
+  for (int pass = 0; pass < npass; ++pass) {
+    const int mt = p.fold ? (pass == 0 ? nq - 1 - bx : bx) : p.causal ? int(gridDim.x) - 1 - bx : bx;
+    const int m0 = mt * BM;
+    const int kv_end = p.causal ? min(S, max(0, m0 + BM + off)) : S;
+    const int ntiles = (kv_end + BN - 1) / BN;
+    const int g0 = m0 + wg * 64;                 // this warpgroup's first row
+    const int glast = min(g0 + 64, p.T) - 1;
+    const int wrow0 = g0 + warp * 16;            // this warp's first row
+    if (pass) __syncthreads();
+    load(sQ, qbase, q_stride, m0, p.T, BM);
+    if (ntiles > 0) {
+      load(s0, kbase, kv_stride, 0, S, BN);
+      load(s0 + TILE, vbase, kv_stride, 0, S, BN);
+    }
+    CpCommit();
+    float o[32], mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
+    for (int i = 0; i < 32; ++i) o[i] = 0.f;
+    for (int j = 0; j < ntiles; ++j) {
+      const int n0 = j * BN;
+      CpWait0();
+      ProxyFence();
+      __syncthreads();
+      if (j + 1 < ntiles) {
+        const uint32_t st = s0 + ((j + 1) & 1) * 2 * TILE;
+        load(st, kbase, kv_stride, n0 + BN, S, BN);
+        load(st + TILE, vbase, kv_stride, n0 + BN, S, BN);
+      }
+      CpCommit();
+      if (g0 > glast || (p.causal && n0 > glast + off)) continue;  // warpgroup-uniform
+      const uint32_t sk = s0 + (j & 1) * 2 * TILE, sv = sk + TILE, sq = sQ + wg * 8 * SBO;
+      float s[32];
+      WgFence();
+#pragma unroll
+      for (int kk = 0; kk < HD / 16; ++kk)
+        WgmmaSS(s, Desc(sq + kk * 256, 128, SBO), Desc(sk + kk * 256, 128, SBO), kk > 0);
+      WgCommit();
+      WgWait0();
+      const int qrow = wrow0 + lane / 4;
+      if (n0 + BN > S || (p.causal && n0 + BN - 1 > wrow0 + off)) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int key = n0 + 8 * i + (lane & 3) * 2 + e;
+            if (key >= S || (p.causal && key > qrow + off)) s[4 * i + e] = -INFINITY;
+            if (key >= S || (p.causal && key > qrow + 8 + off)) s[4 * i + 2 + e] = -INFINITY;
+          }
+      }
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
+        mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
+      }
+      float mu[2], alpha[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        const float m_new = fmaxf(mrow[r], mx[r] * p.scale_log2);
+        mu[r] = m_new == -INFINITY ? 0.f : m_new;
+        alpha[r] = Ex2(mrow[r] - mu[r]);
+        mrow[r] = m_new;
+      }
+      float rs[2] = {0.f, 0.f};
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        s[4 * i] = Ex2(fmaf(s[4 * i], p.scale_log2, -mu[0]));
+        s[4 * i + 1] = Ex2(fmaf(s[4 * i + 1], p.scale_log2, -mu[0]));
+        s[4 * i + 2] = Ex2(fmaf(s[4 * i + 2], p.scale_log2, -mu[1]));
+        s[4 * i + 3] = Ex2(fmaf(s[4 * i + 3], p.scale_log2, -mu[1]));
+        rs[0] += s[4 * i] + s[4 * i + 1];
+        rs[1] += s[4 * i + 2] + s[4 * i + 3];
+      }
+      lrow[0] = lrow[0] * alpha[0] + rs[0];
+      lrow[1] = lrow[1] * alpha[1] + rs[1];
+      if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          o[4 * i] *= alpha[0];
+          o[4 * i + 1] *= alpha[0];
+          o[4 * i + 2] *= alpha[1];
+          o[4 * i + 3] *= alpha[1];
+        }
+      }
+      uint32_t a[4][4];
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        a[kk][0] = Pack(s[8 * kk], s[8 * kk + 1]);
+        a[kk][1] = Pack(s[8 * kk + 2], s[8 * kk + 3]);
+        a[kk][2] = Pack(s[8 * kk + 4], s[8 * kk + 5]);
+        a[kk][3] = Pack(s[8 * kk + 6], s[8 * kk + 7]);
+      }
+      WgFence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) WgmmaRS(o, a[kk], Desc(sv + kk * 2 * SBO, SBO, 128));
+      WgCommit();
+      WgWait0();
+    }
+    CpWait0();
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float l = lrow[r];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      inv[r] = l > 0.f ? 1.f / l : 0.f;
+    }
+    const int row = wrow0 + lane / 4;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int col = 8 * i + (lane & 3) * 2;
+      if (row < p.T)
+        *reinterpret_cast<uint32_t*>(p.o + int64_t(row) * q_stride + int64_t(h) * HD + col) =
+            Pack(o[4 * i] * inv[0], o[4 * i + 1] * inv[0]);
+      if (row + 8 < p.T)
+        *reinterpret_cast<uint32_t*>(p.o + int64_t(row + 8) * q_stride + int64_t(h) * HD + col) =
+            Pack(o[4 * i + 2] * inv[1], o[4 * i + 3] * inv[1]);
+    }
+  }
+}
+
+struct Shape {
+  const char* name;
+  int T, S, Hq, Hkv;
+  bool causal;
+};
+
+float Bf(bf16 x) { return __bfloat162float(x); }
+
+}  // namespace
+
+int main() {
+  constexpr int D = 64;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  int fails = 0;
+  auto run = [&](const Shape& s, int nwg, bool fold, bool check, bool time) -> double {
+    const size_t nq = size_t(s.T) * s.Hq * D, nk = size_t(s.S) * s.Hkv * D;
+    std::vector<bf16> hq(nq), hk(nk), hv(nk);
+    for (auto& x : hq) x = __float2bfloat16(u(rng));
+    for (auto& x : hk) x = __float2bfloat16(u(rng));
+    for (auto& x : hv) x = __float2bfloat16(u(rng));
+    bf16 *q, *k, *v, *o;
+    CK(cudaMalloc(&q, nq * 2));
+    CK(cudaMalloc(&k, nk * 2));
+    CK(cudaMalloc(&v, nk * 2));
+    CK(cudaMalloc(&o, nq * 2));
+    CK(cudaMemcpy(q, hq.data(), nq * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(k, hk.data(), nk * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(v, hv.data(), nk * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemset(o, 0xFF, nq * 2));
+    Params p{q, k, v, o, s.T, s.S, s.Hq, s.Hkv, s.Hq / s.Hkv, s.causal ? 1 : 0, float(1.4426950408889634 / 8.0),
+             fold && s.causal ? 1 : 0};
+    const int bm = 64 * nwg, nqt = (s.T + bm - 1) / bm;
+    const dim3 grid(p.fold ? (nqt + 1) / 2 : nqt, s.Hq);
+    const size_t smem = 4 * 64 * D * 2 + size_t(bm) * D * 2;
+    auto kern = nwg == 1 ? WgmmaAttn<1> : WgmmaAttn<2>;
+    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    auto launch = [&](cudaStream_t st) { kern<<<grid, 128 * nwg, smem, st>>>(p); };
+    launch(0);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    if (check) {
+      std::vector<bf16> ho(nq);
+      CK(cudaMemcpy(ho.data(), o, nq * 2, cudaMemcpyDeviceToHost));
+      double err = 0;
+      const int group = s.Hq / s.Hkv, off = s.S - s.T;
+      std::vector<double> w(s.S);
+      for (int h = 0; h < s.Hq; ++h)
+        for (int i = 0; i < s.T; ++i) {
+          double mx = -INFINITY;
+          for (int j = 0; j < s.S; ++j) {
+            if (s.causal && j > i + off) { w[j] = -INFINITY; continue; }
+            double d = 0;
+            for (int e = 0; e < D; ++e) d += double(Bf(hq[(size_t(i) * s.Hq + h) * D + e])) * Bf(hk[(size_t(j) * s.Hkv + h / group) * D + e]);
+            w[j] = d / 8.0;
+            mx = std::max(mx, w[j]);
+          }
+          double l = 0;
+          for (int j = 0; j < s.S; ++j) l += w[j] = (w[j] == -INFINITY ? 0 : std::exp(w[j] - mx));
+          for (int e = 0; e < D; ++e) {
+            double a = 0;
+            for (int j = 0; j < s.S; ++j) if (w[j] != 0) a += w[j] * Bf(hv[(size_t(j) * s.Hkv + h / group) * D + e]);
+            const double ref = mx == -INFINITY ? 0 : a / l;
+            const double got = Bf(ho[(size_t(i) * s.Hq + h) * D + e]);
+            const double d = std::fabs(got - ref);
+            err = std::isnan(d) ? INFINITY : std::max(err, d);
+          }
+        }
+      const bool ok = err < 2e-2;
+      fails += !ok;
+      std::printf("check %-22s nwg %d fold %d: max|err| %.3g %s\n", s.name, nwg, int(fold), err, ok ? "OK" : "FAIL");
+    }
+    double us = 0;
+    if (time) {
+      cudaStream_t st;
+      CK(cudaStreamCreate(&st));
+      us = TimeCaptured(st, [&] { launch(st); });
+      CK(cudaStreamDestroy(st));
+    }
+    CK(cudaFree(q));
+    CK(cudaFree(k));
+    CK(cudaFree(v));
+    CK(cudaFree(o));
+    return us;
+  };
+  const Shape small[] = {{"causal 300 gqa", 300, 300, 4, 2, true}, {"T<S 77/300", 77, 300, 4, 1, true},
+                         {"full 130/211", 130, 211, 2, 2, false}, {"T>S 200/50", 200, 50, 2, 1, true},
+                         {"causal 520", 520, 520, 2, 1, true}};
+  for (const Shape& s : small)
+    for (int nwg : {1, 2})
+      for (bool fold : {false, true}) run(s, nwg, fold, true, false);
+  std::printf("checks: %d failures\n\n", fails);
+  const Shape big[] = {{"tinyllama causal 512", 512, 512, 32, 4, true},   {"tinyllama causal 1024", 1024, 1024, 32, 4, true},
+                       {"tinyllama causal 2048", 2048, 2048, 32, 4, true}, {"tinyllama causal 8192", 8192, 8192, 32, 4, true},
+                       {"full 2048", 2048, 2048, 32, 4, false}};
+  for (const Shape& s : big) {
+    double flops = 0;
+    for (int i = 0; i < s.T; ++i) flops += s.causal ? std::min(s.S, i + s.S - s.T + 1) : s.S;
+    flops *= 4.0 * D * s.Hq;
+    for (int nwg : {1, 2})
+      for (bool fold : {false, true}) {
+        if (!s.causal && fold) continue;
+        const double us = run(s, nwg, fold, false, true);
+        std::printf("%-24s nwg %d fold %d: %8.1f us %6.1f TFLOP/s\n", s.name, nwg, int(fold), us, flops / us / 1e6);
+      }
+  }
+  return fails ? 1 : 0;
+}
