@@ -8,12 +8,19 @@
 // moved); causal grids folded as in the library. No overlap of the softmax with the next tile's MMAs
 // yet (FA3's ping-pong / intra-warpgroup pipelining is the next step).
 //
-// Answer so far (H200, 118 registers, docs/BENCHMARKS.md "Prefill attention: the kernel's
-// structure"): correct on every checked shape at the first try, but without overlap not yet faster
-// than the library's mma.sync kernel — two warpgroups a block, folded, are 1.16x its time at 2048
-// and 1.08x at 8192; one warpgroup a block is far slower. Each GEMM waits for its wgmma group before
-// the softmax runs, so the tensor cores idle through the softmax: the next step is issuing the next
-// tile's Q K^T before this tile's softmax (three K stages) and two warpgroups taking turns (FA3).
+// Answer so far (H200; docs/BENCHMARKS.md "Prefill attention: the kernel's structure"): correct on
+// every checked shape, not yet faster than the library's mma.sync kernel. Without overlap (each GEMM
+// waited before the softmax; 118 registers, 2 blocks of two warpgroups a SM) it takes 1.08-1.16x
+// the library kernel's time at 2048-8192 causal rows. Issuing the next tile's Q K^T before this
+// tile's softmax (WgmmaAttnPipe) does not pay: at 210 registers one block a SM fits (slower), and
+// held to 128 registers for two blocks it only matches the unpipelined kernel — with two warpgroups
+// a block and two blocks a SM, other warpgroups already keep the tensor cores busy through a
+// softmax. cuDNN's kernel (torch's default SDPA here) names a 64 x 128 x 64 tile on one warpgroup:
+// 128-key tiles (half the barriers and softmax passes a key), TMA loads with mbarriers instead of
+// cp.async behind block barriers, and a producer warp are the next things to try.
+// ptxas note: waiting for the older of two wgmma groups while the newer is in flight made ptxas
+// serialize every wgmma of the kernel (C7514); retiring P V_{j-1} before issuing Q K^T_{j+1} keeps
+// the pipeline. The P fragments passed as the A operand must stay live until the wait (asm fence).
 //
 // Check: against an f64 CPU reference on small odd shapes (causal and not, T < S, T > S, GQA, poisoned
 // output). Timing: TimeCaptured (dev/graph_time.h). Compare with build/attn_prefill (the library
@@ -30,6 +37,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "../cuda_ck.h"
@@ -64,6 +72,12 @@ __device__ __forceinline__ void WgmmaRS(float (&d)[32], const uint32_t (&a)[4], 
   asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " D32 ", {%32,%33,%34,%35}, %36, 1, 1, 1, 1;\n"
                : OUT32(d)
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+// Pins accumulator registers around a wgmma batch (no moves of them across it), as CUTLASS's
+// warpgroup_fence_operand does.
+__device__ __forceinline__ void FenceOperand(float (&d)[32]) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 __device__ __forceinline__ void WgFence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void WgCommit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -243,6 +257,203 @@ __global__ void __launch_bounds__(NWG * 128) WgmmaAttn(Params p) {
   }
 }
 
+
+// The same with the next tile's Q K^T issued before this tile's softmax (FA3's intra-warpgroup
+// pipelining): K in 3 buffers and V in 4, tile j + 2 issued at the top of tile j (its buffers' last
+// readers, Q K^T_{j-1} and P V_{j-2}, are waited on by every warpgroup before that barrier).
+template <int NWG>
+__global__ void __launch_bounds__(NWG * 128, NWG == 2 ? 2 : 1) WgmmaAttnPipe(Params p) {
+  constexpr int HD = 64, BN = 64, BM = 64 * NWG, TH = 128 * NWG;
+  constexpr int SBO = HD / 8 * 128;
+  constexpr int TILE = BN * HD * 2;
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const uint32_t s0 = SmemU32(smem);
+  const uint32_t sKb = s0, sVb = s0 + 3 * TILE, sQ = s0 + 7 * TILE;
+  const int tid = threadIdx.x, wg = tid / 128, wtid = tid % 128, warp = wtid / 32, lane = tid % 32;
+  const int h = blockIdx.y, kvh = h / p.group;
+  const int S = p.S, off = S - p.T;
+  const int64_t q_stride = int64_t(p.Hq) * HD, kv_stride = int64_t(p.Hkv) * HD;
+  const bf16* qbase = p.q + int64_t(h) * HD;
+  const bf16* kbase = p.k + int64_t(kvh) * HD;
+  const bf16* vbase = p.v + int64_t(kvh) * HD;
+  auto load = [&](uint32_t dst, const bf16* base, int64_t stride, int row0, int nrows, int rows) {
+    for (int i = tid; i < rows * 8; i += TH) {
+      const int r = (i & 7) + ((i >> 6) << 3), c = (i >> 3) & 7;
+      const bool ok = row0 + r < nrows && row0 + r >= 0;
+      const bf16* src = ok ? base + int64_t(row0 + r) * stride + c * 8 : base;
+      CpAsync16(dst + (r >> 3) * SBO + c * 128 + (r & 7) * 16, src, ok ? 16 : 0);
+    }
+  };
+  auto load_tile = [&](int t) {
+    load(sKb + (t % 3) * TILE, kbase, kv_stride, t * BN, S, BN);
+    load(sVb + (t % 4) * TILE, vbase, kv_stride, t * BN, S, BN);
+  };
+  const int nq = (p.T + BM - 1) / BM, bx = blockIdx.x;
+  const int npass = p.fold && 2 * bx + 1 < nq ? 2 : 1;
+  for (int pass = 0; pass < npass; ++pass) {
+    const int mt = p.fold ? (pass == 0 ? nq - 1 - bx : bx) : p.causal ? int(gridDim.x) - 1 - bx : bx;
+    const int m0 = mt * BM;
+    const int kv_end = p.causal ? min(S, max(0, m0 + BM + off)) : S;
+    const int ntiles = (kv_end + BN - 1) / BN;
+    const int g0 = m0 + wg * 64;
+    const int glast = min(g0 + 64, p.T) - 1;
+    const int wrow0 = g0 + warp * 16;
+    const uint32_t sq = sQ + wg * 8 * SBO;
+    auto active = [&](int j) { return g0 <= glast && !(p.causal && j * BN > glast + off); };  // warpgroup-uniform
+    auto issue_qk = [&](float (&d)[32], int j) {
+      const uint32_t sk = sKb + (j % 3) * TILE;
+      FenceOperand(d);
+      WgFence();
+#pragma unroll
+      for (int kk = 0; kk < HD / 16; ++kk)
+        WgmmaSS(d, Desc(sq + kk * 256, 128, SBO), Desc(sk + kk * 256, 128, SBO), kk > 0);
+      WgCommit();
+    };
+    if (pass) __syncthreads();
+    load(sQ, qbase, q_stride, m0, p.T, BM);
+    if (ntiles > 0) load_tile(0);
+    CpCommit();
+    if (ntiles > 1) load_tile(1);
+    CpCommit();
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    ProxyFence();
+    __syncthreads();
+    float o[32], sa[32], sb[32], mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
+    for (int i = 0; i < 32; ++i) o[i] = 0.f;
+    if (ntiles > 0) {
+      issue_qk(sa, 0);
+      WgWait0();
+    }
+    // One tile: `cur` holds its scores, `nxt` receives the next tile's. The loop alternates the two
+    // arrays instead of copying, so the registers the softmax reads are never a pending wgmma's.
+    // NEXT (compile time): whether a next tile's Q K^T is issued, so every wait below has a constant
+    // group count and ptxas can keep the wgmma pipeline (no tile is skipped: a warpgroup past the
+    // causal diagonal computes a fully masked tile, weights 0).
+    auto step = [&](auto next_c, int j, float (&s)[32], float (&sn)[32]) {
+      constexpr bool NEXT = decltype(next_c)::value;
+      const int n0 = j * BN;
+      CpWait0();  // tile j + 1 has landed
+      ProxyFence();
+      __syncthreads();
+      if (j + 2 < ntiles) load_tile(j + 2);
+      CpCommit();
+      // P V_{j-1} done before Q K^T_{j+1} is issued: with only the Q K^T group in flight during the
+      // softmax, ptxas keeps the wgmma pipeline (waiting for the older of two groups instead makes it
+      // serialize every wgmma of the kernel: C7514).
+      WgWait0();
+      if constexpr (NEXT) issue_qk(sn, j + 1);
+      {
+        const int qrow = wrow0 + lane / 4;
+        if (n0 + BN > S || (p.causal && n0 + BN - 1 > wrow0 + off)) {
+#pragma unroll
+          for (int i = 0; i < 8; ++i)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int key = n0 + 8 * i + (lane & 3) * 2 + e;
+              if (key >= S || (p.causal && key > qrow + off)) s[4 * i + e] = -INFINITY;
+              if (key >= S || (p.causal && key > qrow + 8 + off)) s[4 * i + 2 + e] = -INFINITY;
+            }
+        }
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
+          mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
+        }
+        float mu[2], alpha[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+          const float m_new = fmaxf(mrow[r], mx[r] * p.scale_log2);
+          mu[r] = m_new == -INFINITY ? 0.f : m_new;
+          alpha[r] = Ex2(mrow[r] - mu[r]);
+          mrow[r] = m_new;
+        }
+        float rs[2] = {0.f, 0.f};
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          s[4 * i] = Ex2(fmaf(s[4 * i], p.scale_log2, -mu[0]));
+          s[4 * i + 1] = Ex2(fmaf(s[4 * i + 1], p.scale_log2, -mu[0]));
+          s[4 * i + 2] = Ex2(fmaf(s[4 * i + 2], p.scale_log2, -mu[1]));
+          s[4 * i + 3] = Ex2(fmaf(s[4 * i + 3], p.scale_log2, -mu[1]));
+          rs[0] += s[4 * i] + s[4 * i + 1];
+          rs[1] += s[4 * i + 2] + s[4 * i + 3];
+        }
+        lrow[0] = lrow[0] * alpha[0] + rs[0];
+        lrow[1] = lrow[1] * alpha[1] + rs[1];
+        uint32_t a[4][4];
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          a[kk][0] = Pack(s[8 * kk], s[8 * kk + 1]);
+          a[kk][1] = Pack(s[8 * kk + 2], s[8 * kk + 3]);
+          a[kk][2] = Pack(s[8 * kk + 4], s[8 * kk + 5]);
+          a[kk][3] = Pack(s[8 * kk + 6], s[8 * kk + 7]);
+        }
+        // P V_{j-1} (issued last tile) must finish before O is rescaled; Q K^T_{j+1} may still run.
+        if constexpr (NEXT)
+          asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        else
+          WgWait0();
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          o[4 * i] *= alpha[0];
+          o[4 * i + 1] *= alpha[0];
+          o[4 * i + 2] *= alpha[1];
+          o[4 * i + 3] *= alpha[1];
+        }
+        const uint32_t sv = sVb + (j % 4) * TILE;
+        FenceOperand(o);
+        WgFence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) WgmmaRS(o, a[kk], Desc(sv + kk * 2 * SBO, SBO, 128));
+        WgCommit();
+        // The wgmma reads P's registers asynchronously: keep all four fragments live (distinct
+        // registers) until it has been waited on.
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+          asm volatile("" : "+r"(a[kk][0]), "+r"(a[kk][1]), "+r"(a[kk][2]), "+r"(a[kk][3])::"memory");
+      }
+      // Q K^T_{j+1} (the older group) must finish before its scores are read; P V_j may still run.
+      if constexpr (NEXT) asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+    };
+    std::integral_constant<bool, true> next;
+    std::integral_constant<bool, false> last;
+    int j = 0;
+    for (; j + 2 < ntiles; j += 2) {
+      step(next, j, sa, sb);
+      step(next, j + 1, sb, sa);
+    }
+    if (j + 1 < ntiles) {
+      step(next, j, sa, sb);
+      step(last, j + 1, sb, sa);
+    } else if (j < ntiles) {
+      step(last, j, sa, sb);
+    }
+    WgWait0();
+    CpWait0();
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float l = lrow[r];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      inv[r] = l > 0.f ? 1.f / l : 0.f;
+    }
+    const int row = wrow0 + lane / 4;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int col = 8 * i + (lane & 3) * 2;
+      if (row < p.T)
+        *reinterpret_cast<uint32_t*>(p.o + int64_t(row) * q_stride + int64_t(h) * HD + col) =
+            Pack(o[4 * i] * inv[0], o[4 * i + 1] * inv[0]);
+      if (row + 8 < p.T)
+        *reinterpret_cast<uint32_t*>(p.o + int64_t(row + 8) * q_stride + int64_t(h) * HD + col) =
+            Pack(o[4 * i + 2] * inv[1], o[4 * i + 3] * inv[1]);
+    }
+  }
+}
+
 struct Shape {
   const char* name;
   int T, S, Hq, Hkv;
@@ -258,7 +469,7 @@ int main() {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   int fails = 0;
-  auto run = [&](const Shape& s, int nwg, bool fold, bool check, bool time) -> double {
+  auto run = [&](const Shape& s, int nwg, bool fold, bool check, bool time, bool pipe) -> double {
     const size_t nq = size_t(s.T) * s.Hq * D, nk = size_t(s.S) * s.Hkv * D;
     std::vector<bf16> hq(nq), hk(nk), hv(nk);
     for (auto& x : hq) x = __float2bfloat16(u(rng));
@@ -277,8 +488,9 @@ int main() {
              fold && s.causal ? 1 : 0};
     const int bm = 64 * nwg, nqt = (s.T + bm - 1) / bm;
     const dim3 grid(p.fold ? (nqt + 1) / 2 : nqt, s.Hq);
-    const size_t smem = 4 * 64 * D * 2 + size_t(bm) * D * 2;
-    auto kern = nwg == 1 ? WgmmaAttn<1> : WgmmaAttn<2>;
+    const size_t smem = (pipe ? 7 : 4) * 64 * D * 2 + size_t(bm) * D * 2;
+    auto kern = pipe ? (nwg == 1 ? WgmmaAttnPipe<1> : nwg == 2 ? WgmmaAttnPipe<2> : WgmmaAttnPipe<3>)
+                     : (nwg == 1 ? WgmmaAttn<1> : WgmmaAttn<2>);
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     auto launch = [&](cudaStream_t st) { kern<<<grid, 128 * nwg, smem, st>>>(p); };
     launch(0);
@@ -313,7 +525,8 @@ int main() {
         }
       const bool ok = err < 2e-2;
       fails += !ok;
-      std::printf("check %-22s nwg %d fold %d: max|err| %.3g %s\n", s.name, nwg, int(fold), err, ok ? "OK" : "FAIL");
+      std::printf("check %-22s nwg %d fold %d pipe %d: max|err| %.3g %s\n", s.name, nwg, int(fold), int(pipe), err,
+                  ok ? "OK" : "FAIL");
     }
     double us = 0;
     if (time) {
@@ -332,8 +545,10 @@ int main() {
                          {"full 130/211", 130, 211, 2, 2, false}, {"T>S 200/50", 200, 50, 2, 1, true},
                          {"causal 520", 520, 520, 2, 1, true}};
   for (const Shape& s : small)
-    for (int nwg : {1, 2})
-      for (bool fold : {false, true}) run(s, nwg, fold, true, false);
+    for (int nwg : {1, 2, 3})
+      for (bool fold : {false, true})
+        for (bool pipe : {false, true})
+          if (nwg < 3 || pipe) run(s, nwg, fold, true, false, pipe);
   std::printf("checks: %d failures\n\n", fails);
   const Shape big[] = {{"tinyllama causal 512", 512, 512, 32, 4, true},   {"tinyllama causal 1024", 1024, 1024, 32, 4, true},
                        {"tinyllama causal 2048", 2048, 2048, 32, 4, true}, {"tinyllama causal 8192", 8192, 8192, 32, 4, true},
@@ -342,12 +557,14 @@ int main() {
     double flops = 0;
     for (int i = 0; i < s.T; ++i) flops += s.causal ? std::min(s.S, i + s.S - s.T + 1) : s.S;
     flops *= 4.0 * D * s.Hq;
-    for (int nwg : {1, 2})
-      for (bool fold : {false, true}) {
-        if (!s.causal && fold) continue;
-        const double us = run(s, nwg, fold, false, true);
-        std::printf("%-24s nwg %d fold %d: %8.1f us %6.1f TFLOP/s\n", s.name, nwg, int(fold), us, flops / us / 1e6);
-      }
+    for (int nwg : {2, 3})
+      for (bool fold : {false, true})
+        for (bool pipe : {false, true}) {
+          if ((!s.causal && fold) || (nwg == 3 && !pipe)) continue;
+          const double us = run(s, nwg, fold, false, true, pipe);
+          std::printf("%-24s nwg %d fold %d pipe %d: %8.1f us %6.1f TFLOP/s\n", s.name, nwg, int(fold), int(pipe), us,
+                      flops / us / 1e6);
+        }
   }
   return fails ? 1 : 0;
 }
