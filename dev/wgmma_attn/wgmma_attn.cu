@@ -15,9 +15,11 @@
 // tile's softmax (WgmmaAttnPipe) does not pay: at 210 registers one block a SM fits (slower), and
 // held to 128 registers for two blocks it only matches the unpipelined kernel — with two warpgroups
 // a block and two blocks a SM, other warpgroups already keep the tensor cores busy through a
-// softmax. cuDNN's kernel (torch's default SDPA here) names a 64 x 128 x 64 tile on one warpgroup:
-// 128-key tiles (half the barriers and softmax passes a key), TMA loads with mbarriers instead of
-// cp.async behind block barriers, and a producer warp are the next things to try.
+// softmax. 128-key tiles (WgmmaAttn<NWG, 128>, two n64 halves of the scores; 166-168 registers) are
+// slower: two warpgroups a block fit once a SM, and one warpgroup a block (3 a SM, cuDNN's named
+// 64 x 128 x 64 shape) is slower still — each block stalls on its own wgmma waits and barriers. What
+// is left to try: TMA loads completing on mbarriers (no block barrier a tile), a producer warp, and
+// consumer warpgroups given more registers (setmaxnreg) — FA3's structure, not a tile-size change.
 // ptxas note: waiting for the older of two wgmma groups while the newer is in flight made ptxas
 // serialize every wgmma of the kernel (C7514); retiring P V_{j-1} before issuing Q K^T_{j+1} keeps
 // the pipeline. The P fragments passed as the A operand must stay live until the wait (asm fence).
@@ -108,9 +110,10 @@ struct Params {
 };
 
 // HD = 64. Layout of a [rows x 64] tile: element (r, d) at byte (r/8)*1024 + (d/8)*128 + (r%8)*16 + (d%8)*2.
-template <int NWG>
+// BN keys a tile (64 or 128: a 128-key tile is two n64 halves of the score accumulators).
+template <int NWG, int BN>
 __global__ void __launch_bounds__(NWG * 128) WgmmaAttn(Params p) {
-  constexpr int HD = 64, BN = 64, BM = 64 * NWG, TH = 128 * NWG;
+  constexpr int HD = 64, BM = 64 * NWG, TH = 128 * NWG, NH = BN / 64;
   constexpr int SBO = HD / 8 * 128;      // bytes between 8-row core groups
   constexpr int TILE = BN * HD * 2;      // bytes of one K or V tile
   extern __shared__ __align__(1024) unsigned char smem[];
@@ -165,29 +168,35 @@ __global__ void __launch_bounds__(NWG * 128) WgmmaAttn(Params p) {
       CpCommit();
       if (g0 > glast || (p.causal && n0 > glast + off)) continue;  // warpgroup-uniform
       const uint32_t sk = s0 + (j & 1) * 2 * TILE, sv = sk + TILE, sq = sQ + wg * 8 * SBO;
-      float s[32];
+      float s[NH][32];
       WgFence();
 #pragma unroll
-      for (int kk = 0; kk < HD / 16; ++kk)
-        WgmmaSS(s, Desc(sq + kk * 256, 128, SBO), Desc(sk + kk * 256, 128, SBO), kk > 0);
+      for (int hh = 0; hh < NH; ++hh)
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; ++kk)
+          WgmmaSS(s[hh], Desc(sq + kk * 256, 128, SBO), Desc(sk + hh * 8 * SBO + kk * 256, 128, SBO), kk > 0);
       WgCommit();
       WgWait0();
       const int qrow = wrow0 + lane / 4;
       if (n0 + BN > S || (p.causal && n0 + BN - 1 > wrow0 + off)) {
 #pragma unroll
+        for (int hh = 0; hh < NH; ++hh)
+#pragma unroll
         for (int i = 0; i < 8; ++i)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const int key = n0 + 8 * i + (lane & 3) * 2 + e;
-            if (key >= S || (p.causal && key > qrow + off)) s[4 * i + e] = -INFINITY;
-            if (key >= S || (p.causal && key > qrow + 8 + off)) s[4 * i + 2 + e] = -INFINITY;
+            const int key = n0 + 64 * hh + 8 * i + (lane & 3) * 2 + e;
+            if (key >= S || (p.causal && key > qrow + off)) s[hh][4 * i + e] = -INFINITY;
+            if (key >= S || (p.causal && key > qrow + 8 + off)) s[hh][4 * i + 2 + e] = -INFINITY;
           }
       }
       float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
+      for (int hh = 0; hh < NH; ++hh)
+#pragma unroll
       for (int i = 0; i < 8; ++i) {
-        mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
-        mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
+        mx[0] = fmaxf(mx[0], fmaxf(s[hh][4 * i], s[hh][4 * i + 1]));
+        mx[1] = fmaxf(mx[1], fmaxf(s[hh][4 * i + 2], s[hh][4 * i + 3]));
       }
       float mu[2], alpha[2];
 #pragma unroll
@@ -201,13 +210,16 @@ __global__ void __launch_bounds__(NWG * 128) WgmmaAttn(Params p) {
       }
       float rs[2] = {0.f, 0.f};
 #pragma unroll
+      for (int hh = 0; hh < NH; ++hh)
+#pragma unroll
       for (int i = 0; i < 8; ++i) {
-        s[4 * i] = Ex2(fmaf(s[4 * i], p.scale_log2, -mu[0]));
-        s[4 * i + 1] = Ex2(fmaf(s[4 * i + 1], p.scale_log2, -mu[0]));
-        s[4 * i + 2] = Ex2(fmaf(s[4 * i + 2], p.scale_log2, -mu[1]));
-        s[4 * i + 3] = Ex2(fmaf(s[4 * i + 3], p.scale_log2, -mu[1]));
-        rs[0] += s[4 * i] + s[4 * i + 1];
-        rs[1] += s[4 * i + 2] + s[4 * i + 3];
+        float* t = s[hh] + 4 * i;
+        t[0] = Ex2(fmaf(t[0], p.scale_log2, -mu[0]));
+        t[1] = Ex2(fmaf(t[1], p.scale_log2, -mu[0]));
+        t[2] = Ex2(fmaf(t[2], p.scale_log2, -mu[1]));
+        t[3] = Ex2(fmaf(t[3], p.scale_log2, -mu[1]));
+        rs[0] += t[0] + t[1];
+        rs[1] += t[2] + t[3];
       }
       lrow[0] = lrow[0] * alpha[0] + rs[0];
       lrow[1] = lrow[1] * alpha[1] + rs[1];
@@ -220,17 +232,18 @@ __global__ void __launch_bounds__(NWG * 128) WgmmaAttn(Params p) {
           o[4 * i + 3] *= alpha[1];
         }
       }
-      uint32_t a[4][4];
+      uint32_t a[BN / 16][4];
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        a[kk][0] = Pack(s[8 * kk], s[8 * kk + 1]);
-        a[kk][1] = Pack(s[8 * kk + 2], s[8 * kk + 3]);
-        a[kk][2] = Pack(s[8 * kk + 4], s[8 * kk + 5]);
-        a[kk][3] = Pack(s[8 * kk + 6], s[8 * kk + 7]);
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        const float* t = s[kk / 4] + 8 * (kk % 4);
+        a[kk][0] = Pack(t[0], t[1]);
+        a[kk][1] = Pack(t[2], t[3]);
+        a[kk][2] = Pack(t[4], t[5]);
+        a[kk][3] = Pack(t[6], t[7]);
       }
       WgFence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) WgmmaRS(o, a[kk], Desc(sv + kk * 2 * SBO, SBO, 128));
+      for (int kk = 0; kk < BN / 16; ++kk) WgmmaRS(o, a[kk], Desc(sv + kk * 2 * SBO, SBO, 128));
       WgCommit();
       WgWait0();
     }
@@ -469,7 +482,7 @@ int main() {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   int fails = 0;
-  auto run = [&](const Shape& s, int nwg, bool fold, bool check, bool time, bool pipe) -> double {
+  auto run = [&](const Shape& s, int nwg, bool fold, bool check, bool time, bool pipe, int bn = 64) -> double {
     const size_t nq = size_t(s.T) * s.Hq * D, nk = size_t(s.S) * s.Hkv * D;
     std::vector<bf16> hq(nq), hk(nk), hv(nk);
     for (auto& x : hq) x = __float2bfloat16(u(rng));
@@ -488,9 +501,10 @@ int main() {
              fold && s.causal ? 1 : 0};
     const int bm = 64 * nwg, nqt = (s.T + bm - 1) / bm;
     const dim3 grid(p.fold ? (nqt + 1) / 2 : nqt, s.Hq);
-    const size_t smem = (pipe ? 7 : 4) * 64 * D * 2 + size_t(bm) * D * 2;
+    const size_t smem = (pipe ? 7 * 64 : 4 * bn) * D * 2 + size_t(bm) * D * 2;
     auto kern = pipe ? (nwg == 1 ? WgmmaAttnPipe<1> : nwg == 2 ? WgmmaAttnPipe<2> : WgmmaAttnPipe<3>)
-                     : (nwg == 1 ? WgmmaAttn<1> : WgmmaAttn<2>);
+                : bn == 128 ? (nwg == 1 ? WgmmaAttn<1, 128> : WgmmaAttn<2, 128>)
+                            : (nwg == 1 ? WgmmaAttn<1, 64> : WgmmaAttn<2, 64>);
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     auto launch = [&](cudaStream_t st) { kern<<<grid, 128 * nwg, smem, st>>>(p); };
     launch(0);
@@ -525,8 +539,8 @@ int main() {
         }
       const bool ok = err < 2e-2;
       fails += !ok;
-      std::printf("check %-22s nwg %d fold %d pipe %d: max|err| %.3g %s\n", s.name, nwg, int(fold), int(pipe), err,
-                  ok ? "OK" : "FAIL");
+      std::printf("check %-22s nwg %d fold %d pipe %d bn %d: max|err| %.3g %s\n", s.name, nwg, int(fold), int(pipe), bn,
+                  err, ok ? "OK" : "FAIL");
     }
     double us = 0;
     if (time) {
@@ -549,6 +563,9 @@ int main() {
       for (bool fold : {false, true})
         for (bool pipe : {false, true})
           if (nwg < 3 || pipe) run(s, nwg, fold, true, false, pipe);
+  for (const Shape& s : small)
+    for (int nwg : {1, 2})
+      for (bool fold : {false, true}) run(s, nwg, fold, true, false, false, 128);
   std::printf("checks: %d failures\n\n", fails);
   const Shape big[] = {{"tinyllama causal 512", 512, 512, 32, 4, true},   {"tinyllama causal 1024", 1024, 1024, 32, 4, true},
                        {"tinyllama causal 2048", 2048, 2048, 32, 4, true}, {"tinyllama causal 8192", 8192, 8192, 32, 4, true},
@@ -557,14 +574,15 @@ int main() {
     double flops = 0;
     for (int i = 0; i < s.T; ++i) flops += s.causal ? std::min(s.S, i + s.S - s.T + 1) : s.S;
     flops *= 4.0 * D * s.Hq;
-    for (int nwg : {2, 3})
+    for (int nwg : {1, 2, 3})
       for (bool fold : {false, true})
-        for (bool pipe : {false, true}) {
-          if ((!s.causal && fold) || (nwg == 3 && !pipe)) continue;
-          const double us = run(s, nwg, fold, false, true, pipe);
-          std::printf("%-24s nwg %d fold %d pipe %d: %8.1f us %6.1f TFLOP/s\n", s.name, nwg, int(fold), int(pipe), us,
-                      flops / us / 1e6);
-        }
+        for (int bn : {64, 128})
+          for (bool pipe : {false, true}) {
+            if ((!s.causal && fold) || (nwg == 3 && !pipe) || (pipe && bn == 128) || (nwg == 1 && bn == 64)) continue;
+            const double us = run(s, nwg, fold, false, true, pipe, bn);
+            std::printf("%-24s nwg %d fold %d pipe %d bn %3d: %8.1f us %6.1f TFLOP/s\n", s.name, nwg, int(fold), int(pipe),
+                        bn, us, flops / us / 1e6);
+          }
   }
   return fails ? 1 : 0;
 }
