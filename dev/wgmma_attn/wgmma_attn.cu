@@ -22,6 +22,11 @@
 // than the library kernel (1.08-1.16x its time); overlapping the next Q K^T with the softmax there
 // does not pay (210 registers: one block a SM; held to 128: no gain, other warpgroups already cover a
 // softmax), nor do 128-key tiles (two n64 score halves: 166-168 registers).
+// Before it can serve kv_attention: a TMA box cannot zero-fill the cache rows in [S_b, S) (or below
+// a window's start) as the library's cp.async loader does, and P = 0 does not neutralise a NaN there
+// (0 x NaN = NaN in the MMA) — the producer must zero those V rows of the boundary tile in shared
+// memory before releasing it (fence.proxy.async, a second barrier), or kv_attention keeps the
+// mma.sync kernel. Plain attention over one [S, Hkv, D] tensor is covered by the TMA's OOB zero fill.
 // ptxas note: waiting for the older of two wgmma groups while the newer is in flight made ptxas
 // serialize every wgmma of the kernel (C7514); retiring P V_{j-1} before issuing Q K^T_{j+1} keeps
 // the pipeline. The P fragments passed as the A operand must stay live until the wait (asm fence).
