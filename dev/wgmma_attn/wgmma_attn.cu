@@ -22,11 +22,16 @@
 // than the library kernel (1.08-1.16x its time); overlapping the next Q K^T with the softmax there
 // does not pay (210 registers: one block a SM; held to 128: no gain, other warpgroups already cover a
 // softmax), nor do 128-key tiles (two n64 score halves: 166-168 registers).
-// Before it can serve kv_attention: a TMA box cannot zero-fill the cache rows in [S_b, S) (or below
-// a window's start) as the library's cp.async loader does, and P = 0 does not neutralise a NaN there
-// (0 x NaN = NaN in the MMA) — the producer must zero those V rows of the boundary tile in shared
-// memory before releasing it (fence.proxy.async, a second barrier), or kv_attention keeps the
-// mma.sync kernel. Plain attention over one [S, Hkv, D] tensor is covered by the TMA's OOB zero fill.
+// kv_attention (RunKv: B sequences over caches, positions read on the device, windows, and NaN in
+// every cache row a sequence must not read): a TMA box cannot zero-fill the rows in [S_b, S) as the
+// library's cp.async loader does, and P = 0 does not neutralise a NaN there (0 x NaN = NaN in the
+// MMA). Boxes start at the window's first visible key (older rows are never loaded), and the producer
+// warp zeroes the V rows past S_b of a pass's last tile in shared memory (fence.proxy.async) before
+// releasing it. A first form released every tile through a second barrier per stage, lagging the
+// loads by NS - 1: correct on every RunKv case (H200) but slow (2048 / 8192: 88.2 / 1231 us), since a
+// stage then waits for the consumers' previous tile — the pipeline depth collapses to one. The form
+// here releases only the last tile through one `ready` barrier and lets the others go on `full`: it
+// compiles, and is NOT yet run on a GPU (the session's device time ran out) — run this probe first.
 // ptxas note: waiting for the older of two wgmma groups while the newer is in flight made ptxas
 // serialize every wgmma of the kernel (C7514); retiring P V_{j-1} before issuing Q K^T_{j+1} keeps
 // the pipeline. The P fragments passed as the A operand must stay live until the wait (asm fence).
@@ -115,6 +120,11 @@ struct Params {
   int T, S, Hq, Hkv, group, causal;
   float scale_log2;
   int fold;
+  // WgmmaAttnTma only: kv_attention over caches of B sequences (blockIdx.z), sequence b seeing
+  // S_b = min(S, pos[b] + T) keys (pos == nullptr: S), and a sliding window (0: none).
+  const int* pos;
+  int window;
+  int B;
 };
 
 // HD = 64. Layout of a [rows x 64] tile: element (r, d) at byte (r/8)*1024 + (d/8)*128 + (r%8)*16 + (d%8)*2.
@@ -516,10 +526,16 @@ __global__ void __launch_bounds__(384, 1) WgmmaAttnTma(Params p, const __grid_co
   // 1024-byte aligned base (the swizzle atom), then Q (2 tiles), K stages, V stages, barriers.
   const uint32_t raw = SmemU32(smem_raw), s0 = (raw + 1023) & ~1023u;
   const uint32_t sQ = s0, sK = s0 + 2 * TILE, sV = sK + NS * TILE, bars = sV + NS * TILE;
-  const uint32_t q_full = bars, q_empty = bars + 8, k_full = bars + 16, empty = k_full + 8 * NS;
+  // full: the TMA's bytes landed; empty: every consumer warp is done with the stage; ready (one): the
+  // producer warp has zeroed what must not be read in a pass's last tile (V rows past S_b: 0 x NaN
+  // would poison P V) — consumers wait on it instead of full for that tile only.
+  const uint32_t q_full = bars, q_empty = bars + 8, k_full = bars + 16, empty = k_full + 8 * NS,
+                 ready = empty + 8 * NS;  // one barrier
   const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
-  const int h = blockIdx.y, kvh = h / p.group;
-  const int S = p.S, off = S - p.T;
+  const int h = blockIdx.y, kvh = h / p.group, b = blockIdx.z;
+  const int S = p.pos ? min(p.S, max(0, __ldg(p.pos + b) + p.T)) : p.S;  // this sequence's keys
+  const int off = S - p.T;
+  const int qrow0 = b * p.T, krow0 = b * p.S;  // this sequence's first row in the 2-D maps
   if (tid == 0) {
     MbarInit(q_full, 1);
     MbarInit(q_empty, 8);
@@ -527,30 +543,51 @@ __global__ void __launch_bounds__(384, 1) WgmmaAttnTma(Params p, const __grid_co
       MbarInit(k_full + 8 * i, 1);
       MbarInit(empty + 8 * i, 8);
     }
+    MbarInit(ready, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
   const int nq = (p.T + BM - 1) / BM, bx = blockIdx.x;
   const int npass = p.fold && 2 * bx + 1 < nq ? 2 : 1;
-  int it = 0;  // K/V tiles through the ring so far (the same count in every role)
+  int it = 0;     // K/V tiles through the ring so far (the same count in every role)
+  int tails = 0;  // tiles released through `ready` so far (consumers)
   for (int pass = 0; pass < npass; ++pass) {
     const int mt = p.fold ? (pass == 0 ? nq - 1 - bx : bx) : p.causal ? int(gridDim.x) - 1 - bx : bx;
     const int m0 = mt * BM;
     const int kv_end = p.causal ? min(S, max(0, m0 + BM + off)) : S;
-    const int ntiles = (kv_end + BN - 1) / BN;
-    if (wg == 0) {  // producer
-      if (tid == 0) {
+    // Tiles start at kv_begin (a window's lowest visible key for this block's first row), so older
+    // keys are never loaded; they need not be 64-aligned.
+    const int kv_begin = p.window > 0 && p.causal ? min(kv_end, max(0, m0 + off + 1 - p.window)) : 0;
+    const int ntiles = (kv_end - kv_begin + BN - 1) / BN;
+    const int win_lo_last = p.window > 0 && p.causal ? m0 + BM + off - p.window : INT_MIN;
+    if (wg == 0) {  // producer: warp 0 (lane 0 issues, all lanes zero and release)
+      if (warp == 0) {
         if (pass) MbarWait(q_empty, (pass - 1) & 1);
-        MbarExpect(q_full, 2 * TILE);
-        Tma2d(sQ, &mq, h * HD, m0, q_full);
-        Tma2d(sQ + TILE, &mq, h * HD, m0 + 64, q_full);
-        for (int j = 0; j < ntiles; ++j, ++it) {
-          const int st = it % NS, ph = (it / NS) & 1;
-          MbarWait(empty + 8 * st, ph ^ 1);  // a fresh barrier passes parity 1 at once
-          MbarExpect(k_full + 8 * st, 2 * TILE);
-          Tma2d(sK + st * TILE, &mk, kvh * HD, j * BN, k_full + 8 * st);
-          Tma2d(sV + st * TILE, &mv, kvh * HD, j * BN, k_full + 8 * st);
+        if (lane == 0) {
+          MbarExpect(q_full, 2 * TILE);
+          Tma2d(sQ, &mq, h * HD, qrow0 + m0, q_full);
+          Tma2d(sQ + TILE, &mq, h * HD, qrow0 + m0 + 64, q_full);
         }
+        for (int j = 0; j < ntiles; ++j, ++it) {
+          const int st = it % NS, ph = (it / NS) & 1, t0 = kv_begin + j * BN;
+          MbarWait(empty + 8 * st, ph ^ 1);  // a fresh barrier passes parity 1 at once
+          if (lane == 0) {
+            MbarExpect(k_full + 8 * st, 2 * TILE);
+            Tma2d(sK + st * TILE, &mk, kvh * HD, krow0 + t0, k_full + 8 * st);
+            Tma2d(sV + st * TILE, &mv, kvh * HD, krow0 + t0, k_full + 8 * st);
+          }
+          __syncwarp();
+          if (t0 + BN > S) {  // the pass's last tile reaches past S: zero those V rows, then release it
+            MbarWait(k_full + 8 * st, ph);
+            for (int i = (S - t0) * 8 + lane; i < BN * 8; i += 32)  // 16-byte units of 128-byte rows
+              asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(sV + st * TILE + i * 16), "r"(0) : "memory");
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            __syncwarp();
+            if (lane == 0) MbarArrive(ready);
+          }
+        }
+      } else {
+        it += ntiles;
       }
       continue;
     }
@@ -561,8 +598,11 @@ __global__ void __launch_bounds__(384, 1) WgmmaAttnTma(Params p, const __grid_co
     float o[32], mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
     for (int i = 0; i < 32; ++i) o[i] = 0.f;
     for (int j = 0; j < ntiles; ++j, ++it) {
-      const int st = it % NS, ph = (it / NS) & 1, n0 = j * BN;
-      MbarWait(k_full + 8 * st, ph);
+      const int st = it % NS, ph = (it / NS) & 1, n0 = kv_begin + j * BN;
+      if (n0 + BN > S)
+        MbarWait(ready, tails++ & 1);  // the producer zeroed its V rows past S
+      else
+        MbarWait(k_full + 8 * st, ph);
       if (g0 <= glast && !(p.causal && n0 > glast + off)) {  // warpgroup-uniform
         float s[32];
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
@@ -572,14 +612,15 @@ __global__ void __launch_bounds__(384, 1) WgmmaAttnTma(Params p, const __grid_co
         WgCommit();
         WgWait0();
         const int qrow = wrow0 + lane / 4;
-        if (n0 + BN > S || (p.causal && n0 + BN - 1 > wrow0 + off)) {
+        if (n0 + BN > S || (p.causal && n0 + BN - 1 > wrow0 + off) || n0 < win_lo_last) {
+          const int wlo = p.window > 0 && p.causal ? qrow + off + 1 - p.window : INT_MIN;
 #pragma unroll
           for (int i = 0; i < 8; ++i)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               const int key = n0 + 8 * i + (lane & 3) * 2 + e;
-              if (key >= S || (p.causal && key > qrow + off)) s[4 * i + e] = -INFINITY;
-              if (key >= S || (p.causal && key > qrow + 8 + off)) s[4 * i + 2 + e] = -INFINITY;
+              if (key >= S || (p.causal && key > qrow + off) || key < wlo) s[4 * i + e] = -INFINITY;
+              if (key >= S || (p.causal && key > qrow + 8 + off) || key < wlo + 8) s[4 * i + 2 + e] = -INFINITY;
             }
         }
         float mx[2] = {-INFINITY, -INFINITY};
@@ -646,14 +687,15 @@ __global__ void __launch_bounds__(384, 1) WgmmaAttnTma(Params p, const __grid_co
     if (lane == 0) MbarArrive(q_empty);  // Q's buffer is free for the next pass
     const int64_t q_stride = int64_t(p.Hq) * HD;
     const int row = wrow0 + lane / 4;
+    bf16* const ob = p.o + int64_t(qrow0) * q_stride;  // this sequence's rows
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const int col = 8 * i + (lane & 3) * 2;
       if (row < p.T)
-        *reinterpret_cast<uint32_t*>(p.o + int64_t(row) * q_stride + int64_t(h) * HD + col) =
+        *reinterpret_cast<uint32_t*>(ob + int64_t(row) * q_stride + int64_t(h) * HD + col) =
             Pack(o[4 * i] * inv[0], o[4 * i + 1] * inv[0]);
       if (row + 8 < p.T)
-        *reinterpret_cast<uint32_t*>(p.o + int64_t(row + 8) * q_stride + int64_t(h) * HD + col) =
+        *reinterpret_cast<uint32_t*>(ob + int64_t(row + 8) * q_stride + int64_t(h) * HD + col) =
             Pack(o[4 * i + 2] * inv[1], o[4 * i + 3] * inv[1]);
     }
   }
@@ -667,6 +709,94 @@ struct Shape {
 
 float Bf(bf16 x) { return __bfloat162float(x); }
 
+
+// kv_attention through WgmmaAttnTma: B sequences over caches of S rows, sequence b's T new queries at
+// positions pos[b] .. pos[b] + T - 1, an optional window; the cache rows a sequence must not read
+// (past pos[b] + T, and older than the first query's window) hold NaN. Returns the max |error|
+// against an f64 reference (INFINITY if any output is not finite).
+double RunKv(int B, int T, int S, int Hq, int Hkv, std::vector<int> pos, int window, bool fold, std::mt19937& rng) {
+  constexpr int D = 64;
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  const size_t nq = size_t(B) * T * Hq * D, nk = size_t(B) * S * Hkv * D;
+  std::vector<bf16> hq(nq), hk(nk), hv(nk);
+  for (auto& x : hq) x = __float2bfloat16(u(rng));
+  for (auto& x : hk) x = __float2bfloat16(u(rng));
+  for (auto& x : hv) x = __float2bfloat16(u(rng));
+  const bf16 nan = __float2bfloat16(NAN);
+  for (int b = 0; b < B; ++b)
+    for (int j = 0; j < S; ++j)
+      if (j >= pos[b] + T || (window > 0 && j <= pos[b] - window))
+        for (int e = 0; e < Hkv * D; ++e) hk[(size_t(b) * S + j) * Hkv * D + e] = hv[(size_t(b) * S + j) * Hkv * D + e] = nan;
+  bf16 *q, *k, *v, *o;
+  int* dpos;
+  CK(cudaMalloc(&q, nq * 2));
+  CK(cudaMalloc(&k, nk * 2));
+  CK(cudaMalloc(&v, nk * 2));
+  CK(cudaMalloc(&o, nq * 2));
+  CK(cudaMalloc(&dpos, B * sizeof(int)));
+  CK(cudaMemcpy(q, hq.data(), nq * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(k, hk.data(), nk * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(v, hv.data(), nk * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dpos, pos.data(), B * sizeof(int), cudaMemcpyHostToDevice));
+  CK(cudaMemset(o, 0xFF, nq * 2));
+  void* fnp = nullptr;
+  cudaDriverEntryPointQueryResult qr;
+  CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fnp, 12000, cudaEnableDefault, &qr));
+  using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*,
+                                const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  auto map = [&](CUtensorMap* m, void* base, int heads, int rows) {
+    const cuuint64_t dims[2] = {cuuint64_t(heads) * D, cuuint64_t(rows)}, strides[1] = {cuuint64_t(heads) * D * 2};
+    const cuuint32_t box[2] = {64, 64}, es[2] = {1, 1};
+    if (reinterpret_cast<EncodeFn>(fnp)(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, dims, strides, box, es,
+                                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                        CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+      std::fprintf(stderr, "cuTensorMapEncodeTiled failed\n");
+      std::exit(1);
+    }
+  };
+  CUtensorMap mq, mk, mv;
+  map(&mq, q, Hq, B * T);
+  map(&mk, k, Hkv, B * S);
+  map(&mv, v, Hkv, B * S);
+  Params p{q, k, v, o, T, S, Hq, Hkv, Hq / Hkv, 1, float(1.4426950408889634 / 8.0), fold ? 1 : 0, dpos, window, B};
+  const int nqt = (T + 127) / 128;
+  const size_t smem = 1024 + 2 * 8192 + 2 * 3 * 8192 + 256;
+  CK(cudaFuncSetAttribute(WgmmaAttnTma<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  WgmmaAttnTma<3><<<dim3(fold ? (nqt + 1) / 2 : nqt, Hq, B), 384, smem>>>(p, mq, mk, mv);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  std::vector<bf16> ho(nq);
+  CK(cudaMemcpy(ho.data(), o, nq * 2, cudaMemcpyDeviceToHost));
+  double err = 0;
+  const int group = Hq / Hkv;
+  std::vector<double> w(S);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < Hq; ++h)
+      for (int t = 0; t < T; ++t) {
+        const int lim = pos[b] + t;  // keys j <= lim, and j > lim - window
+        double mx = -INFINITY;
+        for (int j = 0; j < S; ++j) {
+          if (j > lim || (window > 0 && j <= lim - window)) { w[j] = -INFINITY; continue; }
+          double d = 0;
+          for (int e = 0; e < D; ++e)
+            d += double(Bf(hq[((size_t(b) * T + t) * Hq + h) * D + e])) * Bf(hk[((size_t(b) * S + j) * Hkv + h / group) * D + e]);
+          w[j] = d / 8.0;
+          mx = std::max(mx, w[j]);
+        }
+        double l = 0;
+        for (int j = 0; j < S; ++j) l += w[j] = (w[j] == -INFINITY ? 0 : std::exp(w[j] - mx));
+        for (int e = 0; e < D; ++e) {
+          double a = 0;
+          for (int j = 0; j < S; ++j) if (w[j] != 0) a += w[j] * Bf(hv[((size_t(b) * S + j) * Hkv + h / group) * D + e]);
+          const double got = Bf(ho[((size_t(b) * T + t) * Hq + h) * D + e]);
+          const double dlt = std::fabs(got - a / l);
+          err = std::isnan(dlt) ? INFINITY : std::max(err, dlt);
+        }
+      }
+  for (void* ptr : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)dpos}) CK(cudaFree(ptr));
+  return err;
+}
 }  // namespace
 
 int main() {
@@ -790,6 +920,21 @@ int main() {
       for (bool fold : {false, true}) run(s, nwg, fold, true, false, false, 128);
   for (const Shape& s : small)
     for (bool fold : {false, true}) run(s, 0, fold, true, false, false);
+  struct KvCase {
+    int B, T, S, Hq, Hkv;
+    std::vector<int> pos;
+    int window;
+  };
+  const KvCase kv[] = {{3, 130, 700, 8, 2, {0, 300, 570}, 0}, {2, 200, 1024, 8, 8, {100, 824}, 90},
+                       {1, 333, 333, 4, 1, {0}, 64}, {2, 64, 512, 8, 2, {448, 7}, 200}, {2, 300, 600, 4, 2, {0, 37}, 0}};
+  for (const KvCase& c : kv)
+    for (bool fold : {false, true}) {
+      const double err = RunKv(c.B, c.T, c.S, c.Hq, c.Hkv, c.pos, c.window, fold, rng);
+      const bool ok = err < 2e-2;
+      fails += !ok;
+      std::printf("check kv B=%d T=%d S=%d window=%d fold %d: max|err| %.3g %s\n", c.B, c.T, c.S, c.window, int(fold), err,
+                  ok ? "OK" : "FAIL");
+    }
   std::printf("checks: %d failures\n\n", fails);
   const Shape big[] = {{"tinyllama causal 512", 512, 512, 32, 4, true},   {"tinyllama causal 1024", 1024, 1024, 32, 4, true},
                        {"tinyllama causal 2048", 2048, 2048, 32, 4, true}, {"tinyllama causal 8192", 8192, 8192, 32, 4, true},
