@@ -155,8 +155,7 @@ Status attn::PlanAttentionCore(const Dims& d, const Ptrs& ptr, bool causal, cons
         return InvalidArgument(fmt::format("{}: tensor-core instance {} of {}", op, opts.mma_instance, inst.size()));
       if (opts.mma_instance >= 0) c.instance = opts.mma_instance;
       if (opts.mma_fold >= 0) c.fold = causal && opts.mma_fold > 0;
-      const int64_t nq = (d.T + inst[static_cast<size_t>(c.instance)].rows - 1) / inst[static_cast<size_t>(c.instance)].rows;
-      c.grid_x = c.fold ? (nq + 1) / 2 : nq;
+      c.grid_x = MmaGridX(d, inst[static_cast<size_t>(c.instance)].rows, c.fold);
     }
     const MmaInstance& k = inst[static_cast<size_t>(c.instance)];
     MmaParams p{ptr.q, ptr.k, ptr.v, ptr.o, static_cast<int>(d.T), static_cast<int>(d.S),

@@ -95,8 +95,7 @@ struct MmaInstance {
   int rows;           // query rows per block
   int threads;
   int smem_bytes;     // dynamic shared memory
-  int min_blocks;     // its __launch_bounds__ minimum blocks a SM
-  int blocks_per_sm;  // occupancy on the current device (MmaInstances fills it; min_blocks without one)
+  int blocks_per_sm;  // occupancy on the current device (without one: its __launch_bounds__ minimum)
 };
 using KvWriteFn = void (*)(KvWriteParams);
 // attention_general.cu: the general kernel for (dtype, rows per block 1/4/8, max chunks 2/4/8) and

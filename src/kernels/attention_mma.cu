@@ -302,7 +302,7 @@ template <typename T, int HD, int WR, int NW, int MINB>
 MmaInstance Instance() {
   constexpr int BM = 16 * WR * NW;
   return {AttnMmaKernel<T, HD, WR, NW, MINB>, BM, NW * 32,
-          static_cast<int>(2 * 2 * kMmaKeyTile * (HD + 8) * sizeof(T)), MINB, MINB};
+          static_cast<int>(2 * 2 * kMmaKeyTile * (HD + 8) * sizeof(T)), MINB};
 }
 
 template <typename T>

@@ -63,19 +63,22 @@ std::string MmaRefusal(const Dims& d, const Ptrs& ptr) {
   return "";
 }
 
+int64_t MmaGridX(const Dims& d, int rows, bool fold) {
+  const int64_t nq = (d.T + rows - 1) / std::max(rows, 1);
+  return fold ? (nq + 1) / 2 : nq;
+}
+
 MmaChoice ChooseMma(const Dims& d, bool causal, int sm_count, const std::vector<MmaTile>& tiles) {
   MmaChoice c;
   if (tiles.empty()) return c;
   const int64_t sms = std::max(sm_count, 1), lanes = d.Hq * d.B;
-  auto row_tiles = [&](const MmaTile& t) { return (d.T + t.rows - 1) / std::max(t.rows, 1); };
   for (size_t i = 0; i < tiles.size(); ++i) {
-    const int64_t nq = row_tiles(tiles[i]), gx = causal ? (nq + 1) / 2 : nq;
+    const int64_t gx = MmaGridX(d, tiles[i].rows, causal);
     if (gx * lanes * 10 >= 9 * sms * std::max(tiles[i].blocks_per_sm, 1)) return {static_cast<int>(i), causal, gx};
   }
   c.instance = static_cast<int>(tiles.size()) - 1;
-  const int64_t nq = row_tiles(tiles.back());
-  c.fold = causal && (nq + 1) / 2 * lanes * 10 >= 9 * sms;
-  c.grid_x = c.fold ? (nq + 1) / 2 : nq;
+  c.fold = causal && MmaGridX(d, tiles.back().rows, true) * lanes * 10 >= 9 * sms;
+  c.grid_x = MmaGridX(d, tiles.back().rows, c.fold);
   return c;
 }
 

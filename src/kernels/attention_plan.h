@@ -111,6 +111,9 @@ struct MmaChoice {
   bool fold = false;       // causal: block x takes row tiles nq - 1 - x and x
   int64_t grid_x = 0;      // blocks along the rows
 };
+// Blocks along the rows of the tensor-core grid: ceil(T / rows) row tiles, half of them (rounded up)
+// when a causal grid folds.
+int64_t MmaGridX(const Dims& d, int rows, bool fold);
 // The first instance (largest row tile first) whose grid fills at least 90 % of one wave of the
 // device (sm_count x blocks_per_sm blocks); causal grids are folded (half the blocks, equal work
 // each). When none does, the last instance, folded only if that still gives 90 % of sm_count blocks
