@@ -20,8 +20,9 @@
 // unit; the mma.sync kernel stays for other devices); then setmaxnreg for the consumers, the next
 // Q K^T overlapped with the softmax, three consumer warpgroups. The cp.async forms are not faster
 // than the library kernel (1.08-1.16x its time); overlapping the next Q K^T with the softmax there
-// does not pay (210 registers: one block a SM; held to 128: no gain, other warpgroups already cover a
-// softmax), nor do 128-key tiles (two n64 score halves: 166-168 registers).
+// was not measured fairly: at 210 registers one block a SM fits (slower), and held to 128 registers
+// for two, ptxas serializes every wgmma of the kernel (C7512, too few registers) — that form only
+// matched the unpipelined kernel. 128-key tiles (two n64 score halves: 166-168 registers) are slower.
 // kv_attention (RunKv: B sequences over caches, positions read on the device, windows, and NaN in
 // every cache row a sequence must not read): a TMA box cannot zero-fill the rows in [S_b, S) as the
 // library's cp.async loader does, and P = 0 does not neutralise a NaN there (0 x NaN = NaN in the
@@ -55,50 +56,19 @@
 #include <type_traits>
 #include <vector>
 
-#include "../cuda_ck.h"
 #include "../graph_time.h"
+#include "../wgmma_common.cuh"
 
 namespace {
 
 using bf16 = __nv_bfloat16;
 
-__device__ __forceinline__ uint32_t SmemU32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ uint64_t Desc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
-  return uint64_t((saddr & 0x3FFFF) >> 4) | (uint64_t((lbo & 0x3FFFF) >> 4) << 16) | (uint64_t((sbo & 0x3FFFF) >> 4) << 32);
-}
-
-#define D32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}"
-#define OUT32(d)                                                                                               \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
-      "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),   \
-      "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),  \
-      "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-
-// d (64 x 64 f32) = / += A (smem) * B (smem), K-major; scale_d 0 overwrites.
-__device__ __forceinline__ void WgmmaSS(float (&d)[32], uint64_t da, uint64_t db, int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " D32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : OUT32(d)
-      : "l"(da), "l"(db), "r"(scale_d));
-}
-// d += A (registers: the m16n8k16 A fragment of this warp's 16 rows) * B (smem, transposed: N-major).
-__device__ __forceinline__ void WgmmaRS(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
-  asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " D32 ", {%32,%33,%34,%35}, %36, 1, 1, 1, 1;\n"
-               : OUT32(d)
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-}
 // Pins accumulator registers around a wgmma batch (no moves of them across it), as CUTLASS's
 // warpgroup_fence_operand does.
 __device__ __forceinline__ void FenceOperand(float (&d)[32]) {
 #pragma unroll
   for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
-__device__ __forceinline__ void WgFence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void WgCommit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void WgWait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-__device__ __forceinline__ void ProxyFence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
 __device__ __forceinline__ void CpAsync16(uint32_t dst, const void* src, int bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
 }
@@ -109,9 +79,107 @@ __device__ __forceinline__ float Ex2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
-__device__ __forceinline__ uint32_t Pack(float lo, float hi) {
-  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&h);
+// The softmax of one 64-key score tile shared by the three kernels. A thread holds rows qrow and
+// qrow + 8 of its warp; s holds NV scores in the wgmma accumulator layout, NV / 4 chunks of 8 keys
+// (chunk c: keys n0 + 8c + (lane % 4) * 2 + {0, 1}, values {row, row, row + 8, row + 8}).
+
+// Scores of keys past S, above the causal diagonal, or (WIN) below the row's window bound wlo to -inf.
+template <int NV, bool WIN>
+__device__ __forceinline__ void MaskScores(float* s, int n0, int lane, int qrow, int S, int off, int causal, int wlo) {
+#pragma unroll
+  for (int i = 0; i < NV / 4; ++i)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int key = n0 + 8 * i + (lane & 3) * 2 + e;
+      if (key >= S || (causal && key > qrow + off) || (WIN && key < wlo)) s[4 * i + e] = -INFINITY;
+      if (key >= S || (causal && key > qrow + 8 + off) || (WIN && key < wlo + 8)) s[4 * i + 2 + e] = -INFINITY;
+    }
+}
+
+// One online-softmax step: the row maxima over the raw scores (scale_log2 > 0) into mrow (log2
+// units), each weight 2^(s * scale_log2 - mu) in place, the row sums into lrow; alpha is the factor
+// the accumulator must be rescaled by.
+template <int NV>
+__device__ __forceinline__ void SoftmaxStep(float* s, float (&mrow)[2], float (&lrow)[2], float scale_log2,
+                                            float (&alpha)[2]) {
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int i = 0; i < NV / 4; ++i) {
+    mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
+    mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
+  }
+  float mu[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    const float m_new = fmaxf(mrow[r], mx[r] * scale_log2);
+    mu[r] = m_new == -INFINITY ? 0.f : m_new;
+    alpha[r] = Ex2(mrow[r] - mu[r]);
+    mrow[r] = m_new;
+  }
+  float rs[2] = {0.f, 0.f};
+#pragma unroll
+  for (int i = 0; i < NV / 4; ++i) {
+    float* t = s + 4 * i;
+    t[0] = Ex2(fmaf(t[0], scale_log2, -mu[0]));
+    t[1] = Ex2(fmaf(t[1], scale_log2, -mu[0]));
+    t[2] = Ex2(fmaf(t[2], scale_log2, -mu[1]));
+    t[3] = Ex2(fmaf(t[3], scale_log2, -mu[1]));
+    rs[0] += t[0] + t[1];
+    rs[1] += t[2] + t[3];
+  }
+  lrow[0] = lrow[0] * alpha[0] + rs[0];
+  lrow[1] = lrow[1] * alpha[1] + rs[1];
+}
+
+// o *= alpha row-wise; with SKIP not at all when no row maximum of the warp moved (alpha exactly 1).
+template <bool SKIP>
+__device__ __forceinline__ void Rescale(float (&o)[32], const float (&alpha)[2]) {
+  if (SKIP && !__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    o[4 * i] *= alpha[0];
+    o[4 * i + 1] *= alpha[0];
+    o[4 * i + 2] *= alpha[1];
+    o[4 * i + 3] *= alpha[1];
+  }
+}
+
+// P's A fragments (the mma.sync m16n8k16 layout) for keys 16kk .. 16kk + 15 from the weights.
+template <int NV>
+__device__ __forceinline__ void PackP(const float* s, uint32_t (&a)[NV / 8][4]) {
+#pragma unroll
+  for (int kk = 0; kk < NV / 8; ++kk) {
+    const float* t = s + 8 * kk;
+    a[kk][0] = PackBf16(t[0], t[1]);
+    a[kk][1] = PackBf16(t[2], t[3]);
+    a[kk][2] = PackBf16(t[4], t[5]);
+    a[kk][3] = PackBf16(t[6], t[7]);
+  }
+}
+
+// The normalised output of rows row and row + 8 (those below T): o_rows points at column 0 of this
+// head in row 0, rows `stride` elements apart.
+__device__ __forceinline__ void StoreRows(__nv_bfloat16* o_rows, int64_t stride, const float (&o)[32],
+                                          const float (&lrow)[2], int row, int T, int lane) {
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = lrow[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    inv[r] = l > 0.f ? 1.f / l : 0.f;
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int col = 8 * i + (lane & 3) * 2;
+    if (row < T)
+      *reinterpret_cast<uint32_t*>(o_rows + int64_t(row) * stride + col) = PackBf16(o[4 * i] * inv[0], o[4 * i + 1] * inv[0]);
+    if (row + 8 < T)
+      *reinterpret_cast<uint32_t*>(o_rows + int64_t(row + 8) * stride + col) =
+          PackBf16(o[4 * i + 2] * inv[1], o[4 * i + 3] * inv[1]);
+  }
 }
 
 struct Params {
@@ -195,70 +263,14 @@ __global__ void __launch_bounds__(NWG * 128) WgmmaAttn(Params p) {
           WgmmaSS(s[hh], Desc(sq + kk * 256, 128, SBO), Desc(sk + hh * 8 * SBO + kk * 256, 128, SBO), kk > 0);
       WgCommit();
       WgWait0();
-      const int qrow = wrow0 + lane / 4;
-      if (n0 + BN > S || (p.causal && n0 + BN - 1 > wrow0 + off)) {
-#pragma unroll
-        for (int hh = 0; hh < NH; ++hh)
-#pragma unroll
-        for (int i = 0; i < 8; ++i)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int key = n0 + 64 * hh + 8 * i + (lane & 3) * 2 + e;
-            if (key >= S || (p.causal && key > qrow + off)) s[hh][4 * i + e] = -INFINITY;
-            if (key >= S || (p.causal && key > qrow + 8 + off)) s[hh][4 * i + 2 + e] = -INFINITY;
-          }
-      }
-      float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int hh = 0; hh < NH; ++hh)
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        mx[0] = fmaxf(mx[0], fmaxf(s[hh][4 * i], s[hh][4 * i + 1]));
-        mx[1] = fmaxf(mx[1], fmaxf(s[hh][4 * i + 2], s[hh][4 * i + 3]));
-      }
-      float mu[2], alpha[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        const float m_new = fmaxf(mrow[r], mx[r] * p.scale_log2);
-        mu[r] = m_new == -INFINITY ? 0.f : m_new;
-        alpha[r] = Ex2(mrow[r] - mu[r]);
-        mrow[r] = m_new;
-      }
-      float rs[2] = {0.f, 0.f};
-#pragma unroll
-      for (int hh = 0; hh < NH; ++hh)
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        float* t = s[hh] + 4 * i;
-        t[0] = Ex2(fmaf(t[0], p.scale_log2, -mu[0]));
-        t[1] = Ex2(fmaf(t[1], p.scale_log2, -mu[0]));
-        t[2] = Ex2(fmaf(t[2], p.scale_log2, -mu[1]));
-        t[3] = Ex2(fmaf(t[3], p.scale_log2, -mu[1]));
-        rs[0] += t[0] + t[1];
-        rs[1] += t[2] + t[3];
-      }
-      lrow[0] = lrow[0] * alpha[0] + rs[0];
-      lrow[1] = lrow[1] * alpha[1] + rs[1];
-      if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          o[4 * i] *= alpha[0];
-          o[4 * i + 1] *= alpha[0];
-          o[4 * i + 2] *= alpha[1];
-          o[4 * i + 3] *= alpha[1];
-        }
-      }
+      float* const sf = &s[0][0];
+      if (n0 + BN > S || (p.causal && n0 + BN - 1 > wrow0 + off))
+        MaskScores<BN / 2, false>(sf, n0, lane, wrow0 + lane / 4, S, off, p.causal, 0);
+      float alpha[2];
+      SoftmaxStep<BN / 2>(sf, mrow, lrow, p.scale_log2, alpha);
+      Rescale<true>(o, alpha);
       uint32_t a[BN / 16][4];
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) {
-        const float* t = s[kk / 4] + 8 * (kk % 4);
-        a[kk][0] = Pack(t[0], t[1]);
-        a[kk][1] = Pack(t[2], t[3]);
-        a[kk][2] = Pack(t[4], t[5]);
-        a[kk][3] = Pack(t[6], t[7]);
-      }
+      PackP<BN / 2>(sf, a);
       WgFence();
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk) WgmmaRS(o, a[kk], Desc(sv + kk * 2 * SBO, SBO, 128));
@@ -266,25 +278,7 @@ __global__ void __launch_bounds__(NWG * 128) WgmmaAttn(Params p) {
       WgWait0();
     }
     CpWait0();
-    float inv[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float l = lrow[r];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      inv[r] = l > 0.f ? 1.f / l : 0.f;
-    }
-    const int row = wrow0 + lane / 4;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int col = 8 * i + (lane & 3) * 2;
-      if (row < p.T)
-        *reinterpret_cast<uint32_t*>(p.o + int64_t(row) * q_stride + int64_t(h) * HD + col) =
-            Pack(o[4 * i] * inv[0], o[4 * i + 1] * inv[0]);
-      if (row + 8 < p.T)
-        *reinterpret_cast<uint32_t*>(p.o + int64_t(row + 8) * q_stride + int64_t(h) * HD + col) =
-            Pack(o[4 * i + 2] * inv[1], o[4 * i + 3] * inv[1]);
-    }
+    StoreRows(p.o + int64_t(h) * HD, q_stride, o, lrow, wrow0 + lane / 4, p.T, lane);
   }
 }
 
@@ -374,65 +368,18 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 ? 2 : 1) WgmmaAttnPipe(Par
       WgWait0();
       if constexpr (NEXT) issue_qk(sn, j + 1);
       {
-        const int qrow = wrow0 + lane / 4;
-        if (n0 + BN > S || (p.causal && n0 + BN - 1 > wrow0 + off)) {
-#pragma unroll
-          for (int i = 0; i < 8; ++i)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int key = n0 + 8 * i + (lane & 3) * 2 + e;
-              if (key >= S || (p.causal && key > qrow + off)) s[4 * i + e] = -INFINITY;
-              if (key >= S || (p.causal && key > qrow + 8 + off)) s[4 * i + 2 + e] = -INFINITY;
-            }
-        }
-        float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
-          mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
-        }
-        float mu[2], alpha[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-          const float m_new = fmaxf(mrow[r], mx[r] * p.scale_log2);
-          mu[r] = m_new == -INFINITY ? 0.f : m_new;
-          alpha[r] = Ex2(mrow[r] - mu[r]);
-          mrow[r] = m_new;
-        }
-        float rs[2] = {0.f, 0.f};
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          s[4 * i] = Ex2(fmaf(s[4 * i], p.scale_log2, -mu[0]));
-          s[4 * i + 1] = Ex2(fmaf(s[4 * i + 1], p.scale_log2, -mu[0]));
-          s[4 * i + 2] = Ex2(fmaf(s[4 * i + 2], p.scale_log2, -mu[1]));
-          s[4 * i + 3] = Ex2(fmaf(s[4 * i + 3], p.scale_log2, -mu[1]));
-          rs[0] += s[4 * i] + s[4 * i + 1];
-          rs[1] += s[4 * i + 2] + s[4 * i + 3];
-        }
-        lrow[0] = lrow[0] * alpha[0] + rs[0];
-        lrow[1] = lrow[1] * alpha[1] + rs[1];
+        if (n0 + BN > S || (p.causal && n0 + BN - 1 > wrow0 + off))
+          MaskScores<32, false>(s, n0, lane, wrow0 + lane / 4, S, off, p.causal, 0);
+        float alpha[2];
+        SoftmaxStep<32>(s, mrow, lrow, p.scale_log2, alpha);
         uint32_t a[4][4];
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          a[kk][0] = Pack(s[8 * kk], s[8 * kk + 1]);
-          a[kk][1] = Pack(s[8 * kk + 2], s[8 * kk + 3]);
-          a[kk][2] = Pack(s[8 * kk + 4], s[8 * kk + 5]);
-          a[kk][3] = Pack(s[8 * kk + 6], s[8 * kk + 7]);
-        }
+        PackP<32>(s, a);
         // P V_{j-1} (issued last tile) must finish before O is rescaled; Q K^T_{j+1} may still run.
         if constexpr (NEXT)
-          asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+          WgWait1();
         else
           WgWait0();
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          o[4 * i] *= alpha[0];
-          o[4 * i + 1] *= alpha[0];
-          o[4 * i + 2] *= alpha[1];
-          o[4 * i + 3] *= alpha[1];
-        }
+        Rescale<false>(o, alpha);
         const uint32_t sv = sVb + (j % 4) * TILE;
         FenceOperand(o);
         WgFence();
@@ -446,7 +393,7 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 ? 2 : 1) WgmmaAttnPipe(Par
           asm volatile("" : "+r"(a[kk][0]), "+r"(a[kk][1]), "+r"(a[kk][2]), "+r"(a[kk][3])::"memory");
       }
       // Q K^T_{j+1} (the older group) must finish before its scores are read; P V_j may still run.
-      if constexpr (NEXT) asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+      if constexpr (NEXT) WgWait1();
     };
     std::integral_constant<bool, true> next;
     std::integral_constant<bool, false> last;
@@ -463,25 +410,7 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 ? 2 : 1) WgmmaAttnPipe(Par
     }
     WgWait0();
     CpWait0();
-    float inv[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float l = lrow[r];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      inv[r] = l > 0.f ? 1.f / l : 0.f;
-    }
-    const int row = wrow0 + lane / 4;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int col = 8 * i + (lane & 3) * 2;
-      if (row < p.T)
-        *reinterpret_cast<uint32_t*>(p.o + int64_t(row) * q_stride + int64_t(h) * HD + col) =
-            Pack(o[4 * i] * inv[0], o[4 * i + 1] * inv[0]);
-      if (row + 8 < p.T)
-        *reinterpret_cast<uint32_t*>(p.o + int64_t(row + 8) * q_stride + int64_t(h) * HD + col) =
-            Pack(o[4 * i + 2] * inv[1], o[4 * i + 3] * inv[1]);
-    }
+    StoreRows(p.o + int64_t(h) * HD, q_stride, o, lrow, wrow0 + lane / 4, p.T, lane);
   }
 }
 
@@ -492,31 +421,6 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 ? 2 : 1) WgmmaAttnPipe(Par
 // its wgmmas on the stage are done); two consumer warpgroups of 64 query rows each wait on the
 // barriers only — no block barrier a tile. Causal grids folded as in the library; a second pass
 // reuses the Q buffer after the consumers arrive on q_empty.
-__device__ __forceinline__ void MbarInit(uint32_t b, int count) {
-  asm volatile("mbarrier.init.shared.b64 [%0], %1;\n" ::"r"(b), "r"(count));
-}
-__device__ __forceinline__ void MbarWait(uint32_t b, int parity) {
-  asm volatile(
-      "{\n.reg .pred p;\nWAIT_%=:\nmbarrier.try_wait.parity.shared.b64 p, [%0], %1;\n@!p bra WAIT_%=;\n}\n" ::"r"(b),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void MbarArrive(uint32_t b) {
-  asm volatile("mbarrier.arrive.shared.b64 _, [%0];\n" ::"r"(b) : "memory");
-}
-__device__ __forceinline__ void MbarExpect(uint32_t b, int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;\n" ::"r"(b), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void Tma2d(uint32_t dst, const CUtensorMap* map, int x, int y, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
-      "l"(map), "r"(x), "r"(y), "r"(bar)
-      : "memory");
-}
-__device__ __forceinline__ uint64_t DescSw128(uint32_t saddr) {
-  return uint64_t((saddr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
-}
-
 template <int NS>
 __global__ void __launch_bounds__(384, 1) WgmmaAttnTma(Params p, const __grid_constant__ CUtensorMap mq,
                                                         const __grid_constant__ CUtensorMap mk,
@@ -605,99 +509,33 @@ __global__ void __launch_bounds__(384, 1) WgmmaAttnTma(Params p, const __grid_co
         MbarWait(k_full + 8 * st, ph);
       if (g0 <= glast && !(p.causal && n0 > glast + off)) {  // warpgroup-uniform
         float s[32];
-        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+        WgFence();
 #pragma unroll
         for (int kk = 0; kk < HD / 16; ++kk)
-          WgmmaSS(s, DescSw128(sq + kk * 32), DescSw128(sK + st * TILE + kk * 32), kk > 0);
+          WgmmaSS(s, DescSw128(sq + kk * 32, 16, 1024), DescSw128(sK + st * TILE + kk * 32, 16, 1024), kk > 0);
         WgCommit();
         WgWait0();
-        const int qrow = wrow0 + lane / 4;
         if (n0 + BN > S || (p.causal && n0 + BN - 1 > wrow0 + off) || n0 < win_lo_last) {
+          const int qrow = wrow0 + lane / 4;
           const int wlo = p.window > 0 && p.causal ? qrow + off + 1 - p.window : INT_MIN;
-#pragma unroll
-          for (int i = 0; i < 8; ++i)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int key = n0 + 8 * i + (lane & 3) * 2 + e;
-              if (key >= S || (p.causal && key > qrow + off) || key < wlo) s[4 * i + e] = -INFINITY;
-              if (key >= S || (p.causal && key > qrow + 8 + off) || key < wlo + 8) s[4 * i + 2 + e] = -INFINITY;
-            }
+          MaskScores<32, true>(s, n0, lane, qrow, S, off, p.causal, wlo);
         }
-        float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
-          mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
-        }
-        float mu[2], alpha[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-          const float m_new = fmaxf(mrow[r], mx[r] * p.scale_log2);
-          mu[r] = m_new == -INFINITY ? 0.f : m_new;
-          alpha[r] = Ex2(mrow[r] - mu[r]);
-          mrow[r] = m_new;
-        }
-        float rs[2] = {0.f, 0.f};
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          s[4 * i] = Ex2(fmaf(s[4 * i], p.scale_log2, -mu[0]));
-          s[4 * i + 1] = Ex2(fmaf(s[4 * i + 1], p.scale_log2, -mu[0]));
-          s[4 * i + 2] = Ex2(fmaf(s[4 * i + 2], p.scale_log2, -mu[1]));
-          s[4 * i + 3] = Ex2(fmaf(s[4 * i + 3], p.scale_log2, -mu[1]));
-          rs[0] += s[4 * i] + s[4 * i + 1];
-          rs[1] += s[4 * i + 2] + s[4 * i + 3];
-        }
-        lrow[0] = lrow[0] * alpha[0] + rs[0];
-        lrow[1] = lrow[1] * alpha[1] + rs[1];
-        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
-#pragma unroll
-          for (int i = 0; i < 8; ++i) {
-            o[4 * i] *= alpha[0];
-            o[4 * i + 1] *= alpha[0];
-            o[4 * i + 2] *= alpha[1];
-            o[4 * i + 3] *= alpha[1];
-          }
-        }
+        float alpha[2];
+        SoftmaxStep<32>(s, mrow, lrow, p.scale_log2, alpha);
+        Rescale<true>(o, alpha);
         uint32_t a[4][4];
+        PackP<32>(s, a);
+        WgFence();
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          a[kk][0] = Pack(s[8 * kk], s[8 * kk + 1]);
-          a[kk][1] = Pack(s[8 * kk + 2], s[8 * kk + 3]);
-          a[kk][2] = Pack(s[8 * kk + 4], s[8 * kk + 5]);
-          a[kk][3] = Pack(s[8 * kk + 6], s[8 * kk + 7]);
-        }
-        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) WgmmaRS(o, a[kk], DescSw128(sV + st * TILE + kk * 2048));
+        for (int kk = 0; kk < 4; ++kk) WgmmaRS(o, a[kk], DescSw128(sV + st * TILE + kk * 2048, 16, 1024));
         WgCommit();
         WgWait0();
       }
       if (lane == 0) MbarArrive(empty + 8 * st);  // this warp is done with the stage
     }
-    float inv[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float l = lrow[r];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      inv[r] = l > 0.f ? 1.f / l : 0.f;
-    }
     if (lane == 0) MbarArrive(q_empty);  // Q's buffer is free for the next pass
     const int64_t q_stride = int64_t(p.Hq) * HD;
-    const int row = wrow0 + lane / 4;
-    bf16* const ob = p.o + int64_t(qrow0) * q_stride;  // this sequence's rows
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int col = 8 * i + (lane & 3) * 2;
-      if (row < p.T)
-        *reinterpret_cast<uint32_t*>(ob + int64_t(row) * q_stride + int64_t(h) * HD + col) =
-            Pack(o[4 * i] * inv[0], o[4 * i + 1] * inv[0]);
-      if (row + 8 < p.T)
-        *reinterpret_cast<uint32_t*>(ob + int64_t(row + 8) * q_stride + int64_t(h) * HD + col) =
-            Pack(o[4 * i + 2] * inv[1], o[4 * i + 3] * inv[1]);
-    }
+    StoreRows(p.o + int64_t(qrow0) * q_stride + int64_t(h) * HD, q_stride, o, lrow, wrow0 + lane / 4, p.T, lane);
   }
 }
 
@@ -739,26 +577,10 @@ double RunKv(int B, int T, int S, int Hq, int Hkv, std::vector<int> pos, int win
   CK(cudaMemcpy(v, hv.data(), nk * 2, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(dpos, pos.data(), B * sizeof(int), cudaMemcpyHostToDevice));
   CK(cudaMemset(o, 0xFF, nq * 2));
-  void* fnp = nullptr;
-  cudaDriverEntryPointQueryResult qr;
-  CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fnp, 12000, cudaEnableDefault, &qr));
-  using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*,
-                                const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-  auto map = [&](CUtensorMap* m, void* base, int heads, int rows) {
-    const cuuint64_t dims[2] = {cuuint64_t(heads) * D, cuuint64_t(rows)}, strides[1] = {cuuint64_t(heads) * D * 2};
-    const cuuint32_t box[2] = {64, 64}, es[2] = {1, 1};
-    if (reinterpret_cast<EncodeFn>(fnp)(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, dims, strides, box, es,
-                                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                        CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
-      std::fprintf(stderr, "cuTensorMapEncodeTiled failed\n");
-      std::exit(1);
-    }
-  };
-  CUtensorMap mq, mk, mv;
-  map(&mq, q, Hq, B * T);
-  map(&mk, k, Hkv, B * S);
-  map(&mv, v, Hkv, B * S);
+  // Q as [B*T rows, Hq*D], the caches as [B*S rows, Hkv*D]: 64 x 64 boxes.
+  const CUtensorMap mq = TensorMap2dBf16(q, uint64_t(Hq) * D, uint64_t(B) * T, 64, 64, CU_TENSOR_MAP_L2_PROMOTION_L2_128B),
+                    mk = TensorMap2dBf16(k, uint64_t(Hkv) * D, uint64_t(B) * S, 64, 64, CU_TENSOR_MAP_L2_PROMOTION_L2_128B),
+                    mv = TensorMap2dBf16(v, uint64_t(Hkv) * D, uint64_t(B) * S, 64, 64, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
   Params p{q, k, v, o, T, S, Hq, Hkv, Hq / Hkv, 1, float(1.4426950408889634 / 8.0), fold ? 1 : 0, dpos, window, B};
   const int nqt = (T + 127) / 128;
   const size_t smem = 1024 + 2 * 8192 + 2 * 3 * 8192 + 256;
@@ -830,25 +652,9 @@ int main() {
                             : (nwg == 1 ? WgmmaAttn<1, 64> : WgmmaAttn<2, 64>);
     CUtensorMap mq{}, mk{}, mv{};
     if (tma) {
-      void* fn = nullptr;
-      cudaDriverEntryPointQueryResult qr;
-      CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &qr));
-      using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                    const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                    CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-      auto map = [&](CUtensorMap* m, void* base, int heads, int rows) {
-        const cuuint64_t dims[2] = {cuuint64_t(heads) * D, cuuint64_t(rows)}, strides[1] = {cuuint64_t(heads) * D * 2};
-        const cuuint32_t box[2] = {64, 64}, es[2] = {1, 1};
-        if (reinterpret_cast<EncodeFn>(fn)(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, dims, strides, box, es,
-                                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                           CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
-          std::fprintf(stderr, "cuTensorMapEncodeTiled failed\n");
-          std::exit(1);
-        }
-      };
-      map(&mq, q, s.Hq, s.T);
-      map(&mk, k, s.Hkv, s.S);
-      map(&mv, v, s.Hkv, s.S);
+      mq = TensorMap2dBf16(q, uint64_t(s.Hq) * D, s.T, 64, 64, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+      mk = TensorMap2dBf16(k, uint64_t(s.Hkv) * D, s.S, 64, 64, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+      mv = TensorMap2dBf16(v, uint64_t(s.Hkv) * D, s.S, 64, 64, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
       CK(cudaFuncSetAttribute(WgmmaAttnTma<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     } else {
       CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));

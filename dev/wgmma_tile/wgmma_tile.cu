@@ -33,47 +33,9 @@
 #include <random>
 #include <vector>
 
-#include "../cuda_ck.h"
+#include "../wgmma_common.cuh"
 
 namespace {
-
-__device__ __forceinline__ uint32_t SmemU32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ uint64_t Desc(const void* p, uint32_t lbo, uint32_t sbo) {
-  const uint64_t a = (SmemU32(p) & 0x3FFFF) >> 4;
-  return a | (uint64_t((lbo & 0x3FFFF) >> 4) << 16) | (uint64_t((sbo & 0x3FFFF) >> 4) << 32);
-}
-
-#define D32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}"
-#define OUT32(d)                                                                                               \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
-      "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),   \
-      "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),  \
-      "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-
-// d (64x64 f32, 32 a thread) += A (smem desc) * B (smem desc), both K-major.
-__device__ __forceinline__ void WgmmaSS(float (&d)[32], uint64_t da, uint64_t db) {
-  asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " D32 ", %32, %33, 1, 1, 1, 0, 0;\n"
-               : OUT32(d)
-               : "l"(da), "l"(db));
-}
-// d += A (registers, 4 x b32: the m16n8k16 A fragment of this warp's 16 rows) * B (smem desc, transposed).
-__device__ __forceinline__ void WgmmaRS(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
-  asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " D32
-               ", {%32,%33,%34,%35}, %36, 1, 1, 1, 1;\n"
-               : OUT32(d)
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-}
-__device__ __forceinline__ void Fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void Commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void Wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-
-__device__ __forceinline__ uint32_t Pack(float lo, float hi) {
-  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&h);
-}
 
 constexpr int N = 64;  // rows, keys, head_dim
 
@@ -95,10 +57,10 @@ __global__ void TileKernel(const __nv_bfloat16* q, const __nv_bfloat16* kv, floa
   __syncthreads();
   float d[32];
   for (int i = 0; i < 32; ++i) d[i] = 0.f;
-  Fence();
+  WgFence();
   if (mode == 0) {
     for (int kk = 0; kk < N / 16; ++kk)  // 16 of head_dim a step = two core matrices along K
-      WgmmaSS(d, Desc(sA + kk * 128, lbo, sbo), Desc(sB + kk * 128, lbo, sbo));
+      WgmmaSS(d, Desc(SmemU32(sA + kk * 128), lbo, sbo), Desc(SmemU32(sB + kk * 128), lbo, sbo));
   } else {
     // P's A fragment for keys 16*kk..+15 of this warp's rows w*16 + g, + 8 (g = lane / 4):
     // a0 = (g, 2c..2c+1), a1 = (g+8, 2c..), a2 = (g, 2c+8..), a3 = (g+8, 2c+8..), c = lane % 4.
@@ -106,13 +68,13 @@ __global__ void TileKernel(const __nv_bfloat16* q, const __nv_bfloat16* kv, floa
     for (int kk = 0; kk < N / 16; ++kk) {
       auto P = [&](int r, int k) { return __bfloat162float(q[r * N + k]); };
       const int k0 = kk * 16 + 2 * c;
-      const uint32_t a[4] = {Pack(P(r0, k0), P(r0, k0 + 1)), Pack(P(r0 + 8, k0), P(r0 + 8, k0 + 1)),
-                             Pack(P(r0, k0 + 8), P(r0, k0 + 9)), Pack(P(r0 + 8, k0 + 8), P(r0 + 8, k0 + 9))};
-      WgmmaRS(d, a, Desc(sB + kk * 16 * 8 * 8, lbo, sbo));  // keys 16*kk: two 8-key core rows (2 x 1024 B)
+      const uint32_t a[4] = {PackBf16(P(r0, k0), P(r0, k0 + 1)), PackBf16(P(r0 + 8, k0), P(r0 + 8, k0 + 1)),
+                             PackBf16(P(r0, k0 + 8), P(r0, k0 + 9)), PackBf16(P(r0 + 8, k0 + 8), P(r0 + 8, k0 + 9))};
+      WgmmaRS(d, a, Desc(SmemU32(sB + kk * 16 * 8 * 8), lbo, sbo));  // keys 16*kk: two 8-key core rows (2 x 1024 B)
     }
   }
-  Commit();
-  Wait0();
+  WgCommit();
+  WgWait0();
   // Accumulator layout: row w*16 + lane/4 (+8 for d[4i+2..3]), col 8i + (lane%4)*2 (+1).
   const int row = warp * 16 + lane / 4;
   for (int i = 0; i < N / 8; ++i) {

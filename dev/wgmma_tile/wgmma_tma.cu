@@ -32,49 +32,11 @@
 #include <string>
 #include <vector>
 
-#include "../cuda_ck.h"
+#include "../wgmma_common.cuh"
 
 namespace {
 
 constexpr int N = 64;
-
-__device__ __forceinline__ uint32_t SmemU32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-// 128-byte swizzle descriptor: mode 1 in bits 62-63.
-__device__ __forceinline__ uint64_t DescSw128(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
-  return uint64_t((saddr & 0x3FFFF) >> 4) | (uint64_t((lbo & 0x3FFFF) >> 4) << 16) |
-         (uint64_t((sbo & 0x3FFFF) >> 4) << 32) | (uint64_t(1) << 62);
-}
-
-#define D32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}"
-#define OUT32(d)                                                                                               \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
-      "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),   \
-      "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),  \
-      "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-
-__device__ __forceinline__ void WgmmaSS(float (&d)[32], uint64_t da, uint64_t db) {
-  asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " D32 ", %32, %33, 1, 1, 1, 0, 0;\n"
-               : OUT32(d)
-               : "l"(da), "l"(db));
-}
-__device__ __forceinline__ void WgmmaRS(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
-  asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " D32 ", {%32,%33,%34,%35}, %36, 1, 1, 1, 1;\n"
-               : OUT32(d)
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-}
-
-__device__ __forceinline__ uint32_t Pack(float lo, float hi) {
-  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&h);
-}
-
-// One TMA load of the whole 64 x 64 tile at (0, 0) into dst, completing on bar.
-__device__ __forceinline__ void TmaLoad(uint32_t dst, const CUtensorMap* map, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
-      "l"(map), "r"(0), "r"(0), "r"(bar)
-      : "memory");
-}
 
 __global__ void TileKernel(const __grid_constant__ CUtensorMap mq, const __grid_constant__ CUtensorMap mkv,
                            const __nv_bfloat16* q, float* out, int mode, uint32_t lbo, uint32_t sbo) {
@@ -84,21 +46,19 @@ __global__ void TileKernel(const __grid_constant__ CUtensorMap mq, const __grid_
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const uint32_t b = SmemU32(&bar);
   if (tid == 0) {
-    asm volatile("mbarrier.init.shared.b64 [%0], 1;\n" ::"r"(b));
+    MbarInit(b, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
-  if (tid == 0) {
-    asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;\n" ::"r"(b), "r"(2 * N * N * 2) : "memory");
-    TmaLoad(SmemU32(sA), &mq, b);
-    TmaLoad(SmemU32(sB), &mkv, b);
+  if (tid == 0) {  // the whole 64 x 64 tiles at (0, 0)
+    MbarExpect(b, 2 * N * N * 2);
+    Tma2d(SmemU32(sA), &mq, 0, 0, b);
+    Tma2d(SmemU32(sB), &mkv, 0, 0, b);
   }
-  asm volatile(
-      "{\n.reg .pred p;\nWAIT:\nmbarrier.try_wait.parity.shared.b64 p, [%0], 0;\n@!p bra WAIT;\n}\n" ::"r"(b)
-      : "memory");
+  MbarWait(b, 0);
   float d[32];
   for (int i = 0; i < 32; ++i) d[i] = 0.f;
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+  WgFence();
   if (mode == 0) {
     // K-major, 128-byte rows: the K step of 16 elements is +32 bytes inside the swizzle atom.
     for (int kk = 0; kk < N / 16; ++kk)
@@ -108,13 +68,13 @@ __global__ void TileKernel(const __grid_constant__ CUtensorMap mq, const __grid_
     for (int kk = 0; kk < N / 16; ++kk) {
       auto P = [&](int r, int k) { return __bfloat162float(q[r * N + k]); };
       const int k0 = kk * 16 + 2 * c;
-      const uint32_t a[4] = {Pack(P(r0, k0), P(r0, k0 + 1)), Pack(P(r0 + 8, k0), P(r0 + 8, k0 + 1)),
-                             Pack(P(r0, k0 + 8), P(r0, k0 + 9)), Pack(P(r0 + 8, k0 + 8), P(r0 + 8, k0 + 9))};
+      const uint32_t a[4] = {PackBf16(P(r0, k0), P(r0, k0 + 1)), PackBf16(P(r0 + 8, k0), P(r0 + 8, k0 + 1)),
+                             PackBf16(P(r0, k0 + 8), P(r0, k0 + 9)), PackBf16(P(r0 + 8, k0 + 8), P(r0 + 8, k0 + 9))};
       WgmmaRS(d, a, DescSw128(SmemU32(sB) + kk * 16 * 128, lbo, sbo));  // keys 16*kk: 16 rows of 128 B
     }
   }
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  WgCommit();
+  WgWait0();
   const int row = warp * 16 + lane / 4;
   for (int i = 0; i < N / 8; ++i) {
     const int col = 8 * i + (lane % 4) * 2;
@@ -123,23 +83,6 @@ __global__ void TileKernel(const __grid_constant__ CUtensorMap mq, const __grid_
     out[(row + 8) * N + col] = d[4 * i + 2];
     out[(row + 8) * N + col + 1] = d[4 * i + 3];
   }
-}
-
-using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*,
-                              const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
-                              CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-CUtensorMap Map(EncodeFn enc, void* p) {
-  CUtensorMap m;
-  const cuuint64_t dims[2] = {N, N}, strides[1] = {N * 2};
-  const cuuint32_t box[2] = {N, N}, es[2] = {1, 1};
-  const CUresult r = enc(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, p, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "cuTensorMapEncodeTiled: %d\n", int(r));
-    std::exit(1);
-  }
-  return m;
 }
 
 }  // namespace
@@ -154,10 +97,6 @@ int main(int argc, char** argv) {
   }
   const int mode = std::atoi(argv[1]);
   const uint32_t lbo = uint32_t(std::atoi(argv[2])), sbo = uint32_t(std::atoi(argv[3]));
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult qr;
-  CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &qr));
-  if (!fn) return 2;
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   std::vector<__nv_bfloat16> hq(N * N), hk(N * N);
@@ -171,7 +110,8 @@ int main(int argc, char** argv) {
   CK(cudaMemcpy(q, hq.data(), N * N * 2, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(k, hk.data(), N * N * 2, cudaMemcpyHostToDevice));
   CK(cudaMemset(o, 0xFF, N * N * 4));
-  const CUtensorMap mq = Map(reinterpret_cast<EncodeFn>(fn), q), mk = Map(reinterpret_cast<EncodeFn>(fn), k);
+  const CUtensorMap mq = TensorMap2dBf16(q, N, N, N, N, CU_TENSOR_MAP_L2_PROMOTION_NONE),
+                    mk = TensorMap2dBf16(k, N, N, N, N, CU_TENSOR_MAP_L2_PROMOTION_NONE);
   TileKernel<<<1, 128>>>(mq, mk, q, o, mode, lbo, sbo);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
