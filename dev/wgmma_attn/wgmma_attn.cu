@@ -421,7 +421,10 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 ? 2 : 1) WgmmaAttnPipe(Par
 // its wgmmas on the stage are done); two consumer warpgroups of 64 query rows each wait on the
 // barriers only — no block barrier a tile. Causal grids folded as in the library; a second pass
 // reuses the Q buffer after the consumers arrive on q_empty.
-template <int NS>
+// PIPE: the consumers pipeline as WgmmaAttnPipe does (Q K^T_{j+1} issued before tile j's softmax,
+// P V_j left in flight across the next tile's top; every warpgroup computes every tile, a tile past its
+// causal diagonal fully masked), releasing a stage once its P V has been waited on.
+template <int NS, bool PIPE = false>
 __global__ void __launch_bounds__(384, 1) WgmmaAttnTma(Params p, const __grid_constant__ CUtensorMap mq,
                                                         const __grid_constant__ CUtensorMap mk,
                                                         const __grid_constant__ CUtensorMap mv) {
@@ -501,7 +504,79 @@ __global__ void __launch_bounds__(384, 1) WgmmaAttnTma(Params p, const __grid_co
     MbarWait(q_full, pass & 1);
     float o[32], mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
     for (int i = 0; i < 32; ++i) o[i] = 0.f;
-    for (int j = 0; j < ntiles; ++j, ++it) {
+    if constexpr (PIPE) {
+      const int it0 = it;
+      auto wait_tile = [&](int j) {
+        const int st = (it0 + j) % NS, ph = ((it0 + j) / NS) & 1;
+        if (kv_begin + j * BN + BN > S)
+          MbarWait(ready, tails++ & 1);
+        else
+          MbarWait(k_full + 8 * st, ph);
+      };
+      auto issue_qk = [&](float (&d)[32], int j) {
+        const uint32_t sk = sK + ((it0 + j) % NS) * TILE;
+        FenceOperand(d);
+        WgFence();
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; ++kk)
+          WgmmaSS(d, DescSw128(sq + kk * 32, 16, 1024), DescSw128(sk + kk * 32, 16, 1024), kk > 0);
+        WgCommit();
+      };
+      float sa[32], sb[32];
+      if (ntiles > 0) {
+        wait_tile(0);
+        issue_qk(sa, 0);
+        WgWait0();
+      }
+      auto step = [&](auto next_c, int j, float(&s)[32], float(&sn)[32]) {
+        constexpr bool NEXT = decltype(next_c)::value;
+        const int n0 = kv_begin + j * BN;
+        WgWait0();  // P V_{j-1} done: its stage is free
+        if (j > 0 && lane == 0) MbarArrive(empty + 8 * ((it0 + j - 1) % NS));
+        if constexpr (NEXT) {
+          wait_tile(j + 1);
+          issue_qk(sn, j + 1);
+        }
+        if (n0 + BN > S || (p.causal && n0 + BN - 1 > wrow0 + off) || n0 < win_lo_last) {
+          const int qrow = wrow0 + lane / 4;
+          const int wlo = p.window > 0 && p.causal ? qrow + off + 1 - p.window : INT_MIN;
+          MaskScores<32, true>(s, n0, lane, qrow, S, off, p.causal, wlo);
+        }
+        float alpha[2];
+        SoftmaxStep<32>(s, mrow, lrow, p.scale_log2, alpha);
+        uint32_t a[4][4];
+        PackP<32>(s, a);
+        Rescale<true>(o, alpha);
+        const uint32_t sv = sV + ((it0 + j) % NS) * TILE;
+        FenceOperand(o);
+        WgFence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) WgmmaRS(o, a[kk], DescSw128(sv + kk * 2048, 16, 1024));
+        WgCommit();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+          asm volatile("" : "+r"(a[kk][0]), "+r"(a[kk][1]), "+r"(a[kk][2]), "+r"(a[kk][3])::"memory");
+        if constexpr (NEXT) WgWait1();  // Q K^T_{j+1} (the older group) done; P V_j may run on
+      };
+      std::integral_constant<bool, true> next;
+      std::integral_constant<bool, false> last;
+      int j = 0;
+      for (; j + 2 < ntiles; j += 2) {
+        step(next, j, sa, sb);
+        step(next, j + 1, sb, sa);
+      }
+      if (j + 1 < ntiles) {
+        step(next, j, sa, sb);
+        step(last, j + 1, sb, sa);
+      } else if (j < ntiles) {
+        step(last, j, sa, sb);
+      }
+      WgWait0();
+      FenceOperand(o);
+      if (ntiles > 0 && lane == 0) MbarArrive(empty + 8 * ((it0 + ntiles - 1) % NS));
+      it += ntiles;
+    }
+    for (int j = 0; !PIPE && j < ntiles; ++j, ++it) {
       const int st = it % NS, ph = (it / NS) & 1, n0 = kv_begin + j * BN;
       if (n0 + BN > S)
         MbarWait(ready, tails++ & 1);  // the producer zeroed its V rows past S
@@ -552,7 +627,8 @@ float Bf(bf16 x) { return __bfloat162float(x); }
 // positions pos[b] .. pos[b] + T - 1, an optional window; the cache rows a sequence must not read
 // (past pos[b] + T, and older than the first query's window) hold NaN. Returns the max |error|
 // against an f64 reference (INFINITY if any output is not finite).
-double RunKv(int B, int T, int S, int Hq, int Hkv, std::vector<int> pos, int window, bool fold, std::mt19937& rng) {
+double RunKv(int B, int T, int S, int Hq, int Hkv, std::vector<int> pos, int window, bool fold, std::mt19937& rng,
+             bool pipe = false) {
   constexpr int D = 64;
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   const size_t nq = size_t(B) * T * Hq * D, nk = size_t(B) * S * Hkv * D;
@@ -584,8 +660,9 @@ double RunKv(int B, int T, int S, int Hq, int Hkv, std::vector<int> pos, int win
   Params p{q, k, v, o, T, S, Hq, Hkv, Hq / Hkv, 1, float(1.4426950408889634 / 8.0), fold ? 1 : 0, dpos, window, B};
   const int nqt = (T + 127) / 128;
   const size_t smem = 1024 + 2 * 8192 + 2 * 3 * 8192 + 256;
-  CK(cudaFuncSetAttribute(WgmmaAttnTma<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  WgmmaAttnTma<3><<<dim3(fold ? (nqt + 1) / 2 : nqt, Hq, B), 384, smem>>>(p, mq, mk, mv);
+  auto kern = pipe ? WgmmaAttnTma<3, true> : WgmmaAttnTma<3, false>;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  kern<<<dim3(fold ? (nqt + 1) / 2 : nqt, Hq, B), 384, smem>>>(p, mq, mk, mv);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   std::vector<bf16> ho(nq);
@@ -643,7 +720,8 @@ int main() {
     CK(cudaMemset(o, 0xFF, nq * 2));
     Params p{q, k, v, o, s.T, s.S, s.Hq, s.Hkv, s.Hq / s.Hkv, s.causal ? 1 : 0, float(1.4426950408889634 / 8.0),
              fold && s.causal ? 1 : 0};
-    const bool tma = nwg == 0;  // the producer / consumer kernel (two consumer warpgroups)
+    const bool tma = nwg == 0;  // the producer / consumer kernel (two consumer warpgroups); pipe: PIPE
+    auto tma_kern = pipe ? WgmmaAttnTma<3, true> : WgmmaAttnTma<3, false>;
     const int bm = tma ? 128 : 64 * nwg, nqt = (s.T + bm - 1) / bm;
     const dim3 grid(p.fold ? (nqt + 1) / 2 : nqt, s.Hq);
     const size_t smem = tma ? 1024 + 2 * 8192 + 2 * 3 * 8192 + 256 : (pipe ? 7 * 64 : 4 * bn) * D * 2 + size_t(bm) * D * 2;
@@ -655,13 +733,13 @@ int main() {
       mq = TensorMap2dBf16(q, uint64_t(s.Hq) * D, s.T, 64, 64, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
       mk = TensorMap2dBf16(k, uint64_t(s.Hkv) * D, s.S, 64, 64, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
       mv = TensorMap2dBf16(v, uint64_t(s.Hkv) * D, s.S, 64, 64, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
-      CK(cudaFuncSetAttribute(WgmmaAttnTma<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+      CK(cudaFuncSetAttribute(tma_kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     } else {
       CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     }
     auto launch = [&](cudaStream_t st) {
       if (tma)
-        WgmmaAttnTma<3><<<grid, 384, smem, st>>>(p, mq, mk, mv);
+        tma_kern<<<grid, 384, smem, st>>>(p, mq, mk, mv);
       else
         kern<<<grid, 128 * nwg, smem, st>>>(p);
     };
@@ -725,7 +803,8 @@ int main() {
     for (int nwg : {1, 2})
       for (bool fold : {false, true}) run(s, nwg, fold, true, false, false, 128);
   for (const Shape& s : small)
-    for (bool fold : {false, true}) run(s, 0, fold, true, false, false);
+    for (bool fold : {false, true})
+      for (bool pipe : {false, true}) run(s, 0, fold, true, false, pipe);
   struct KvCase {
     int B, T, S, Hq, Hkv;
     std::vector<int> pos;
@@ -734,13 +813,14 @@ int main() {
   const KvCase kv[] = {{3, 130, 700, 8, 2, {0, 300, 570}, 0}, {2, 200, 1024, 8, 8, {100, 824}, 90},
                        {1, 333, 333, 4, 1, {0}, 64}, {2, 64, 512, 8, 2, {448, 7}, 200}, {2, 300, 600, 4, 2, {0, 37}, 0}};
   for (const KvCase& c : kv)
-    for (bool fold : {false, true}) {
-      const double err = RunKv(c.B, c.T, c.S, c.Hq, c.Hkv, c.pos, c.window, fold, rng);
-      const bool ok = err < 2e-2;
-      fails += !ok;
-      std::printf("check kv B=%d T=%d S=%d window=%d fold %d: max|err| %.3g %s\n", c.B, c.T, c.S, c.window, int(fold), err,
-                  ok ? "OK" : "FAIL");
-    }
+    for (bool fold : {false, true})
+      for (bool pipe : {false, true}) {
+        const double err = RunKv(c.B, c.T, c.S, c.Hq, c.Hkv, c.pos, c.window, fold, rng, pipe);
+        const bool ok = err < 2e-2;
+        fails += !ok;
+        std::printf("check kv B=%d T=%d S=%d window=%d fold %d pipe %d: max|err| %.3g %s\n", c.B, c.T, c.S, c.window,
+                    int(fold), int(pipe), err, ok ? "OK" : "FAIL");
+      }
   std::printf("checks: %d failures\n\n", fails);
   const Shape big[] = {{"tinyllama causal 512", 512, 512, 32, 4, true},   {"tinyllama causal 1024", 1024, 1024, 32, 4, true},
                        {"tinyllama causal 2048", 2048, 2048, 32, 4, true}, {"tinyllama causal 8192", 8192, 8192, 32, 4, true},
@@ -749,10 +829,10 @@ int main() {
     double flops = 0;
     for (int i = 0; i < s.T; ++i) flops += s.causal ? std::min(s.S, i + s.S - s.T + 1) : s.S;
     flops *= 4.0 * D * s.Hq;
-    for (int nwg : {0, 2})
+    for (int nwg : {0})
       for (bool fold : {false, true})
         for (int bn : {64})
-          for (bool pipe : {false}) {
+          for (bool pipe : {false, true}) {
             if (!s.causal && fold) continue;
             const double us = run(s, nwg, fold, false, true, pipe, bn);
             std::printf("%-24s nwg %d fold %d pipe %d bn %3d: %8.1f us %6.1f TFLOP/s\n", s.name, nwg, int(fold), int(pipe),

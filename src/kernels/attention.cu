@@ -147,21 +147,53 @@ Status attn::PlanAttentionCore(const Dims& d, const Ptrs& ptr, bool causal, cons
   if (mma) {
     if (d.Hq > 65535 || d.B > 65535) return Unimplemented(fmt::format("{}: {} query heads or {} sequences > 65535", op, d.Hq, d.B));
     OPFUSE_ASSIGN_OR_RETURN(const std::vector<MmaInstance> inst, MmaInstances(d.dtype, d.D));
+    // Candidates for ChooseMma, largest row tile first: on a cc 9.0 device the Hopper kernel (128 rows,
+    // one block a SM), then the mma.sync instances.
+    const std::string wg_why = WgmmaRefusal(d, ptr, dev);
+    if (opts.wgmma == 1 && !wg_why.empty())
+      return Unimplemented(fmt::format("{}: Hopper tensor-core kernel does not apply: {}", op, wg_why));
+    const bool wg_candidate = wg_why.empty() && (opts.wgmma == 1 || (opts.wgmma < 0 && opts.mma_instance < 0));
+    if (opts.wgmma == 1 && opts.mma_instance >= 0)
+      return InvalidArgument(fmt::format("{}: an mma.sync instance and the Hopper kernel both forced", op));
+    WgmmaInstance wk{};
     std::vector<MmaTile> tiles;
-    for (const MmaInstance& k : inst) tiles.push_back({k.rows, k.blocks_per_sm});
+    if (wg_candidate) {
+      OPFUSE_ASSIGN_OR_RETURN(wk, WgmmaInstanceFor(d.dtype, d.D));
+      tiles.push_back({wk.rows, wk.blocks_per_sm});
+    }
+    const int first_sync = static_cast<int>(tiles.size());  // tiles[first_sync + i] is mma.sync instance i
+    if (opts.wgmma != 1)
+      for (const MmaInstance& k : inst) tiles.push_back({k.rows, k.blocks_per_sm});
     MmaChoice c = ChooseMma(d, causal, dev.sm_count, tiles);
     if (opts.mma_instance >= 0 || opts.mma_fold >= 0) {  // forced (tests, comparisons)
       if (opts.mma_instance >= static_cast<int>(inst.size()))
         return InvalidArgument(fmt::format("{}: tensor-core instance {} of {}", op, opts.mma_instance, inst.size()));
-      if (opts.mma_instance >= 0) c.instance = opts.mma_instance;
+      if (opts.mma_instance >= 0) c.instance = opts.mma_instance + first_sync;
       if (opts.mma_fold >= 0) c.fold = causal && opts.mma_fold > 0;
-      c.grid_x = MmaGridX(d, inst[static_cast<size_t>(c.instance)].rows, c.fold);
+      c.grid_x = MmaGridX(d, tiles[static_cast<size_t>(c.instance)].rows, c.fold);
     }
-    const MmaInstance& k = inst[static_cast<size_t>(c.instance)];
+    const dim3 grid(static_cast<unsigned>(c.grid_x), static_cast<unsigned>(d.Hq), static_cast<unsigned>(d.B));
+    if (c.instance < first_sync) {  // the Hopper kernel
+      WgmmaParams p;
+      OPFUSE_RETURN_IF_ERROR(MakeWgmmaParams(d, ptr, &p));
+      p.T = static_cast<int>(d.T);
+      p.S = static_cast<int>(d.S);
+      p.Hq = static_cast<int>(d.Hq);
+      p.Hkv = static_cast<int>(d.Hkv);
+      p.group = static_cast<int>(d.group);
+      p.causal = causal ? 1 : 0;
+      p.scale_log2 = scale_log2;
+      p.window = static_cast<int>(d.window);
+      p.fold = c.fold ? 1 : 0;
+      launches.push_back(cuda::KernelLaunch::Make(
+          fmt::format("{}_wgmma_{}_d{}_m{}{}", prefix, DTypeName(d.dtype), d.D, wk.rows, c.fold ? "_fold" : ""), wk.fn,
+          grid, dim3(static_cast<unsigned>(wk.threads)), static_cast<size_t>(wk.smem_bytes), p));
+      return Status::Ok();
+    }
+    const MmaInstance& k = inst[static_cast<size_t>(c.instance - first_sync)];
     MmaParams p{ptr.q, ptr.k, ptr.v, ptr.o, static_cast<int>(d.T), static_cast<int>(d.S),
                 static_cast<int>(d.Hq), static_cast<int>(d.Hkv), static_cast<int>(d.group), causal ? 1 : 0,
                 scale_log2, ptr.pos, static_cast<int>(d.window), c.fold ? 1 : 0};
-    const dim3 grid(static_cast<unsigned>(c.grid_x), static_cast<unsigned>(d.Hq), static_cast<unsigned>(d.B));
     launches.push_back(cuda::KernelLaunch::Make(
         fmt::format("{}_mma_{}_d{}_m{}{}", prefix, DTypeName(d.dtype), d.D, k.rows, c.fold ? "_fold" : ""), k.fn, grid,
         dim3(static_cast<unsigned>(k.threads)), static_cast<size_t>(k.smem_bytes), p));

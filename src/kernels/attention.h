@@ -7,6 +7,9 @@
 //     with cp.async, online softmax in f32 (maximum over the raw scores, so the scale must be
 //     positive; other scales take the general kernel), causal tiles skipped and causal grids folded
 //     (a block takes a heavy and a light row tile) where the device stays full (ChooseMma);
+//     On a cc 9.0 device the same tile runs as a Hopper kernel where ChooseMma takes it
+//     (sm90a/attention_wgmma.cu: a TMA producer warpgroup feeding K/V tiles through an mbarrier ring
+//     to two consumer warpgroups that run S = Q K^T and O += P V as warpgroup MMAs);
 //   * general ("simt"): CUDA cores, any float dtype and any D <= 256. A block takes up to 8 query
 //     rows (4 when decoding) of one kv head (query heads of a GQA group share its K/V reads) and a range of
 //     keys; its 4 warps take interleaved key tiles, each keeping its own online-softmax state, and
@@ -48,6 +51,10 @@ struct AttentionPlanOptions {
   // grids fold (0/1); -1: ChooseMma decides from the shape and the device.
   int mma_instance = -1;
   int mma_fold = -1;
+  // The Hopper (wgmma + TMA) form of the tensor-core kernel: -1 the chooser decides (on a cc 9.0
+  // device it is the first candidate, unless mma_instance forces an mma.sync instance); 0 never;
+  // 1 always (Unimplemented where WgmmaRefusal says why not). mma_fold forces its folding too.
+  int wgmma = -1;
 };
 
 // Launches computing attention node `n` (see PlanAttention in library.h) with explicit options.

@@ -2,6 +2,8 @@
 // (src/kernels/attention*.cu); the planners in attention.cu and attention_kv.cu fill and launch
 // them. Internal to src/kernels/. Built with OPFUSE_CUDA only.
 #pragma once
+#include <cuda.h>  // CUtensorMap (a struct; nothing here calls the driver)
+
 #include <cstdint>
 
 #include <vector>
@@ -98,6 +100,33 @@ struct MmaInstance {
   int blocks_per_sm;  // occupancy on the current device (without one: its __launch_bounds__ minimum)
 };
 using KvWriteFn = void (*)(KvWriteParams);
+
+// The Hopper kernel (sm90a/attention_wgmma.cu): Q, K and V as 2-D TMA tensor maps ([rows, heads * D],
+// 64 x 64 boxes, 128-byte swizzle) encoded at plan time for the plan's pointers; the rest as MmaParams.
+struct WgmmaParams {
+  CUtensorMap mq, mk, mv;  // 64-byte aligned (CUtensorMap's own alignment), read from parameter space
+  void* o;
+  int T, S, Hq, Hkv, group;
+  int causal;
+  float scale_log2;
+  const int* pos;
+  int window;
+  int fold;
+};
+using WgmmaFn = void (*)(WgmmaParams);
+struct WgmmaInstance {
+  WgmmaFn fn;
+  int rows;           // query rows per block (two consumer warpgroups of 64)
+  int threads;
+  int smem_bytes;
+  int blocks_per_sm;  // occupancy on the current device (without one: 1, its __launch_bounds__ minimum)
+};
+// The Hopper kernel for f16/bf16 and head_dim 64/128 (compiled for sm_90a only: launch it on a cc 9.0
+// device only), its shared-memory limit raised and occupancy queried.
+StatusOr<WgmmaInstance> WgmmaInstanceFor(DType t, int64_t hd);
+// WgmmaParams with the tensor maps of ptr's q / k / v (d.B * d.T and d.B * d.S rows), o and pos; the
+// remaining fields are the caller's. Null q/k/v (workspace sizing): no maps.
+Status MakeWgmmaParams(const Dims& d, const Ptrs& ptr, WgmmaParams* p);
 // attention_general.cu: the general kernel for (dtype, rows per block 1/4/8, max chunks 2/4/8) and
 // the split combine kernel.
 GeneralFn PickGeneral(DType t, int rb, int maxc);

@@ -63,6 +63,13 @@ std::string MmaRefusal(const Dims& d, const Ptrs& ptr) {
   return "";
 }
 
+std::string WgmmaRefusal(const Dims& d, const Ptrs& ptr, const target::DeviceInfo& dev) {
+  if (std::string why = MmaRefusal(d, ptr); !why.empty()) return why;
+  if (dev.major != 9 || dev.minor != 0) return fmt::format("compute capability {}.{} (wgmma needs 9.0)", dev.major, dev.minor);
+  if (d.B * std::max(d.T, d.S) > std::numeric_limits<int32_t>::max()) return "more rows than 32-bit tensor-map coordinates";
+  return "";
+}
+
 int64_t MmaGridX(const Dims& d, int rows, bool fold) {
   const int64_t nq = (d.T + rows - 1) / std::max(rows, 1);
   return fold ? (nq + 1) / 2 : nq;
@@ -74,7 +81,14 @@ MmaChoice ChooseMma(const Dims& d, bool causal, int sm_count, const std::vector<
   const int64_t sms = std::max(sm_count, 1), lanes = d.Hq * d.B;
   for (size_t i = 0; i < tiles.size(); ++i) {
     const int64_t gx = MmaGridX(d, tiles[i].rows, causal);
-    if (gx * lanes * 10 >= 9 * sms * std::max(tiles[i].blocks_per_sm, 1)) return {static_cast<int>(i), causal, gx};
+    const int64_t slots = sms * std::max(tiles[i].blocks_per_sm, 1);
+    if (gx * lanes * 10 < 9 * slots) continue;
+    bool fold = causal;
+    if (fold) {  // the folded blocks are equal: the last wave's fill is the loss
+      const int64_t blocks = gx * lanes, waves = (blocks + slots - 1) / slots;
+      fold = blocks * 4 >= waves * slots * 3;
+    }
+    return {static_cast<int>(i), fold, MmaGridX(d, tiles[i].rows, fold)};
   }
   c.instance = static_cast<int>(tiles.size()) - 1;
   c.fold = causal && MmaGridX(d, tiles.back().rows, true) * lanes * 10 >= 9 * sms;

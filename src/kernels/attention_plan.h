@@ -99,6 +99,10 @@ double ScaleOf(const Node& n, const Dims& d);
 // Why the tensor-core kernel does not apply ("" when it does): dtype, head_dim, alignment, and a
 // positive scale (the kernel takes the softmax maximum over raw scores).
 std::string MmaRefusal(const Dims& d, const Ptrs& ptr);
+// Why the Hopper (wgmma) form of the tensor-core kernel does not apply ("" when it does): MmaRefusal's
+// reasons, a device other than cc 9.0 (wgmma is an sm_90a instruction), or rows past the tensor map's
+// 32-bit coordinates.
+std::string WgmmaRefusal(const Dims& d, const Ptrs& ptr, const target::DeviceInfo& dev);
 // Whether the default choice (kAuto) takes the tensor-core kernel.
 bool AutoUsesMma(const Dims& d, const Ptrs& ptr);
 // The tensor-core kernel's launch: which compiled instance and whether causal blocks fold.
@@ -116,8 +120,11 @@ struct MmaChoice {
 int64_t MmaGridX(const Dims& d, int rows, bool fold);
 // The first instance (largest row tile first) whose grid fills at least 90 % of one wave of the
 // device (sm_count x blocks_per_sm blocks); causal grids are folded (half the blocks, equal work
-// each). When none does, the last instance, folded only if that still gives 90 % of sm_count blocks
-// (fewer, longer blocks lose when the device is not full).
+// each) unless the folded grid's last wave would leave more than a quarter of the device's slots
+// idle (e.g. 144 equal blocks on 132 one-block SMs: two waves, the second 9 % full), where the
+// unfolded blocks, heaviest first, fill the tail instead. When none fills a wave, the last instance,
+// folded only if that still gives 90 % of sm_count blocks (fewer, longer blocks lose when the device
+// is not full).
 MmaChoice ChooseMma(const Dims& d, bool causal, int sm_count, const std::vector<MmaTile>& tiles);
 // Whether the general kernel reads K/V in 16-byte vectors.
 bool GeneralVec(const Dims& d, const Ptrs& ptr);

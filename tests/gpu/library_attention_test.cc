@@ -135,10 +135,39 @@ TEST(LibraryAttentionPlan, PicksKernelsAndSplits) {  // no GPU needed: planning 
   auto l = kernels::PlanAttention(n, in, out, dev);
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   ASSERT_EQ(l->size(), 1u);
-  EXPECT_EQ((*l)[0].name(), "attention_mma_bf16_d64_m128_fold");
+  // On a cc 9.0 device the Hopper (wgmma) form of the 128-row tile: 384 threads, one block a SM.
+  EXPECT_EQ((*l)[0].name(), "attention_wgmma_bf16_d64_m128_fold");
   EXPECT_EQ((*l)[0].grid().x, 8u);
   EXPECT_EQ((*l)[0].grid().y, 32u);
-  EXPECT_EQ((*l)[0].block().x, 128u);
+  EXPECT_EQ((*l)[0].block().x, 384u);
+  {  // wgmma = 0: the mma.sync kernel's 128-row instance, folded the same way
+    AttentionPlanOptions po;
+    po.wgmma = 0;
+    auto m = kernels::PlanAttentionWith(n, in, out, dev, po);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_EQ((*m)[0].name(), "attention_mma_bf16_d64_m128_fold");
+    EXPECT_EQ((*m)[0].grid().x, 8u);
+    EXPECT_EQ((*m)[0].block().x, 128u);
+  }
+  {  // a 256-token prefill fills no wave of one-block-a-SM tiles: the mma.sync kernel
+    auto in256 = Refs(DType::kBF16, 256, 256, 32, 4, 64);
+    std::vector<TensorRef> out256 = {TensorRef{nullptr, DType::kBF16, {256, 32, 64}}};
+    auto m = kernels::PlanAttention(n, in256, out256, dev);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_EQ((*m)[0].name().rfind("attention_mma_", 0), 0u) << (*m)[0].name();
+  }
+  {  // another compute capability: never the Hopper kernel; forcing it says why
+    cuda::DeviceInfo other = dev;
+    other.major = 10;
+    auto m = kernels::PlanAttention(n, in, out, other);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_EQ((*m)[0].name().rfind("attention_mma_", 0), 0u) << (*m)[0].name();
+    AttentionPlanOptions po;
+    po.wgmma = 1;
+    auto f = kernels::PlanAttentionWith(n, in, out, other, po);
+    ASSERT_FALSE(f.ok());
+    EXPECT_NE(f.status().message().find("compute capability 10.0"), std::string::npos) << f.status().ToString();
+  }
 
   // Decode T=1, S=4096, GQA 32/4: split-K with scratch, one pass without.
   in = Refs(DType::kBF16, 1, 4096, 32, 4, 64);
@@ -249,6 +278,7 @@ struct Variant {
   bool counters = false;  // arrival counters: the last split block merges (no combine kernel); run twice
   int mma_instance = -1;  // tensor cores: the instance (0: 128-row blocks, 1: 64-row) and folding forced
   int mma_fold = -1;
+  int wgmma = -1;  // the Hopper kernel: forced (1) or excluded (0); -1 the chooser
 };
 
 TEST_P(LibraryAttentionTest, MatchesCpuReference) {
@@ -283,6 +313,11 @@ TEST_P(LibraryAttentionTest, MatchesCpuReference) {
     variants.push_back({"tc_m128", AttentionPath::kTensorCore, false, false, false, 0, 0});
     variants.push_back({"tc_m64_fold", AttentionPath::kTensorCore, false, false, false, 1, 1});
     variants.push_back({"tc_m64", AttentionPath::kTensorCore, false, false, false, 1, 0});
+    variants.push_back({"tc_no_wgmma", AttentionPath::kTensorCore, false, false, false, -1, -1, 0});
+    if (dev_.major == 9 && dev_.minor == 0) {  // the Hopper kernel, folded and not
+      variants.push_back({"wgmma_fold", AttentionPath::kTensorCore, false, false, false, -1, 1, 1});
+      variants.push_back({"wgmma", AttentionPath::kTensorCore, false, false, false, -1, 0, 1});
+    }
   }
 
   for (const Variant& var : variants) {
@@ -307,6 +342,7 @@ TEST_P(LibraryAttentionTest, MatchesCpuReference) {
     po.path = var.path;
     po.mma_instance = var.mma_instance;
     po.mma_fold = var.mma_fold;
+    po.wgmma = var.wgmma;
     if (var.workspace) {
       const size_t bytes = kernels::AttentionWorkspaceBytesFor(in, dev_, var.path);
       if (bytes > 0) {
@@ -334,7 +370,13 @@ TEST_P(LibraryAttentionTest, MatchesCpuReference) {
     const bool auto_mma = var.path == AttentionPath::kAuto && !var.unaligned && TensorCoreApplies(c) &&
                           c.T > kernels::kAttentionDecodeMaxT;
     if (auto_mma || var.path == AttentionPath::kTensorCore) {
-      EXPECT_EQ(names.rfind("attention_mma_", 0), 0u) << names;
+      if (var.wgmma == 1) {
+        EXPECT_EQ(names.rfind("attention_wgmma_", 0), 0u) << names;
+      } else if (var.wgmma == 0 || var.mma_instance >= 0) {
+        EXPECT_EQ(names.rfind("attention_mma_", 0), 0u) << names;
+      } else {
+        EXPECT_TRUE(names.rfind("attention_mma_", 0) == 0 || names.rfind("attention_wgmma_", 0) == 0) << names;
+      }
       if (var.mma_instance >= 0) {
         EXPECT_NE(names.find(var.mma_instance == 0 ? "_m128" : "_m64"), std::string::npos) << names;
       }

@@ -26,12 +26,15 @@
 #include <fmt/format.h>
 
 #include "gpu/gpu_test_util.h"
+#include "kernels/attention.h"
+#include "kernels/attention_plan.h"
 #include "runtime/cpu/cpu_executor.h"
 #include "runtime/cuda/executor.h"
 
 namespace opfuse {
 namespace {
 
+using kernels::TensorRef;
 using testing_gpu::WithGpu;
 
 struct KvShape {
@@ -186,6 +189,47 @@ TEST_F(KvAttentionGpu, MatchesCpuReference) {
     EXPECT_EQ(BytesDiffer(vc_out, state["v_cache"]), 0) << "v_cache differs from the expected update";
     std::printf("[ kv rel   ] %-70s %.3e (%s)\n", Name(c).c_str(), rel,
                 (*ex)->steps().empty() ? "" : (*ex)->steps().back().name.c_str());
+
+    // Prefill on tensor cores, each form forced: the mma.sync kernel, and on a cc 9.0 device the
+    // Hopper kernel (TMA boxes run past S_b into poisoned rows: they must be zeroed or masked), folded
+    // and not. Caches re-uploaded with their poison and the output poisoned before each plan.
+    if (c.dt == DType::kF32 || c.T <= kernels::kAttentionDecodeMaxT) continue;
+    const Node& node = g.nodes.at(0);
+    struct Form {
+      const char* name;
+      int wgmma, fold;
+    };
+    std::vector<Form> forms = {{"mma", 0, 1}, {"mma_nofold", 0, 0}};
+    if (dev_.major == 9 && dev_.minor == 0) forms.insert(forms.end(), {{"wgmma", 1, 1}, {"wgmma_nofold", 1, 0}});
+    for (const Form& f : forms) {
+      SCOPED_TRACE(f.name);
+      dkc.Put(kc);
+      dvc.Put(vc);
+      HostTensor o2(c.dt, {c.B, c.T, c.Hq, c.D});
+      Poison(o2);
+      dout.Put(o2);
+      const std::vector<TensorRef> in = {TensorRef{dq.p, c.dt, q.shape},   TensorRef{dk.p, c.dt, k.shape},
+                                         TensorRef{dv.p, c.dt, v.shape},   TensorRef{dkc.p, c.dt, kc.shape},
+                                         TensorRef{dvc.p, c.dt, vc.shape}, TensorRef{dpos.p, DType::kI32, pos.shape}};
+      const std::vector<TensorRef> outs = {TensorRef{dout.p, c.dt, o2.shape}};
+      kernels::AttentionPlanOptions po;
+      po.path = kernels::AttentionPath::kTensorCore;
+      po.wgmma = f.wgmma;
+      po.mma_fold = f.fold;
+      auto launches = kernels::PlanKvAttentionWith(node, in, outs, dev_, po);
+      ASSERT_TRUE(launches.ok()) << launches.status().ToString();
+      std::string names;
+      for (const auto& l : *launches) {
+        names += l.name() + " ";
+        ASSERT_OK(l.Launch(nullptr));
+      }
+      ASSERT_CUDA(cudaDeviceSynchronize());
+      EXPECT_NE(names.find(f.wgmma ? "kv_attention_wgmma_" : "kv_attention_mma_"), std::string::npos) << names;
+      dout.Get(o2);
+      const double rel2 = RelativeError(o2, ref->at("out"));
+      EXPECT_LE(rel2, Bound(c.dt)) << names << " relative error " << rel2;
+      std::printf("[ kv rel   ] %-70s %.3e (%s)\n", Name(c).c_str(), rel2, names.c_str());
+    }
   }
 }
 

@@ -17,6 +17,7 @@ namespace {
 using kernels::TensorRef;
 namespace attn = kernels::attn;
 
+using testing_device::FakeDevice;
 using testing_device::FakeH200;
 
 std::vector<TensorRef> Refs(DType t, int64_t T, int64_t S, int64_t Hq, int64_t Hkv, int64_t D, uintptr_t base = 0x100000) {
@@ -100,6 +101,32 @@ TEST(AttentionPlan, TensorCoreNeedsPositiveScale) {
   EXPECT_GT(kernels::AttentionWorkspaceBytes(n, in, FakeH200()), 0u);
 }
 
+TEST(AttentionPlan, WgmmaNeedsComputeCapability90) {
+  // The Hopper kernel is an sm_90a build: cc 9.0 only, with every condition of the mma.sync kernel.
+  auto in = Refs(DType::kBF16, 2048, 2048, 32, 4, 64);
+  attn::Dims d;
+  ASSERT_TRUE(attn::CheckDims(in, nullptr, &d).ok());
+  const attn::Ptrs p = attn::PtrsOf(in, nullptr);
+  EXPECT_EQ(attn::WgmmaRefusal(d, p, FakeH200()), "");
+  EXPECT_NE(attn::WgmmaRefusal(d, p, FakeDevice(132, 10)).find("compute capability 10.0"), std::string::npos);
+  target::DeviceInfo h90_1 = FakeH200();
+  h90_1.minor = 1;
+  EXPECT_NE(attn::WgmmaRefusal(d, p, h90_1).find("compute capability 9.1"), std::string::npos);
+  attn::Dims neg = d;
+  neg.scale = -1;
+  EXPECT_NE(attn::WgmmaRefusal(neg, p, FakeH200()).find("not positive"), std::string::npos);
+  attn::Dims f32 = d;
+  f32.dtype = DType::kF32;
+  EXPECT_NE(attn::WgmmaRefusal(f32, p, FakeH200()).find("dtype f32"), std::string::npos);
+  attn::Dims d96 = d;
+  d96.D = 96;
+  EXPECT_NE(attn::WgmmaRefusal(d96, p, FakeH200()).find("head_dim 96"), std::string::npos);
+  attn::Dims many = d;  // kv_attention over 40000 sequences of 65536 cache rows: past int coordinates
+  many.B = 40000;
+  many.S = 65536;
+  EXPECT_NE(attn::WgmmaRefusal(many, p, FakeH200()).find("32-bit"), std::string::npos);
+}
+
 TEST(AttentionPlan, TensorCoreTileAndFold) {
   // Two instances as on an H200 (128-row blocks 2 a SM, 64-row blocks 3 a SM), 132 SMs: the larger
   // tile once its grid fills 90 % of a wave, causal grids folded; else the smaller tile, folded only
@@ -145,6 +172,28 @@ TEST(AttentionPlan, TensorCoreTileAndFold) {
   c = choose(1, 1, true);  // one row: one block
   EXPECT_EQ(c.grid_x, 1);
   EXPECT_FALSE(c.fold);
+  // One-block-a-SM tiles (the Hopper kernel's 128 rows): folded where the folded grid's last wave is
+  // at least three quarters full, else unfolded.
+  const std::vector<attn::MmaTile> one = {{128, 1}, {64, 3}};
+  auto choose1 = [&](int64_t T, int64_t Hq) {
+    d.T = d.S = T;
+    d.Hq = Hq;
+    d.B = 1;
+    return attn::ChooseMma(d, true, 132, one);
+  };
+  c = choose1(2048, 32);  // 8 folded x 32 = 256 blocks: 2 waves of 132, 97 % full
+  EXPECT_EQ(c.instance, 0);
+  EXPECT_TRUE(c.fold);
+  EXPECT_EQ(c.grid_x, 8);
+  c = choose1(1024, 32);  // 4 x 32 = 128 blocks: one wave, 97 % full
+  EXPECT_EQ(c.instance, 0);
+  EXPECT_TRUE(c.fold);
+  c = choose1(3000, 12);  // 12 x 12 = 144 blocks: 2 waves, 55 % full -> 24 unfolded row tiles
+  EXPECT_EQ(c.instance, 0);
+  EXPECT_FALSE(c.fold);
+  EXPECT_EQ(c.grid_x, 24);
+  c = choose1(4096, 20);  // 16 x 20 = 320 blocks: 3 waves, 81 % full
+  EXPECT_TRUE(c.fold);
   // A device with fewer SMs fills sooner: 1024 causal on 40 SMs takes the 128-row tile.
   d.T = d.S = 1024;
   d.Hq = 32;
