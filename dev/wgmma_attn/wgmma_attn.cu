@@ -424,15 +424,15 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 ? 2 : 1) WgmmaAttnPipe(Par
 // PIPE: the consumers pipeline as WgmmaAttnPipe does (Q K^T_{j+1} issued before tile j's softmax,
 // P V_j left in flight across the next tile's top; every warpgroup computes every tile, a tile past its
 // causal diagonal fully masked), releasing a stage once its P V has been waited on.
-template <int NS, bool PIPE = false>
-__global__ void __launch_bounds__(384, 1) WgmmaAttnTma(Params p, const __grid_constant__ CUtensorMap mq,
+template <int NS, bool PIPE = false, int NC = 2>
+__global__ void __launch_bounds__((NC + 1) * 128, 1) WgmmaAttnTma(Params p, const __grid_constant__ CUtensorMap mq,
                                                         const __grid_constant__ CUtensorMap mk,
                                                         const __grid_constant__ CUtensorMap mv) {
-  constexpr int HD = 64, BN = 64, BM = 128, TILE = 64 * 64 * 2;
+  constexpr int HD = 64, BN = 64, BM = 64 * NC, TILE = 64 * 64 * 2;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // 1024-byte aligned base (the swizzle atom), then Q (2 tiles), K stages, V stages, barriers.
   const uint32_t raw = SmemU32(smem_raw), s0 = (raw + 1023) & ~1023u;
-  const uint32_t sQ = s0, sK = s0 + 2 * TILE, sV = sK + NS * TILE, bars = sV + NS * TILE;
+  const uint32_t sQ = s0, sK = s0 + NC * TILE, sV = sK + NS * TILE, bars = sV + NS * TILE;
   // full: the TMA's bytes landed; empty: every consumer warp is done with the stage; ready (one): the
   // producer warp has zeroed what must not be read in a pass's last tile (V rows past S_b: 0 x NaN
   // would poison P V) — consumers wait on it instead of full for that tile only.
@@ -445,10 +445,10 @@ __global__ void __launch_bounds__(384, 1) WgmmaAttnTma(Params p, const __grid_co
   const int qrow0 = b * p.T, krow0 = b * p.S;  // this sequence's first row in the 2-D maps
   if (tid == 0) {
     MbarInit(q_full, 1);
-    MbarInit(q_empty, 8);
+    MbarInit(q_empty, 4 * NC);
     for (int i = 0; i < NS; ++i) {
       MbarInit(k_full + 8 * i, 1);
-      MbarInit(empty + 8 * i, 8);
+      MbarInit(empty + 8 * i, 4 * NC);
     }
     MbarInit(ready, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -471,9 +471,8 @@ __global__ void __launch_bounds__(384, 1) WgmmaAttnTma(Params p, const __grid_co
       if (warp == 0) {
         if (pass) MbarWait(q_empty, (pass - 1) & 1);
         if (lane == 0) {
-          MbarExpect(q_full, 2 * TILE);
-          Tma2d(sQ, &mq, h * HD, qrow0 + m0, q_full);
-          Tma2d(sQ + TILE, &mq, h * HD, qrow0 + m0 + 64, q_full);
+          MbarExpect(q_full, NC * TILE);
+          for (int c = 0; c < NC; ++c) Tma2d(sQ + c * TILE, &mq, h * HD, qrow0 + m0 + 64 * c, q_full);
         }
         for (int j = 0; j < ntiles; ++j, ++it) {
           const int st = it % NS, ph = (it / NS) & 1, t0 = kv_begin + j * BN;
@@ -720,11 +719,14 @@ int main() {
     CK(cudaMemset(o, 0xFF, nq * 2));
     Params p{q, k, v, o, s.T, s.S, s.Hq, s.Hkv, s.Hq / s.Hkv, s.causal ? 1 : 0, float(1.4426950408889634 / 8.0),
              fold && s.causal ? 1 : 0};
-    const bool tma = nwg == 0;  // the producer / consumer kernel (two consumer warpgroups); pipe: PIPE
-    auto tma_kern = pipe ? WgmmaAttnTma<3, true> : WgmmaAttnTma<3, false>;
-    const int bm = tma ? 128 : 64 * nwg, nqt = (s.T + bm - 1) / bm;
+    // nwg 0: the producer / consumer kernel with two consumer warpgroups, -3: three; pipe: PIPE
+    const int nc = nwg == 0 ? 2 : nwg < 0 ? -nwg : 0;
+    const bool tma = nc > 0;
+    auto tma_kern = nc == 3 ? (pipe ? WgmmaAttnTma<3, true, 3> : WgmmaAttnTma<3, false, 3>)
+                            : (pipe ? WgmmaAttnTma<3, true> : WgmmaAttnTma<3, false>);
+    const int bm = tma ? 64 * nc : 64 * nwg, nqt = (s.T + bm - 1) / bm;
     const dim3 grid(p.fold ? (nqt + 1) / 2 : nqt, s.Hq);
-    const size_t smem = tma ? 1024 + 2 * 8192 + 2 * 3 * 8192 + 256 : (pipe ? 7 * 64 : 4 * bn) * D * 2 + size_t(bm) * D * 2;
+    const size_t smem = tma ? 1024 + nc * 8192 + 2 * 3 * 8192 + 256 : (pipe ? 7 * 64 : 4 * bn) * D * 2 + size_t(bm) * D * 2;
     auto kern = pipe ? (nwg == 1 ? WgmmaAttnPipe<1> : nwg == 2 ? WgmmaAttnPipe<2> : WgmmaAttnPipe<3>)
                 : bn == 128 ? (nwg == 1 ? WgmmaAttn<1, 128> : WgmmaAttn<2, 128>)
                             : (nwg == 1 ? WgmmaAttn<1, 64> : WgmmaAttn<2, 64>);
@@ -739,7 +741,7 @@ int main() {
     }
     auto launch = [&](cudaStream_t st) {
       if (tma)
-        tma_kern<<<grid, 384, smem, st>>>(p, mq, mk, mv);
+        tma_kern<<<grid, 128 * (nc + 1), smem, st>>>(p, mq, mk, mv);
       else
         kern<<<grid, 128 * nwg, smem, st>>>(p);
     };
@@ -804,7 +806,8 @@ int main() {
       for (bool fold : {false, true}) run(s, nwg, fold, true, false, false, 128);
   for (const Shape& s : small)
     for (bool fold : {false, true})
-      for (bool pipe : {false, true}) run(s, 0, fold, true, false, pipe);
+      for (bool pipe : {false, true})
+        for (int nwg : {0, -3}) run(s, nwg, fold, true, false, pipe);
   struct KvCase {
     int B, T, S, Hq, Hkv;
     std::vector<int> pos;
@@ -829,7 +832,7 @@ int main() {
     double flops = 0;
     for (int i = 0; i < s.T; ++i) flops += s.causal ? std::min(s.S, i + s.S - s.T + 1) : s.S;
     flops *= 4.0 * D * s.Hq;
-    for (int nwg : {0})
+    for (int nwg : {0, -3})
       for (bool fold : {false, true})
         for (int bn : {64})
           for (bool pipe : {false, true}) {
