@@ -12,27 +12,20 @@
 //     one block barrier a tile, each GEMM waited on before the softmax.
 //   * WgmmaAttnPipe<NWG>: the same with the next tile's Q K^T issued before this tile's softmax.
 //
-// Answer (H200, docs/BENCHMARKS.md "Prefill attention: the kernel's structure"): the TMA producer /
-// consumer form is 1.12-1.25x faster than the library's mma.sync kernel (TinyLlama causal 512 / 1024 /
-// 2048 / 8192: 13.5 unfolded / 24.2 / 71.4 / 924.5 us folded, full 2048 125.6 us; the library 15.6 /
-// 30.3 / 80.4 / 1062 / 141 in other calls on the same machine) — level with torch's cuDNN kernel at
-// 1024, 1.14x its time at 2048, 1.45x at 8192. It goes into src/kernels next (an sm_90a translation
-// unit; the mma.sync kernel stays for other devices); then setmaxnreg for the consumers, the next
-// Q K^T overlapped with the softmax, three consumer warpgroups. The cp.async forms are not faster
-// than the library kernel (1.08-1.16x its time); overlapping the next Q K^T with the softmax there
-// was not measured fairly: at 210 registers one block a SM fits (slower), and held to 128 registers
-// for two, ptxas serializes every wgmma of the kernel (C7512, too few registers) — that form only
-// matched the unpipelined kernel. 128-key tiles (two n64 score halves: 166-168 registers) are slower.
+// Answer (H200, docs/BENCHMARKS.md "Prefill attention: the kernel's structure" and "The Hopper kernel
+// in the library"): the TMA producer / consumer form is 1.12-1.25x faster than the library's mma.sync
+// kernel and is now the library's Hopper kernel (src/kernels/sm90a/attention_wgmma.cu). The cp.async
+// forms are not faster than the mma.sync kernel; 128-key tiles are slower. Template options of the TMA
+// form measured since: PIPE (FA3's intra-warpgroup overlap: next Q K^T before the softmax, 168
+// registers) level with the unpipelined form; NC = 3 consumer warpgroups (192-row blocks) 11 % faster
+// at 8192 rows and at full 2048, slower at causal 2048 (wave fill).
 // kv_attention (RunKv: B sequences over caches, positions read on the device, windows, and NaN in
 // every cache row a sequence must not read): a TMA box cannot zero-fill the rows in [S_b, S) as the
-// library's cp.async loader does, and P = 0 does not neutralise a NaN there (0 x NaN = NaN in the
-// MMA). Boxes start at the window's first visible key (older rows are never loaded), and the producer
-// warp zeroes the V rows past S_b of a pass's last tile in shared memory (fence.proxy.async) before
-// releasing it. A first form released every tile through a second barrier per stage, lagging the
-// loads by NS - 1: correct on every RunKv case (H200) but slow (2048 / 8192: 88.2 / 1231 us), since a
-// stage then waits for the consumers' previous tile — the pipeline depth collapses to one. The form
-// here releases only the last tile through one `ready` barrier and lets the others go on `full`: it
-// compiles, and is NOT yet run on a GPU (the session's device time ran out) — run this probe first.
+// cp.async loader does, and P = 0 does not neutralise a NaN there (0 x NaN = NaN in the MMA). Boxes
+// start at the window's first visible key (older rows are never loaded), and the producer warp zeroes
+// the V rows past S_b of a pass's last tile in shared memory (fence.proxy.async) and releases that
+// tile through one `ready` barrier; the others go on `full` (releasing every tile through a second
+// barrier lagged the ring to one stage: 1.23-1.33x slower).
 // ptxas note: waiting for the older of two wgmma groups while the newer is in flight made ptxas
 // serialize every wgmma of the kernel (C7514); retiring P V_{j-1} before issuing Q K^T_{j+1} keeps
 // the pipeline. The P fragments passed as the A operand must stay live until the wait (asm fence).
