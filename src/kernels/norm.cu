@@ -184,8 +184,8 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormP
 // cluster of blocks per row (1 to kRowSplitBlocks, the launch's cluster attribute), block k holding
 // window elements [k * chunk, (k + 1) * chunk) of the row in registers (the aligned window of shifted
 // rows: column = window element - s, s = base % N; elements outside the row read as 0). Each block reduces its part, the cluster sums the
-// parts through distributed shared memory (layer_norm: the mean first, then sum((x - mean)^2)), so the
-// row is read once and written once, as softmax.cu's SoftmaxSplitKernel. add_rms_norm stores the
+// parts through distributed shared memory in one exchange (layer_norm: the sums of x - K and (x - K)^2
+// for the row's first element K), so the row is read once and written once, as softmax.cu's SoftmaxSplitKernel. add_rms_norm stores the
 // rounded sum as soon as it has it (x and res of that pack read first by the same thread: an in-place
 // sum over res stays read-before-write).
 // CL: the cluster size compiled in (__cluster_dims__, NormSplit8Kernel: 8 blocks per row), or 0 for
@@ -231,52 +231,74 @@ __device__ __forceinline__ void NormSplitRow(const NormParams<T>& p) {
     for (int it = 0; it < VPT; ++it)
       if (mine(it)) xv[it] = LoadRowPack<T, N, true>(p.x + base, col(it), p.cols);
   }
-  // The cluster-wide sum of every block's `v` (each block's threads reduce first).
-  auto cluster_sum = [&](float v, int slot) {
-    v = RowReduce<SumOp>(v, tpb, smem, phase);
-    if (threadIdx.x == 0) share[slot] = v;
-    cluster.sync();  // every block's part is written
-    float t = 0.0f;
+  // The weight and bias of this thread's columns prefetched into L2 before the exchange, so that the
+  // output pass finds them there (held in registers instead, they cost the many-row launches their
+  // occupancy).
 #pragma unroll
-    for (int k = 0; k < C; ++k) t += *cluster.map_shared_rank(&share[slot], k);
-    return t;
+  for (int it = 0; it < VPT; ++it)
+    if (mine(it)) {
+      const int c = max(col(it), 0);
+      if (p.w) asm volatile("prefetch.global.L2 [%0];" ::"l"(p.w + c));
+      if (p.b) asm volatile("prefetch.global.L2 [%0];" ::"l"(p.b + c));
+    }
+  // One exchange: every block's partial sums a (and, layer_norm, b) through distributed shared memory
+  // behind one cluster barrier; a last one at the end keeps each block alive until the cluster has
+  // read its shares.
+  auto cluster_sum2 = [&](float a, float b) {
+    a = RowReduce<SumOp>(a, tpb, smem, phase);
+    if constexpr (KIND == kLayer) b = RowReduce<SumOp>(b, tpb, smem, phase);
+    if (threadIdx.x == 0) {
+      share[0] = a;
+      share[1] = b;
+    }
+    cluster.sync();  // every block's shares are written
+    float ta = 0.0f, tb = 0.0f;
+#pragma unroll
+    for (int k = 0; k < C; ++k) {
+      ta += *cluster.map_shared_rank(&share[0], k);
+      if constexpr (KIND == kLayer) tb += *cluster.map_shared_rank(&share[1], k);
+    }
+    return make_float2(ta, tb);
   };
-  float mean = 0.0f, acc = 0.0f;
+  float mean = 0.0f, inv = 0.0f;
   if constexpr (KIND == kLayer) {
-#pragma unroll
-    for (int it = 0; it < VPT; ++it)
-      if (mine(it))
-#pragma unroll
-        for (int j = 0; j < N; ++j) acc += xv[it].get(j);  // outside the row: 0
-    mean = cluster_sum(acc, 0) * p.inv_cols;
-#pragma unroll
-    for (int it = 0; it < VPT; ++it) Launder(xv[it]);
-    acc = 0.0f;
+    // Mean and variance from one exchange: sums of x - K and (x - K)^2, shifted by the row's first
+    // element K (the same in every block) so the variance does not cancel for rows far from zero.
+    const float K = ToF(__ldg(p.x + base));
+    float a = 0.0f, b = 0.0f;
 #pragma unroll
     for (int it = 0; it < VPT; ++it)
       if (mine(it))
 #pragma unroll
         for (int j = 0; j < N; ++j) {
-          const float d = xv[it].get(j) - mean;
-          if (col(it) + j >= 0 && col(it) + j < p.cols) acc += d * d;
+          const float d = xv[it].get(j) - K;
+          if (col(it) + j >= 0 && col(it) + j < p.cols) {
+            a += d;
+            b += d * d;
+          }
         }
+    const float2 t = cluster_sum2(a, b);
+    const float dm = t.x * p.inv_cols;
+    mean = K + dm;
+    inv = rsqrtf(fmaxf(t.y * p.inv_cols - dm * dm, 0.0f) + p.eps);
   } else {
+    float acc = 0.0f;
 #pragma unroll
     for (int it = 0; it < VPT; ++it)
       if (mine(it))
 #pragma unroll
         for (int j = 0; j < N; ++j) {
-          const float f = xv[it].get(j);
+          const float f = xv[it].get(j);  // outside the row: 0
           acc += f * f;
         }
+    inv = rsqrtf(cluster_sum2(acc, 0.0f).x * p.inv_cols + p.eps);
   }
-  const float inv = rsqrtf(cluster_sum(acc, 1) * p.inv_cols + p.eps);
 #pragma unroll
   for (int it = 0; it < VPT; ++it) Launder(xv[it]);
 #pragma unroll
   for (int it = 0; it < VPT; ++it)
     if (mine(it)) Finish<T, N, true>(p, xv[it], base, col(it), mean, inv);
-  cluster.sync();  // the blocks stay until every block has read their shared memory
+  cluster.sync();  // the blocks stay until every block has read their shares
 }
 
 template <class T, int N, int VPT, int KIND>

@@ -80,6 +80,7 @@ struct FusedCase {
   bool unaligned = false;             // every pointer offset by one element
   bool inplace = false;               // add_rms_norm: sum written into the residual buffer
   bool neg_inf_mask = false;          // softmax: -inf mask entries, first mask row fully masked
+  double x_offset = 0;                // added to every element of the first input (rows far from zero)
   FusedPlanOptions opt;
   std::string expect;                 // substring the (first) launch name must contain
 };
@@ -305,6 +306,10 @@ void RunFusedCase(const FusedCase& c, const cuda::DeviceInfo& dev) {
   std::printf("[ seed     ] %s seed %llu\n", c.name.c_str(), static_cast<unsigned long long>(seed));
   SCOPED_TRACE(::testing::Message() << c.name << " seed " << seed);
   auto inputs = RandomInputs(*g, {}, seed);
+  if (c.x_offset != 0) {
+    HostTensor& x = inputs.at("in0");
+    for (int64_t i = 0; i < x.numel(); ++i) x.set(i, x.get(i) + c.x_offset);
+  }
   if (c.neg_inf_mask) {  // -inf on every 7th mask element and the whole first mask row
     HostTensor& m = inputs.at("in1");
     const int64_t mc = m.cols();
@@ -489,6 +494,16 @@ std::vector<FusedCase> NormCases() {
         c.name += "_split";
         v.push_back(c);
       }
+  // layer_norm's split takes the mean and variance from one exchange of shifted sums: rows far from
+  // zero (x + 48, so the variance is small against the mean's square) must not cancel.
+  for (DType dt : kDtypes)
+    for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{2, 96844}, {3, 32000}}) {
+      FusedCase c = NormCase(OpKind::kLayerNorm, dt, rows, cols);
+      c.expect = SplitExpect(OpKind::kLayerNorm, dt, rows, cols);
+      c.x_offset = 48;
+      c.name += "_offset48_split";
+      v.push_back(c);
+    }
   // Many rows past the register path: staged rows (target::ChooseRowStage) where the window fits
   // shared memory — aligned and odd widths, one to several blocks per SM —, else split or looped
   // (f32 beyond ~58000 columns; add_rms_norm stages two rows).
