@@ -438,7 +438,10 @@ StatusOr<WgmmaInstance> WgmmaInstanceFor(DType t, int64_t hd) {
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem_bytes);
   int occ = 0;
   if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k.fn, k.threads, static_cast<size_t>(k.smem_bytes));
-  if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) {  // host-only planning: the launch bounds
+  // Host-only planning (no device, or planning for a cc 9.0 target on another GPU, which has no image
+  // of this kernel): the launch bounds' occupancy.
+  if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver || e == cudaErrorNoKernelImageForDevice ||
+      e == cudaErrorInvalidDeviceFunction) {
     cudaGetLastError();
     return k;
   }
