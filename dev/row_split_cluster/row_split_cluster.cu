@@ -1,0 +1,180 @@
+// row_split_cluster: scratch probe (dev/, not part of the build) for issue 30's vocabulary-wide few-row
+// cases: does a row split over a non-portable cluster of 16 blocks (twice the SMs a row) beat the
+// library's portable 8? A bf16 rms_norm over R rows of C columns (x * rsqrt(mean(x^2) + eps) * w),
+// each block holding its share of the row in registers (16-byte vectors), the row's sum of squares
+// combined through distributed shared memory (cooperative_groups cluster.sync, as the library's
+// NormSplitRow), against a 16-byte copy of the same bytes. Each timed graph runs the kernel over 128
+// buffer sets (more than L2 holds) one after another; µs per launch. Checked against an f64 CPU
+// reference (outputs poisoned first). A third variant, one 1024-thread block a row (8 vectors a
+// thread, no cluster: block barriers only), is built but NOT yet run on a GPU (the session's device
+// time ran out): run it next.
+// Answer so far (H200, 2026-11-28, the two cluster variants; µs per launch: copy / cluster 8 / cluster
+// 16): 1 x 128256 1.83 / 4.41 / 4.43; 2 x 96848 1.92 / 4.32 / 4.38; 4 x 102760 2.03 / 4.50 / 4.54;
+// 15 x 34056 2.45 / 4.51 / 4.60; 32 x 32000 3.03 / 5.11 / 5.42; 64 x 50256 5.54 / 9.58 / 10.35 —
+// twice the SMs a row buys nothing, and even this minimal split (aligned rows, no shifted window)
+// costs 2.2-2.4x the copy: the chain load -> block reduce -> cluster barrier -> exchange -> weight
+// load -> store -> cluster barrier is the floor of the design, not the SM count.
+//   nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 dev/row_split_cluster/row_split_cluster.cu -o build/row_split_cluster
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "../graph_time.h"
+
+namespace cg = cooperative_groups;
+using bf16 = __nv_bfloat16;
+
+namespace {
+
+// Row r of x over a cluster of gridDim.x / R blocks: block k holds vectors [k * per, (k + 1) * per),
+// at most kVpt 16-byte vectors a thread (4 for the clusters, 8 for one 1024-thread block a row).
+template <int kVpt>
+__global__ void __launch_bounds__(kVpt > 4 ? 1024 : 512, 1) RmsSplit(const bf16* x, const bf16* w, bf16* y, int C, int per) {
+  __shared__ float red[32];
+  __shared__ float share;
+  const cg::cluster_group cl = cg::this_cluster();
+  const int nb = static_cast<int>(cl.num_blocks()), k = static_cast<int>(cl.block_rank());
+  const int r = blockIdx.x / nb;
+  const int nv = C / 8;  // C a multiple of 8 here
+  const uint4* xv = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(r) * C);
+  uint4 v[kVpt];
+  float acc = 0.f;
+#pragma unroll
+  for (int i = 0; i < kVpt; ++i) {
+    const int j = k * per + i * blockDim.x + threadIdx.x;
+    if (i * blockDim.x + threadIdx.x < per && j < nv) {
+      v[i] = __ldg(xv + j);
+      const bf16* e = reinterpret_cast<const bf16*>(&v[i]);
+#pragma unroll
+      for (int t = 0; t < 8; ++t) acc += __bfloat162float(e[t]) * __bfloat162float(e[t]);
+    }
+  }
+  for (int o = 16; o; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = acc;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float t = threadIdx.x < blockDim.x / 32 ? red[threadIdx.x] : 0.f;
+    for (int o = 16; o; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+    if (threadIdx.x == 0) share = t;
+  }
+  cl.sync();
+  float tot = 0.f;
+  for (int b = 0; b < nb; ++b) tot += *cl.map_shared_rank(&share, b);
+  const float inv = rsqrtf(tot / C + 1e-5f);
+  const uint4* wv = reinterpret_cast<const uint4*>(w);
+  uint4* yv = reinterpret_cast<uint4*>(y + static_cast<int64_t>(r) * C);
+#pragma unroll
+  for (int i = 0; i < kVpt; ++i) {
+    const int j = k * per + i * blockDim.x + threadIdx.x;
+    if (i * blockDim.x + threadIdx.x < per && j < nv) {
+      const uint4 wq = __ldg(wv + j);
+      const bf16* e = reinterpret_cast<const bf16*>(&v[i]);
+      const bf16* we = reinterpret_cast<const bf16*>(&wq);
+      uint4 o;
+      bf16* oe = reinterpret_cast<bf16*>(&o);
+#pragma unroll
+      for (int t = 0; t < 8; ++t) oe[t] = __float2bfloat16(__bfloat162float(e[t]) * inv * __bfloat162float(we[t]));
+      yv[j] = o;
+    }
+  }
+  cl.sync();
+}
+
+__global__ void Copy16(const uint4* a, uint4* b, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) b[i] = a[i];
+}
+
+}  // namespace
+
+int main() {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  constexpr int kSets = 128;
+  struct Case {
+    int R, C;
+  };
+  const Case cases[] = {{1, 128256}, {2, 96848}, {4, 102760}, {8, 151936}, {15, 34056}, {32, 32000}, {64, 50256}};
+  int fails = 0;
+  cudaStream_t st;
+  CK(cudaStreamCreate(&st));
+  CK(cudaFuncSetAttribute(RmsSplit<4>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  std::printf("%-14s %10s %10s %10s %10s %10s\n", "rows x cols", "copy us", "cl8 us", "cl16 us", "1blk us", "cl16/cl8");
+  for (const Case& c : cases) {
+    const size_t n = size_t(c.R) * c.C;
+    std::vector<bf16> hx(n), hw(c.C);
+    for (auto& e : hx) e = __float2bfloat16(u(rng));
+    for (auto& e : hw) e = __float2bfloat16(u(rng));
+    bf16 *x, *y, *w;
+    CK(cudaMalloc(&x, n * 2 * kSets));
+    CK(cudaMalloc(&y, n * 2 * kSets));
+    CK(cudaMalloc(&w, c.C * 2));
+    for (int s = 0; s < kSets; ++s) CK(cudaMemcpy(x + s * n, hx.data(), n * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(w, hw.data(), c.C * 2, cudaMemcpyHostToDevice));
+    // f64 reference of set 0
+    std::vector<double> ref(n);
+    for (int r = 0; r < c.R; ++r) {
+      double ss = 0;
+      for (int j = 0; j < c.C; ++j) ss += double(__bfloat162float(hx[size_t(r) * c.C + j])) * __bfloat162float(hx[size_t(r) * c.C + j]);
+      const double inv = 1.0 / std::sqrt(ss / c.C + 1e-5);
+      for (int j = 0; j < c.C; ++j)
+        ref[size_t(r) * c.C + j] = __bfloat162float(hx[size_t(r) * c.C + j]) * inv * __bfloat162float(hw[j]);
+    }
+    double us[3] = {0, 0, 0};
+    for (int vi = 0; vi < 3; ++vi) {
+      const int nb = vi == 0 ? 8 : vi == 1 ? 16 : 1;
+      const int kVpt = vi == 2 ? 8 : 4;
+      auto kern = vi == 2 ? RmsSplit<8> : RmsSplit<4>;
+      const int nv = c.C / 8, per = (nv + nb - 1) / nb;
+      const int threads = std::min(vi == 2 ? 1024 : 512, ((per + kVpt - 1) / kVpt + 31) / 32 * 32);
+      cudaLaunchConfig_t cfg{};
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeClusterDimension;
+      attr[0].val.clusterDim.x = nb;
+      attr[0].val.clusterDim.y = 1;
+      attr[0].val.clusterDim.z = 1;
+      cfg.gridDim = dim3(c.R * nb);
+      cfg.blockDim = dim3(threads);
+      cfg.stream = st;
+      cfg.attrs = attr;
+      cfg.numAttrs = 1;
+      if (per > threads * kVpt) {
+        std::printf("%dx%d: %d blocks do not hold the row\n", c.R, c.C, nb);
+        continue;
+      }
+      CK(cudaMemset(y, 0xFF, n * 2));
+      CK(cudaLaunchKernelEx(&cfg, kern, (const bf16*)x, (const bf16*)w, y, c.C, per));
+      CK(cudaStreamSynchronize(st));
+      std::vector<bf16> hy(n);
+      CK(cudaMemcpy(hy.data(), y, n * 2, cudaMemcpyDeviceToHost));
+      double err = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const double d = std::fabs(__bfloat162float(hy[i]) - ref[i]);
+        err = std::isnan(d) ? INFINITY : std::max(err, d);
+      }
+      if (!(err < 3e-2)) {
+        ++fails;
+        std::printf("FAIL %dx%d cluster %d: max|err| %g\n", c.R, c.C, nb, err);
+      }
+      us[vi] = TimeCaptured(st, [&] {
+                 for (int s = 0; s < kSets; ++s)
+                   CK(cudaLaunchKernelEx(&cfg, kern, (const bf16*)(x + s * n), (const bf16*)w, y + s * n, c.C, per));
+               }) / kSets;
+    }
+    const double cu = TimeCaptured(st, [&] {
+                        for (int s = 0; s < kSets; ++s)
+                          Copy16<<<264, 512, 0, st>>>(reinterpret_cast<const uint4*>(x + s * n),
+                                                      reinterpret_cast<uint4*>(y + s * n), int64_t(n) / 8);
+                      }) / kSets;
+    std::printf("%4d x %-7d %10.2f %10.2f %10.2f %10.2f %10.3f\n", c.R, c.C, cu, us[0], us[1], us[2], us[1] / us[0]);
+    CK(cudaFree(x));
+    CK(cudaFree(y));
+    CK(cudaFree(w));
+  }
+  std::printf("failures: %d\n", fails);
+  return fails ? 1 : 0;
+}
