@@ -175,16 +175,7 @@ Status attn::PlanAttentionCore(const Dims& d, const Ptrs& ptr, bool causal, cons
     const dim3 grid(static_cast<unsigned>(c.grid_x), static_cast<unsigned>(d.Hq), static_cast<unsigned>(d.B));
     if (c.instance < first_sync) {  // the Hopper kernel
       WgmmaParams p;
-      OPFUSE_RETURN_IF_ERROR(MakeWgmmaParams(d, ptr, &p));
-      p.T = static_cast<int>(d.T);
-      p.S = static_cast<int>(d.S);
-      p.Hq = static_cast<int>(d.Hq);
-      p.Hkv = static_cast<int>(d.Hkv);
-      p.group = static_cast<int>(d.group);
-      p.causal = causal ? 1 : 0;
-      p.scale_log2 = scale_log2;
-      p.window = static_cast<int>(d.window);
-      p.fold = c.fold ? 1 : 0;
+      OPFUSE_RETURN_IF_ERROR(MakeWgmmaParams(d, ptr, causal, scale_log2, c.fold, &p));
       launches.push_back(cuda::KernelLaunch::Make(
           fmt::format("{}_wgmma_{}_d{}_m{}{}", prefix, DTypeName(d.dtype), d.D, wk.rows, c.fold ? "_fold" : ""), wk.fn,
           grid, dim3(static_cast<unsigned>(wk.threads)), static_cast<size_t>(wk.smem_bytes), p));

@@ -124,9 +124,9 @@ struct WgmmaInstance {
 // The Hopper kernel for f16/bf16 and head_dim 64/128 (compiled for sm_90a only: launch it on a cc 9.0
 // device only), its shared-memory limit raised and occupancy queried.
 StatusOr<WgmmaInstance> WgmmaInstanceFor(DType t, int64_t hd);
-// WgmmaParams with the tensor maps of ptr's q / k / v (d.B * d.T and d.B * d.S rows), o and pos; the
-// remaining fields are the caller's. Null q/k/v (workspace sizing): no maps.
-Status MakeWgmmaParams(const Dims& d, const Ptrs& ptr, WgmmaParams* p);
+// The Hopper kernel's parameters for Dims `d` over ptr's tensors: the tensor maps of q / k / v (d.B * d.T
+// and d.B * d.S rows), the output, positions and shape. Null q/k/v (workspace sizing): no maps.
+Status MakeWgmmaParams(const Dims& d, const Ptrs& ptr, bool causal, float scale_log2, bool fold, WgmmaParams* p);
 // attention_general.cu: the general kernel for (dtype, rows per block 1/4/8, max chunks 2/4/8) and
 // the split combine kernel.
 GeneralFn PickGeneral(DType t, int rb, int maxc);

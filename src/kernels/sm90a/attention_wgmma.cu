@@ -451,10 +451,19 @@ StatusOr<WgmmaInstance> WgmmaInstanceFor(DType t, int64_t hd) {
   return k;
 }
 
-Status MakeWgmmaParams(const Dims& d, const Ptrs& ptr, WgmmaParams* p) {
+Status MakeWgmmaParams(const Dims& d, const Ptrs& ptr, bool causal, float scale_log2, bool fold, WgmmaParams* p) {
   *p = WgmmaParams{};
   p->o = ptr.o;
+  p->T = static_cast<int>(d.T);
+  p->S = static_cast<int>(d.S);
+  p->Hq = static_cast<int>(d.Hq);
+  p->Hkv = static_cast<int>(d.Hkv);
+  p->group = static_cast<int>(d.group);
+  p->causal = causal ? 1 : 0;
+  p->scale_log2 = scale_log2;
   p->pos = ptr.pos;
+  p->window = static_cast<int>(d.window);
+  p->fold = fold ? 1 : 0;
   if (ptr.q == nullptr || ptr.k == nullptr || ptr.v == nullptr) return Status::Ok();  // sizing only: no maps
   const int64_t rows_q = d.B * d.T, rows_kv = d.B * d.S;
   OPFUSE_RETURN_IF_ERROR(EncodeMap(&p->mq, d.dtype, ptr.q, d.Hq * d.D, rows_q, "q"));
