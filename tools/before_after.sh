@@ -7,7 +7,8 @@
 #           earlier commit, with its libopfuse_sentencepiece.so beside it; packs build/ba.tar.xz with
 #           build/carry's opfuse as "after"; the GPU check runs from build/carry.tar.xz)
 #   device: bash tools/before_after.sh                            (carry ["build/ba.tar.xz"])
-# Env: BA_OPS (bench ops flags, default "--suite patterns --variants library,jit"), BA_RUNS (e2e runs, 3),
+# Env: BA_OPS (bench ops flags, default "--suite patterns --variants library,jit"; split on spaces, so no
+# quotes inside it: --ops rmsnorm|softmax, not --ops 'rmsnorm|softmax'), BA_RUNS (e2e runs, 3),
 # BA_E2E=0 (no e2e part), BA_PER_CASE=1 (the table lists each case that moved by more than 3 %);
 # when packing, BA_WITH_TESTS=1 adds tests/test_gpu to "after" (then BUILD=build/ba/after bash tools/gpu_check.sh
 # runs from the same carry).

@@ -743,7 +743,7 @@ class Emitter {
     const std::set<int> cached = CachedInputs();
     const std::set<int>& channels = reg_channels_;
     s += "#pragma unroll\n    for (int it = 0; it < VPT; ++it) {\n";
-    s += fmt::format("      const {} c0 = {};\n", ix_, C0Expr());
+    s += fmt::format("      const {} c0 = {};\n", ColType(), C0Expr());
     s += fmt::format("      if ({}) {{\n", guard);
     if (Windowed()) {
       // window mode: the row's inputs from their packs; the other per-element operands (off the
@@ -761,7 +761,7 @@ class Emitter {
       EmitInteriorAndEdges(s, [&](const std::string& ind) {
         for (int in : others)
           s += edge_now_ ? fmt::format("{}fz_load_cols<{}>(in{}, {}, c0, C, x{});\n", ind, vec_, in, Index(in, "r", "c0"), in)
-                         : fmt::format("{}fz_load_elems<{}>(in{}, {}, x{});\n", ind, vec_, in, Index(in, "r", "c0"), in);
+                         : fmt::format("{}fz_load_elems<{}>(in{}, {}, c0 + {} < C, x{});\n", ind, vec_, in, Index(in, "r", "c0"), vec_, in);
         EmitElementLoop(s, ind, targets, kept, inner);
       });
       after(s);
@@ -787,7 +787,7 @@ class Emitter {
   // `targets` need (EmitElementDefs, `kept` read from registers), then `inner`.
   void EmitElementLoop(std::string& s, const std::string& ind, const std::vector<int>& targets, const KeptPacks& kept,
                        const std::function<void(std::string&)>& inner) const {
-    s += fmt::format("#pragma unroll\n{0}for (int j = 0; j < {1}; ++j) {{\n{0}  const {2} c = c0 + j;\n{0}  (void)c;\n", ind, vec_, ix_);
+    s += fmt::format("#pragma unroll\n{0}for (int j = 0; j < {1}; ++j) {{\n{0}  const {2} c = c0 + j;\n{0}  (void)c;\n", ind, vec_, ColType());
     EmitElementDefs(s, targets, ind + "  ", kept);
     inner(s);
     s += ind + "}\n";
@@ -812,7 +812,7 @@ class Emitter {
                      const std::string& ind, bool evict_first = false) const {
     for (int in : inputs) s += fmt::format("{}fz_pack<{}, {}> {}{}[VPT];\n", ind, CType(k_.inputs[in].type.dtype), vec_, prefix, in);
     s += fmt::format("#pragma unroll\n{}for (int it = 0; it < VPT; ++it) {{\n", ind);
-    s += fmt::format("{}  const {} c0 = {};\n", ind, ix_, C0Expr());
+    s += fmt::format("{}  const {} c0 = {};\n", ind, ColType(), C0Expr());
     s += fmt::format("{}  if ({}) {{\n", ind, ColGuard());
     // window mode: the vectors inside the row as one aligned access each, the row's first and last
     // column by column (never a byte outside the row: the first row's start and the last row's end
@@ -829,10 +829,18 @@ class Emitter {
     s += fmt::format("{}  }}\n{}}}\n", ind, ind);
   }
 
+  // The type of a row's column indices: 32-bit where the width is static and far inside that range
+  // (64-bit column arithmetic doubled the guards' instructions in the register path), else the
+  // function's index type. Rows and flat indices keep ix_.
+  std::string ColType() const {
+    const Dim& c = k_.cols();
+    return c.is_static() && c.value <= (int64_t{1} << 30) ? "int" : ix_;
+  }
+
   // The first column of vector `it` of thread `t` (the register path's layout; in the split function
   // offset by the block's share).
   std::string C0Expr() const {
-    const std::string local = fmt::format("(({0})it * TPR + t) * {1}", ix_, vec_);
+    const std::string local = fmt::format("(({0})it * TPR + t) * {1}", ColType(), vec_);
     if (Windowed()) return local + " - sh";  // window mode: the row's aligned window starts sh columns before it
     return split_now_ ? "W0 + " + local : local;
   }
@@ -988,7 +996,7 @@ class Emitter {
       s += fmt::format("    const {} r = valid ? r0 + g : R - 1;  // an idle group re-reads the last row and stores nothing\n", ix_);
     }
     if (Windowed())
-      s += fmt::format("    const {} sh = ({})((r * C) & {});  // the row start past the 16-byte boundary (elements)\n", ix_, ix_, vec_ - 1);
+      s += fmt::format("    const int sh = (int)((r * C) & {});  // the row start past the 16-byte boundary (elements)\n", vec_ - 1);
     EmitPackLoads(s, cached, "xr", "r", "    ", evict_first);
     EmitRowDefs(s, 0, "    ");
     // Outputs that need no reduction (add_rms_norm's sum) are stored now, before the first

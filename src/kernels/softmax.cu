@@ -143,21 +143,31 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel
         if (valid && in_row(c)) xv[it] = LoadRowPack<T, N, SH>(p.x + base, c, p.cols);
       }
     }
-    auto zval = [&](int it, int j) -> float {
+    // EDGE: whether the element's column is checked (a shifted row's first and last vector only;
+    // the vectors inside the row take the unchecked loop, so the check costs a branch a vector, not
+    // a compare and a select an element in each pass).
+    auto zval = [&](int it, int j, auto edge) -> float {
       if constexpr (HAS_MASK) {
         return z[it][j];
       } else {
         const int c = col(it) + j;
-        if (SH && (c < 0 || c >= p.cols)) return NegInf();  // outside a shifted row
+        if (decltype(edge)::value && (c < 0 || c >= p.cols)) return NegInf();  // outside a shifted row
         return Z<CAUSAL>(p, xv[it].get(j), 0.0f, c, lv);
       }
     };
+    auto edge_vector = [&](int it) { return SH && !FullVector<T, N, SH>(col(it), p.cols); };
     float mx = NegInf();
 #pragma unroll
     for (int it = 0; it < VPT; ++it)
-      if (valid && in_row(col(it)))
+      if (valid && in_row(col(it))) {
+        if (edge_vector(it)) {
 #pragma unroll
-        for (int j = 0; j < N; ++j) mx = fmaxf(mx, zval(it, j));
+          for (int j = 0; j < N; ++j) mx = fmaxf(mx, zval(it, j, std::true_type{}));
+        } else {
+#pragma unroll
+          for (int j = 0; j < N; ++j) mx = fmaxf(mx, zval(it, j, std::false_type{}));
+        }
+      }
     mx = RowReduce<MaxOp>(mx, tpr, smem, phase);
     const bool dead = mx == NegInf();  // every key masked: zeros
 #pragma unroll
@@ -167,11 +177,15 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel
 #pragma unroll
     for (int it = 0; it < VPT; ++it) {
       const bool live = valid && !dead && in_row(col(it));
+      if (live && edge_vector(it)) {
 #pragma unroll
-      for (int j = 0; j < N; ++j) {
-        e[it][j] = live ? Exp2(zval(it, j) - mx) : 0.0f;
-        sum += e[it][j];
+        for (int j = 0; j < N; ++j) e[it][j] = Exp2(zval(it, j, std::true_type{}) - mx);
+      } else {
+#pragma unroll
+        for (int j = 0; j < N; ++j) e[it][j] = live ? Exp2(zval(it, j, std::false_type{}) - mx) : 0.0f;
       }
+#pragma unroll
+      for (int j = 0; j < N; ++j) sum += e[it][j];
     }
     sum = RowReduce<SumOp>(sum, tpr, smem, phase);
     const float inv = dead ? 0.0f : __frcp_rn(sum);  // dead: every e is 0 and so is y

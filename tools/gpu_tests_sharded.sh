@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The GPU tests of a filter in parallel processes on one GPU (gtest sharding): the CPU reference each
+# case is checked against dominates their time, and the GPU machine has many cores. Carry
+# build/carry.tar.xz (tools/build_carry.sh).
+#   device: FILTER='Sweep/LibraryFusedGpu.*:JitGpu*' SHARDS=12 bash tools/gpu_tests_sharded.sh
+# Env: FILTER (gtest filter, default every test), SHARDS (processes, default the cores less 2),
+# BUILD (default: unpack the carry). Out: $OUT/gpu_tests_shard<i>.log; exit 1 if any shard failed.
+set -uo pipefail
+. "$(dirname "$0")/device_common.sh"
+if [ -n "${BUILD:-}" ]; then B=$BUILD; else opfuse_device_setup || exit 1; fi
+n=${SHARDS:-$(( $(nproc) > 3 ? $(nproc) - 2 : 1 ))}
+o=${OUT:-/tmp/gpu_tests}
+mkdir -p "$o"
+pids=()
+for i in $(seq 0 $((n - 1))); do
+  GTEST_TOTAL_SHARDS=$n GTEST_SHARD_INDEX=$i "$B/tests/test_gpu" --gtest_filter="${FILTER:-*}" > "$o/gpu_tests_shard$i.log" 2>&1 &
+  pids+=($!)
+done
+rc=0
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}" || { rc=1; echo "shard $i failed (exit $?)"; }
+done
+passed=$(grep -h "^\[  PASSED  \]" "$o"/gpu_tests_shard*.log | awk '{s += $4} END {print s + 0}')
+failed=$(grep -h "^\[  FAILED  \].*, where" "$o"/gpu_tests_shard*.log | wc -l)
+skipped=$(grep -h "^\[  SKIPPED \] [0-9]" "$o"/gpu_tests_shard*.log | awk '{s += $4} END {print s + 0}')
+echo "gpu tests (${FILTER:-*}, $n shards): $passed passed, $failed failed, $skipped skipped"
+grep -h "^\[  FAILED  \].*, where\|^\[  FAILED  \] [A-Za-z]" "$o"/gpu_tests_shard*.log | sort -u | head -20
+exit $rc
