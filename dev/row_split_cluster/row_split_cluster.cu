@@ -1,19 +1,19 @@
 // row_split_cluster: scratch probe (dev/, not part of the build) for issue 30's vocabulary-wide few-row
-// cases: does a row split over a non-portable cluster of 16 blocks (twice the SMs a row) beat the
-// library's portable 8? A bf16 rms_norm over R rows of C columns (x * rsqrt(mean(x^2) + eps) * w),
-// each block holding its share of the row in registers (16-byte vectors), the row's sum of squares
-// combined through distributed shared memory (cooperative_groups cluster.sync, as the library's
-// NormSplitRow), against a 16-byte copy of the same bytes. Each timed graph runs the kernel over 128
-// buffer sets (more than L2 holds) one after another; µs per launch. Checked against an f64 CPU
-// reference (outputs poisoned first). A third variant, one 1024-thread block a row (8 vectors a
-// thread, no cluster: block barriers only), is built but NOT yet run on a GPU (the session's device
-// time ran out): run it next.
-// Answer so far (H200, 2026-11-28, the two cluster variants; µs per launch: copy / cluster 8 / cluster
-// 16): 1 x 128256 1.83 / 4.41 / 4.43; 2 x 96848 1.92 / 4.32 / 4.38; 4 x 102760 2.03 / 4.50 / 4.54;
-// 15 x 34056 2.45 / 4.51 / 4.60; 32 x 32000 3.03 / 5.11 / 5.42; 64 x 50256 5.54 / 9.58 / 10.35 —
-// twice the SMs a row buys nothing, and even this minimal split (aligned rows, no shifted window)
-// costs 2.2-2.4x the copy: the chain load -> block reduce -> cluster barrier -> exchange -> weight
-// load -> store -> cluster barrier is the floor of the design, not the SM count.
+// cases: what shortens the library's split rows (NormSplitRow: a row over a cluster of blocks, its
+// sum of squares combined through distributed shared memory)? A bf16 rms_norm over R rows of C
+// columns (x * rsqrt(mean(x^2) + eps) * w), each block holding its share of the row in registers
+// (16-byte vectors), against a 16-byte copy of the same bytes. Variants: clusters of 8 (the library's
+// form: cluster.sync, pull the partials, a closing cluster.sync), of 16 (non-portable), one
+// 1024-thread block a row (8 vectors a thread, block barriers only), and clusters of 8 with a
+// push-style exchange (RmsPush: st.async of each partial into every peer's shared memory, completing
+// on the peer's mbarrier; one early cluster barrier while the loads are in flight, none at the end).
+// Each timed graph runs the kernel over 128 buffer sets (more than L2 holds) one after another; µs
+// per launch. Checked against an f64 CPU reference (outputs poisoned first).
+// Answers (H200, 2026-11-28; µs per launch: copy / cluster 8 / cluster 16 / one block): 1 x 128256
+// 1.83 / 4.41 / 4.43 / -; 2 x 96848 1.92 / 4.32 / 4.38 / -; 15 x 34056 2.45 / 4.43 / 4.38 / 9.32;
+// 32 x 32000 2.98 / 5.00 / 5.14 / 9.44; 64 x 50256 5.50 / 9.26 / 11.25 / 11.60 — twice the SMs a row
+// buys nothing, one block a row cannot keep enough bytes in flight, and even this minimal split
+// costs 2.2-2.4x the copy. The push variant is built, NOT yet run on a GPU: run it next.
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 dev/row_split_cluster/row_split_cluster.cu -o build/row_split_cluster
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
@@ -85,6 +85,85 @@ __global__ void __launch_bounds__(kVpt > 4 ? 1024 : 512, 1) RmsSplit(const bf16*
   cl.sync();
 }
 
+// The push-style exchange: each block's partial sum is written into every peer's shared memory with
+// st.async (completing on the peer's mbarrier, 4 bytes each), so a block waits only for the partials
+// it receives — no pull through distributed shared memory after a cluster barrier, and no closing
+// cluster barrier (nothing reads a peer's memory; a block waits on its own mbarrier for every write
+// into it before it exits). One cluster barrier stays, early, while the row's loads are in flight:
+// no block pushes before every peer's mbarrier is initialised.
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+__global__ void __launch_bounds__(512, 1) RmsPush(const bf16* x, const bf16* w, bf16* y, int C, int per) {
+  __shared__ float red[32];
+  __shared__ float parts[16];
+  __shared__ __align__(8) uint64_t bar;
+  const cg::cluster_group cl = cg::this_cluster();
+  const int nb = static_cast<int>(cl.num_blocks()), k = static_cast<int>(cl.block_rank());
+  const int r = blockIdx.x / nb;
+  const int nv = C / 8;
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(SmemAddr(&bar)));
+    asm volatile("fence.mbarrier_init.release.cluster;");
+    // this thread's arrival, expecting one 4-byte partial from each block of the cluster (itself too)
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SmemAddr(&bar)), "r"(4 * nb) : "memory");
+  }
+  const uint4* xv = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(r) * C);
+  uint4 v[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int j = k * per + i * blockDim.x + threadIdx.x;
+    if (i * blockDim.x + threadIdx.x < per && j < nv) v[i] = __ldg(xv + j);
+  }
+  cl.sync();  // every peer's mbarrier is initialised (the loads above are in flight meanwhile)
+  float acc = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int j = k * per + i * blockDim.x + threadIdx.x;
+    if (i * blockDim.x + threadIdx.x < per && j < nv) {
+      const bf16* e = reinterpret_cast<const bf16*>(&v[i]);
+#pragma unroll
+      for (int t = 0; t < 8; ++t) acc += __bfloat162float(e[t]) * __bfloat162float(e[t]);
+    }
+  }
+  for (int o = 16; o; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = acc;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float t = threadIdx.x < blockDim.x / 32 ? red[threadIdx.x] : 0.f;
+    for (int o = 16; o; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+    if (threadIdx.x < nb) {  // lane b pushes this block's partial into block b's parts[k]
+      uint32_t ra, rb;
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(SmemAddr(&parts[k])), "r"(threadIdx.x));
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rb) : "r"(SmemAddr(&bar)), "r"(threadIdx.x));
+      asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(ra), "r"(__float_as_uint(t)), "r"(rb)
+                   : "memory");
+    }
+  }
+  // every partial has landed in parts[] (phase 0 of this block's mbarrier)
+  asm volatile(
+      "{\n.reg .pred p;\nWAIT_%=:\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], 0;\n@!p bra WAIT_%=;\n}\n" ::"r"(
+          SmemAddr(&bar))
+      : "memory");
+  float tot = 0.f;
+  for (int b = 0; b < nb; ++b) tot += parts[b];
+  const float inv = rsqrtf(tot / C + 1e-5f);
+  const uint4* wv = reinterpret_cast<const uint4*>(w);
+  uint4* yv = reinterpret_cast<uint4*>(y + static_cast<int64_t>(r) * C);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int j = k * per + i * blockDim.x + threadIdx.x;
+    if (i * blockDim.x + threadIdx.x < per && j < nv) {
+      const uint4 wq = __ldg(wv + j);
+      const bf16* e = reinterpret_cast<const bf16*>(&v[i]);
+      const bf16* we = reinterpret_cast<const bf16*>(&wq);
+      uint4 o;
+      bf16* oe = reinterpret_cast<bf16*>(&o);
+#pragma unroll
+      for (int t = 0; t < 8; ++t) oe[t] = __float2bfloat16(__bfloat162float(e[t]) * inv * __bfloat162float(we[t]));
+      yv[j] = o;
+    }
+  }
+}
+
 __global__ void Copy16(const uint4* a, uint4* b, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) b[i] = a[i];
 }
@@ -103,7 +182,7 @@ int main() {
   cudaStream_t st;
   CK(cudaStreamCreate(&st));
   CK(cudaFuncSetAttribute(RmsSplit<4>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-  std::printf("%-14s %10s %10s %10s %10s %10s\n", "rows x cols", "copy us", "cl8 us", "cl16 us", "1blk us", "cl16/cl8");
+  std::printf("%-14s %10s %10s %10s %10s %10s %10s\n", "rows x cols", "copy us", "cl8 us", "cl16 us", "1blk us", "push8 us", "push/cl8");
   for (const Case& c : cases) {
     const size_t n = size_t(c.R) * c.C;
     std::vector<bf16> hx(n), hw(c.C);
@@ -124,11 +203,11 @@ int main() {
       for (int j = 0; j < c.C; ++j)
         ref[size_t(r) * c.C + j] = __bfloat162float(hx[size_t(r) * c.C + j]) * inv * __bfloat162float(hw[j]);
     }
-    double us[3] = {0, 0, 0};
-    for (int vi = 0; vi < 3; ++vi) {
-      const int nb = vi == 0 ? 8 : vi == 1 ? 16 : 1;
+    double us[4] = {0, 0, 0, 0};
+    for (int vi = 0; vi < 4; ++vi) {
+      const int nb = vi == 0 || vi == 3 ? 8 : vi == 1 ? 16 : 1;
       const int kVpt = vi == 2 ? 8 : 4;
-      auto kern = vi == 2 ? RmsSplit<8> : RmsSplit<4>;
+      auto kern = vi == 3 ? RmsPush : vi == 2 ? RmsSplit<8> : RmsSplit<4>;
       const int nv = c.C / 8, per = (nv + nb - 1) / nb;
       const int threads = std::min(vi == 2 ? 1024 : 512, ((per + kVpt - 1) / kVpt + 31) / 32 * 32);
       cudaLaunchConfig_t cfg{};
@@ -158,7 +237,7 @@ int main() {
       }
       if (!(err < 3e-2)) {
         ++fails;
-        std::printf("FAIL %dx%d cluster %d: max|err| %g\n", c.R, c.C, nb, err);
+        std::printf("FAIL %dx%d variant %d (cluster %d): max|err| %g\n", c.R, c.C, vi, nb, err);
       }
       us[vi] = TimeCaptured(st, [&] {
                  for (int s = 0; s < kSets; ++s)
@@ -170,7 +249,7 @@ int main() {
                           Copy16<<<264, 512, 0, st>>>(reinterpret_cast<const uint4*>(x + s * n),
                                                       reinterpret_cast<uint4*>(y + s * n), int64_t(n) / 8);
                       }) / kSets;
-    std::printf("%4d x %-7d %10.2f %10.2f %10.2f %10.2f %10.3f\n", c.R, c.C, cu, us[0], us[1], us[2], us[1] / us[0]);
+    std::printf("%4d x %-7d %10.2f %10.2f %10.2f %10.2f %10.2f %10.3f\n", c.R, c.C, cu, us[0], us[1], us[2], us[3], us[3] / us[0]);
     CK(cudaFree(x));
     CK(cudaFree(y));
     CK(cudaFree(w));
