@@ -27,8 +27,10 @@ if [ "${1:-}" = --pack ]; then
   du -sh build/ba.tar.xz
   exit 0
 fi
-W=${OUT:-/tmp/before_after}
-mkdir -p "$W" build/ba
+# the device tool returns at most 8 files: the work stays in W, $OUT gets the table and one archive
+W=/tmp/before_after_work
+O=${OUT:-/tmp/before_after}
+rm -rf "$W" && mkdir -p "$W" "$O" build/ba
 python3 -c "import tarfile; tarfile.open('build/ba.tar.xz').extractall('build/ba')" || exit 1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$W/device.txt" || true
 MODEL=/tmp/ba_tinyllama_bf16
@@ -53,5 +55,6 @@ done
 PER_CASE=()
 [ "${BA_PER_CASE:-0}" = 1 ] && PER_CASE=(--per-case)
 python3 tools/before_after_table.py "$W" "${PER_CASE[@]}" | tee "$W/table.md"
-# the device tool returns a few files only: the reports travel as one archive
-(cd "$W" && shopt -s nullglob && tar -czf reports.tgz ops_*/bench_report.json e2e_*.json) || true
+# the device tool returns a few files only: the reports, tables and logs travel as one archive
+(cd "$W" && shopt -s nullglob && tar -czf "$O/before_after.tgz" device.txt table.md ops_*.md ops_*.log ops_*/bench_report.json e2e_*) || true
+cp "$W/table.md" "$W/device.txt" "$O/" 2>/dev/null || true

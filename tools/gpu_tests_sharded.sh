@@ -4,13 +4,14 @@
 # build/carry.tar.xz (tools/build_carry.sh).
 #   device: FILTER='Sweep/LibraryFusedGpu.*:JitGpu*' SHARDS=12 bash tools/gpu_tests_sharded.sh
 # Env: FILTER (gtest filter, default every test), SHARDS (processes, default the cores less 2),
-# BUILD (default: unpack the carry). Out: $OUT/gpu_tests_shard<i>.log; exit 1 if any shard failed.
+# BUILD (default: unpack the carry). Out: $OUT/gpu_tests.tgz (the shards' logs: the device tool returns
+# at most 8 files); exit 1 if any shard failed.
 set -uo pipefail
 . "$(dirname "$0")/device_common.sh"
 if [ -n "${BUILD:-}" ]; then B=$BUILD; else opfuse_device_setup || exit 1; fi
 n=${SHARDS:-$(( $(nproc) > 3 ? $(nproc) - 2 : 1 ))}
-o=${OUT:-/tmp/gpu_tests}
-mkdir -p "$o"
+o=/tmp/gpu_tests_work
+rm -rf "$o" && mkdir -p "$o" "${OUT:-/tmp/gpu_tests}"
 pids=()
 for i in $(seq 0 $((n - 1))); do
   GTEST_TOTAL_SHARDS=$n GTEST_SHARD_INDEX=$i "$B/tests/test_gpu" --gtest_filter="${FILTER:-*}" > "$o/gpu_tests_shard$i.log" 2>&1 &
@@ -25,4 +26,5 @@ failed=$(grep -h "^\[  FAILED  \].*, where" "$o"/gpu_tests_shard*.log | wc -l)
 skipped=$(grep -h "^\[  SKIPPED \] [0-9]" "$o"/gpu_tests_shard*.log | awk '{s += $4} END {print s + 0}')
 echo "gpu tests (${FILTER:-*}, $n shards): $passed passed, $failed failed, $skipped skipped"
 grep -h "^\[  FAILED  \].*, where\|^\[  FAILED  \] [A-Za-z]" "$o"/gpu_tests_shard*.log | sort -u | head -20
+tar -C "$o" -czf "${OUT:-/tmp/gpu_tests}/gpu_tests.tgz" .
 exit $rc
