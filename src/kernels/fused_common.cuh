@@ -152,8 +152,7 @@ __device__ __forceinline__ void StoreRowPack(T* row, int c, int cols, const Pack
 }
 // A per-column operand (a norm's weight or bias, 16-byte aligned base) at the columns of a row vector:
 // one aligned access where the vector starts on a 16-byte boundary of the operand; 16-bit elements
-// at any other column inside the operand as 32-bit words (N / 2 of them at an even column; at an odd
-// one N / 2 + 1 words from the column before, shifted by one element), already the pack's layout —
+// at any other column inside the operand as 32-bit words (fz::load_u16_words, the JIT's loader too) —
 // a shifted row has every vector off the operand's grid, and N element loads and conversions a
 // vector were the costliest part of its epilogue; element by element only at the operand's ends.
 template <class T, int N, bool SH>
@@ -162,21 +161,11 @@ __device__ __forceinline__ Pack<T, N> LoadColumnPack(const T* w, int c, int cols
     return LoadPack<T, N>(w + c);
   } else {
     if (c >= 0 && c + N <= cols && c % N == 0) return LoadPack<T, N>(w + c);
+    // at an odd column the words reach column c + N, so that column must be in the operand too
     if constexpr (sizeof(T) == 2 && N >= 2) {
-      Pack<T, N> p;
-      if ((c & 1) == 0 && c >= 0 && c + N <= cols) {
-        const uint32_t* w32 = reinterpret_cast<const uint32_t*>(w + c);
-#pragma unroll
-        for (int k = 0; k < N / 2; ++k) p.w[k] = __ldg(w32 + k);
-        return p;
-      }
-      if ((c & 1) == 1 && c >= 1 && c + N < cols) {  // the words from column c - 1 through column c + N
-        const uint32_t* w32 = reinterpret_cast<const uint32_t*>(w + c - 1);
-        uint32_t u[N / 2 + 1];
-#pragma unroll
-        for (int k = 0; k <= N / 2; ++k) u[k] = __ldg(w32 + k);
-#pragma unroll
-        for (int k = 0; k < N / 2; ++k) p.w[k] = __funnelshift_r(u[k], u[k + 1], 16);
+      if (c >= 0 && ((c & 1) == 0 ? c + N <= cols : c + N < cols)) {
+        Pack<T, N> p;
+        fz::load_u16_words<N>(reinterpret_cast<const unsigned short*>(w), c, p.w);
         return p;
       }
     }

@@ -104,6 +104,33 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
   return static_cast<unsigned>(s);
 }
 
+// ---- 16-bit elements off the 16-byte grid as 32-bit words
+// N 16-bit elements of read-only `p` (4-byte aligned) from element i >= 0 into N / 2 words, element
+// 2k in word k's low half — a pack's layout: N / 2 aligned words at an even i; at an odd i N / 2 + 1
+// words from element i - 1, each output word shifted by one element from two of them (so element
+// i + N is read too: the caller guarantees it exists). Loads through the non-coherent path
+// (ld.global.nc, what __ldg emits). A shifted row's per-column operands (library LoadColumnPack, the
+// JIT's fz_load_elems): one or two words a pair of elements instead of one load per element.
+__device__ __forceinline__ unsigned load_nc_u32(const unsigned* q) {
+  unsigned v;
+  asm("ld.global.nc.b32 %0, [%1];" : "=r"(v) : "l"(q));
+  return v;
+}
+template <int N>
+__device__ __forceinline__ void load_u16_words(const unsigned short* p, long long i, unsigned* w) {
+  const unsigned* q = reinterpret_cast<const unsigned*>(p + (i & ~1LL));
+  if ((i & 1) == 0) {
+#pragma unroll
+    for (int k = 0; k < N / 2; ++k) w[k] = load_nc_u32(q + k);
+  } else {
+    unsigned u[N / 2 + 1];
+#pragma unroll
+    for (int k = 0; k <= N / 2; ++k) u[k] = load_nc_u32(q + k);
+#pragma unroll
+    for (int k = 0; k < N / 2; ++k) w[k] = (u[k] >> 16) | (u[k + 1] << 16);
+  }
+}
+
 // ---- thread block clusters (sm_90+): the split row kernels combine a row's per-block partial
 // reductions through distributed shared memory. cluster_sync is a full barrier of the cluster with
 // release/acquire semantics (a block's shared-memory writes before it are visible to the others after).

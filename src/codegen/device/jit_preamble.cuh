@@ -143,25 +143,15 @@ template <typename T, int N> struct fz_pack {
 };
 // A window vector inside the row whose operand is off the 16-byte grid there (a per-column operand at
 // a shifted row's columns; the operand's base 16-byte aligned, as window mode requires): 16-bit
-// elements as 32-bit words, already the pack's layout — N / 2 of them at an even index; at an odd one
-// N / 2 + 1 from the element before, shifted by one element, where the element after the vector is
-// readable (`more`: column c0 + N is still in the row) — else, and for other types, N single loads.
+// elements as 32-bit words (fz::load_u16_words) — at an odd index only where the element after the
+// vector is readable (`more`: column c0 + N is still in the row) — else, and for other types, N
+// single loads.
 // No column guard: the vector is inside the row.
 template <int N, typename T> __device__ __forceinline__ void fz_load_elems(const T* __restrict__ p, long long i, bool more, float* out) {
   if constexpr (sizeof(T) == 2 && N % 2 == 0) {
-    const unsigned* __restrict__ q = reinterpret_cast<const unsigned*>(p + (i & ~1LL));
-    fz_pack<T, N> v;
     if ((i & 1) == 0 || more) {
-      if ((i & 1) == 0) {
-#pragma unroll
-        for (int k = 0; k < N / 2; ++k) v.w[k] = q[k];
-      } else {
-        unsigned u[N / 2 + 1];
-#pragma unroll
-        for (int k = 0; k <= N / 2; ++k) u[k] = q[k];
-#pragma unroll
-        for (int k = 0; k < N / 2; ++k) v.w[k] = (u[k] >> 16) | (u[k + 1] << 16);
-      }
+      fz_pack<T, N> v;
+      fz::load_u16_words<N>(reinterpret_cast<const unsigned short*>(p), i, v.w);
 #pragma unroll
       for (int k = 0; k < N; ++k) out[k] = v.get(k);
       return;
