@@ -1,8 +1,8 @@
 // Shared by the dev/ wgmma probes (wgmma_tile, wgmma_tma, wgmma_attn), built by hand with nvcc for
-// sm_90a: shared-memory addresses, wgmma matrix descriptors (no swizzle and 128-byte swizzle, the field
-// meanings each probe's header records), the m64n64k16 bf16 wgmma with operands from shared memory or
-// A from registers, wgmma fences, mbarriers and 2-D TMA loads, and a host-side 2-D bf16 tensor map
-// (driver entry point through probe_common.cuh's Entry, no libcuda link).
+// sm_90a: the library's PTX wrappers (src/kernels/sm90a/hopper_ptx.cuh: shared-memory addresses, wgmma
+// matrix descriptors, fences, mbarriers, 2-D TMA loads), the m64n64k16 bf16 wgmma with operands from
+// shared memory or A from registers, and a host-side 2-D bf16 tensor map (driver entry point through
+// probe_common.cuh's Entry, no libcuda link).
 #pragma once
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -12,18 +12,11 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "../src/kernels/sm90a/hopper_ptx.cuh"
 #include "probe_common.cuh"
 
-__device__ __forceinline__ uint32_t SmemU32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-
-// Matrix descriptor: start address >> 4 (bits 0-13), leading byte offset >> 4 (16-29), stride byte
-// offset >> 4 (32-45); no swizzle, or the 128-byte swizzle (mode 1 in bits 62-63).
-__device__ __forceinline__ uint64_t Desc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
-  return uint64_t((saddr & 0x3FFFF) >> 4) | (uint64_t((lbo & 0x3FFFF) >> 4) << 16) | (uint64_t((sbo & 0x3FFFF) >> 4) << 32);
-}
-__device__ __forceinline__ uint64_t DescSw128(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
-  return Desc(saddr, lbo, sbo) | (uint64_t(1) << 62);
-}
+// The library's PTX wrappers (Smem32, Desc, DescSw128, wgmma fences, ProxyFence, mbarriers, Tma2d).
+using namespace opfuse::kernels::sm90a;  // NOLINT
 
 #define WGMMA_D32 \
   "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}"
@@ -47,41 +40,12 @@ __device__ __forceinline__ void WgmmaRS(float (&d)[32], const uint32_t (&a)[4], 
                : WGMMA_OUT32(d)
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
-__device__ __forceinline__ void WgFence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void WgCommit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void WgWait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-__device__ __forceinline__ void WgWait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
-// Generic-proxy writes to shared memory (stores, cp.async) made visible to wgmma / TMA (async proxy).
-__device__ __forceinline__ void ProxyFence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
 // Two floats rounded to one packed bf16 pair, `lo` in the low half.
 __device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
   __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&h);
 }
 
-__device__ __forceinline__ void MbarInit(uint32_t b, int count) {
-  asm volatile("mbarrier.init.shared.b64 [%0], %1;\n" ::"r"(b), "r"(count));
-}
-__device__ __forceinline__ void MbarWait(uint32_t b, int parity) {
-  asm volatile(
-      "{\n.reg .pred p;\nWAIT_%=:\nmbarrier.try_wait.parity.shared.b64 p, [%0], %1;\n@!p bra WAIT_%=;\n}\n" ::"r"(b),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void MbarArrive(uint32_t b) {
-  asm volatile("mbarrier.arrive.shared.b64 _, [%0];\n" ::"r"(b) : "memory");
-}
-__device__ __forceinline__ void MbarExpect(uint32_t b, int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;\n" ::"r"(b), "r"(bytes) : "memory");
-}
-// The box of `map` at (x, y) into shared memory at dst, completing on mbarrier bar.
-__device__ __forceinline__ void Tma2d(uint32_t dst, const CUtensorMap* map, int x, int y, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
-      "l"(map), "r"(x), "r"(y), "r"(bar)
-      : "memory");
-}
 
 // A [rows][cols] bf16 row-major tensor as TMA boxes of box_rows x box_cols, 128-byte swizzle, zeros
 // outside the tensor; exits on failure.

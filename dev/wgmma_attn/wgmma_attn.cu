@@ -196,7 +196,7 @@ __global__ void __launch_bounds__(NWG * 128) WgmmaAttn(Params p) {
   constexpr int SBO = HD / 8 * 128;      // bytes between 8-row core groups
   constexpr int TILE = BN * HD * 2;      // bytes of one K or V tile
   extern __shared__ __align__(1024) unsigned char smem[];
-  const uint32_t s0 = SmemU32(smem);
+  const uint32_t s0 = Smem32(smem);
   const uint32_t sQ = s0 + 4 * TILE;     // K0 V0 K1 V1 Q
   const int tid = threadIdx.x, wg = tid / 128, wtid = tid % 128, warp = wtid / 32, lane = tid % 32;
   const int h = blockIdx.y, kvh = h / p.group;
@@ -285,7 +285,7 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 ? 2 : 1) WgmmaAttnPipe(Par
   constexpr int SBO = HD / 8 * 128;
   constexpr int TILE = BN * HD * 2;
   extern __shared__ __align__(1024) unsigned char smem[];
-  const uint32_t s0 = SmemU32(smem);
+  const uint32_t s0 = Smem32(smem);
   const uint32_t sKb = s0, sVb = s0 + 3 * TILE, sQ = s0 + 7 * TILE;
   const int tid = threadIdx.x, wg = tid / 128, wtid = tid % 128, warp = wtid / 32, lane = tid % 32;
   const int h = blockIdx.y, kvh = h / p.group;
@@ -424,7 +424,7 @@ __global__ void __launch_bounds__((NC + 1) * 128, 1) WgmmaAttnTma(Params p, cons
   constexpr int HD = 64, BN = 64, BM = 64 * NC, TILE = 64 * 64 * 2;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // 1024-byte aligned base (the swizzle atom), then Q (2 tiles), K stages, V stages, barriers.
-  const uint32_t raw = SmemU32(smem_raw), s0 = (raw + 1023) & ~1023u;
+  const uint32_t raw = Smem32(smem_raw), s0 = (raw + 1023) & ~1023u;
   const uint32_t sQ = s0, sK = s0 + NC * TILE, sV = sK + NS * TILE, bars = sV + NS * TILE;
   // full: the TMA's bytes landed; empty: every consumer warp is done with the stage; ready (one): the
   // producer warp has zeroed what must not be read in a pass's last tile (V rows past S_b: 0 x NaN

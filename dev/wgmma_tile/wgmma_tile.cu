@@ -60,7 +60,7 @@ __global__ void TileKernel(const __nv_bfloat16* q, const __nv_bfloat16* kv, floa
   WgFence();
   if (mode == 0) {
     for (int kk = 0; kk < N / 16; ++kk)  // 16 of head_dim a step = two core matrices along K
-      WgmmaSS(d, Desc(SmemU32(sA + kk * 128), lbo, sbo), Desc(SmemU32(sB + kk * 128), lbo, sbo));
+      WgmmaSS(d, Desc(Smem32(sA + kk * 128), lbo, sbo), Desc(Smem32(sB + kk * 128), lbo, sbo));
   } else {
     // P's A fragment for keys 16*kk..+15 of this warp's rows w*16 + g, + 8 (g = lane / 4):
     // a0 = (g, 2c..2c+1), a1 = (g+8, 2c..), a2 = (g, 2c+8..), a3 = (g+8, 2c+8..), c = lane % 4.
@@ -70,7 +70,7 @@ __global__ void TileKernel(const __nv_bfloat16* q, const __nv_bfloat16* kv, floa
       const int k0 = kk * 16 + 2 * c;
       const uint32_t a[4] = {PackBf16(P(r0, k0), P(r0, k0 + 1)), PackBf16(P(r0 + 8, k0), P(r0 + 8, k0 + 1)),
                              PackBf16(P(r0, k0 + 8), P(r0, k0 + 9)), PackBf16(P(r0 + 8, k0 + 8), P(r0 + 8, k0 + 9))};
-      WgmmaRS(d, a, Desc(SmemU32(sB + kk * 16 * 8 * 8), lbo, sbo));  // keys 16*kk: two 8-key core rows (2 x 1024 B)
+      WgmmaRS(d, a, Desc(Smem32(sB + kk * 16 * 8 * 8), lbo, sbo));  // keys 16*kk: two 8-key core rows (2 x 1024 B)
     }
   }
   WgCommit();

@@ -44,7 +44,7 @@ __global__ void TileKernel(const __grid_constant__ CUtensorMap mq, const __grid_
   __shared__ __align__(1024) __nv_bfloat16 sB[N * N];
   __shared__ __align__(8) uint64_t bar;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const uint32_t b = SmemU32(&bar);
+  const uint32_t b = Smem32(&bar);
   if (tid == 0) {
     MbarInit(b, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -52,8 +52,8 @@ __global__ void TileKernel(const __grid_constant__ CUtensorMap mq, const __grid_
   __syncthreads();
   if (tid == 0) {  // the whole 64 x 64 tiles at (0, 0)
     MbarExpect(b, 2 * N * N * 2);
-    Tma2d(SmemU32(sA), &mq, 0, 0, b);
-    Tma2d(SmemU32(sB), &mkv, 0, 0, b);
+    Tma2d(Smem32(sA), &mq, 0, 0, b);
+    Tma2d(Smem32(sB), &mkv, 0, 0, b);
   }
   MbarWait(b, 0);
   float d[32];
@@ -62,7 +62,7 @@ __global__ void TileKernel(const __grid_constant__ CUtensorMap mq, const __grid_
   if (mode == 0) {
     // K-major, 128-byte rows: the K step of 16 elements is +32 bytes inside the swizzle atom.
     for (int kk = 0; kk < N / 16; ++kk)
-      WgmmaSS(d, DescSw128(SmemU32(sA) + kk * 32, lbo, sbo), DescSw128(SmemU32(sB) + kk * 32, lbo, sbo));
+      WgmmaSS(d, DescSw128(Smem32(sA) + kk * 32, lbo, sbo), DescSw128(Smem32(sB) + kk * 32, lbo, sbo));
   } else {
     const int g = lane / 4, c = lane % 4, r0 = warp * 16 + g;
     for (int kk = 0; kk < N / 16; ++kk) {
@@ -70,7 +70,7 @@ __global__ void TileKernel(const __grid_constant__ CUtensorMap mq, const __grid_
       const int k0 = kk * 16 + 2 * c;
       const uint32_t a[4] = {PackBf16(P(r0, k0), P(r0, k0 + 1)), PackBf16(P(r0 + 8, k0), P(r0 + 8, k0 + 1)),
                              PackBf16(P(r0, k0 + 8), P(r0, k0 + 9)), PackBf16(P(r0 + 8, k0 + 8), P(r0 + 8, k0 + 9))};
-      WgmmaRS(d, a, DescSw128(SmemU32(sB) + kk * 16 * 128, lbo, sbo));  // keys 16*kk: 16 rows of 128 B
+      WgmmaRS(d, a, DescSw128(Smem32(sB) + kk * 16 * 128, lbo, sbo));  // keys 16*kk: 16 rows of 128 B
     }
   }
   WgCommit();

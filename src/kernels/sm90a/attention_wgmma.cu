@@ -44,6 +44,7 @@
 #include "cuda/cuda_check.h"
 #include "kernels/attention_kernels.h"
 #include "kernels/mma.cuh"
+#include "kernels/sm90a/hopper_ptx.cuh"
 
 namespace opfuse::kernels::attn {
 
@@ -54,14 +55,7 @@ constexpr int kWgTile = kWgBox * kWgBox * 2;   // its bytes (f16 / bf16)
 constexpr int kWgStages = 3;                   // K/V ring depth
 constexpr int kWgThreads = 384;                // producer + two consumer warpgroups
 
-__device__ __forceinline__ uint32_t Smem32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-
-// wgmma matrix descriptor, 128-byte swizzle: start address >> 4 (bits 0-13), leading byte offset >> 4
-// (16-29), stride byte offset >> 4 (32-45), swizzle mode 1 (bits 62-63).
-__device__ __forceinline__ uint64_t DescSw128(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
-  return uint64_t((saddr & 0x3FFFF) >> 4) | (uint64_t((lbo & 0x3FFFF) >> 4) << 16) |
-         (uint64_t((sbo & 0x3FFFF) >> 4) << 32) | (uint64_t(1) << 62);
-}
+using namespace sm90a;  // NOLINT: the PTX wrappers (hopper_ptx.cuh)
 
 #define OPFUSE_WG_D32 \
   "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}"
@@ -106,33 +100,6 @@ __device__ __forceinline__ void WgmmaRS(float (&d)[32], const uint32_t (&a)[4], 
 #undef OPFUSE_WG_D32
 #undef OPFUSE_WG_OUT32
 
-__device__ __forceinline__ void WgFence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void WgCommit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void WgWait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-
-__device__ __forceinline__ void MbarInit(uint32_t b, int count) {
-  asm volatile("mbarrier.init.shared.b64 [%0], %1;\n" ::"r"(b), "r"(count));
-}
-__device__ __forceinline__ void MbarWait(uint32_t b, int parity) {
-  asm volatile(
-      "{\n.reg .pred p;\nWAIT_%=:\nmbarrier.try_wait.parity.shared.b64 p, [%0], %1;\n@!p bra WAIT_%=;\n}\n" ::"r"(b),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void MbarArrive(uint32_t b) {
-  asm volatile("mbarrier.arrive.shared.b64 _, [%0];\n" ::"r"(b) : "memory");
-}
-__device__ __forceinline__ void MbarExpect(uint32_t b, int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;\n" ::"r"(b), "r"(bytes) : "memory");
-}
-// The box of `map` at (x = column, y = row) into shared memory at dst, completing on mbarrier bar.
-__device__ __forceinline__ void Tma2d(uint32_t dst, const CUtensorMap* map, int x, int y, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
-          dst),
-      "l"(map), "r"(x), "r"(y), "r"(bar)
-      : "memory");
-}
 
 // 2^x on the SFU, denormal results flushed to zero (softmax weights that small are zero in the sum).
 __device__ __forceinline__ float Ex2(float x) {
@@ -284,7 +251,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) AttnWgmmaKernel(const __grid_co
                 asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(sV + (st * NB + bi) * TILE + i * 16),
                              "r"(0)
                              : "memory");
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic stores -> wgmma's reads
+            ProxyFence();  // generic stores -> wgmma's reads
             __syncwarp();
             if (lane == 0) MbarArrive(ready);
           }
