@@ -32,56 +32,77 @@ using bf16 = __nv_bfloat16;
 namespace {
 
 // Row r of x over a cluster of gridDim.x / R blocks: block k holds vectors [k * per, (k + 1) * per),
-// at most kVpt 16-byte vectors a thread (4 for the clusters, 8 for one 1024-thread block a row).
+// at most kVpt 16-byte vectors a thread (4 for the clusters, 8 for one 1024-thread block a row):
+// thread t's vector i is j(i) = k * per + i * blockDim.x + t where mine(i).
+struct RowShare {
+  int r, k, per, nv;
+  __device__ int j(int i) const { return k * per + i * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x); }
+  __device__ bool mine(int i) const { return i * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x) < per && j(i) < nv; }
+};
 template <int kVpt>
-__global__ void __launch_bounds__(kVpt > 4 ? 1024 : 512, 1) RmsSplit(const bf16* x, const bf16* w, bf16* y, int C, int per) {
-  __shared__ float red[32];
-  __shared__ float share;
-  const cg::cluster_group cl = cg::this_cluster();
-  const int nb = static_cast<int>(cl.num_blocks()), k = static_cast<int>(cl.block_rank());
-  const int r = blockIdx.x / nb;
-  const int nv = C / 8;  // C a multiple of 8 here
-  const uint4* xv = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(r) * C);
-  uint4 v[kVpt];
+__device__ __forceinline__ void LoadShare(const bf16* x, int C, const RowShare& s, uint4 (&v)[kVpt]) {
+  const uint4* xv = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(s.r) * C);
+#pragma unroll
+  for (int i = 0; i < kVpt; ++i)
+    if (s.mine(i)) v[i] = __ldg(xv + s.j(i));
+}
+// The block's sum of squares, in every thread of warp 0.
+template <int kVpt>
+__device__ __forceinline__ float BlockSumSquares(const uint4 (&v)[kVpt], const RowShare& s, float* red) {
   float acc = 0.f;
 #pragma unroll
-  for (int i = 0; i < kVpt; ++i) {
-    const int j = k * per + i * blockDim.x + threadIdx.x;
-    if (i * blockDim.x + threadIdx.x < per && j < nv) {
-      v[i] = __ldg(xv + j);
+  for (int i = 0; i < kVpt; ++i)
+    if (s.mine(i)) {
       const bf16* e = reinterpret_cast<const bf16*>(&v[i]);
 #pragma unroll
       for (int t = 0; t < 8; ++t) acc += __bfloat162float(e[t]) * __bfloat162float(e[t]);
     }
-  }
   for (int o = 16; o; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
   if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = acc;
   __syncthreads();
+  float t = 0.f;
   if (threadIdx.x < 32) {
-    float t = threadIdx.x < blockDim.x / 32 ? red[threadIdx.x] : 0.f;
+    t = threadIdx.x < blockDim.x / 32 ? red[threadIdx.x] : 0.f;
     for (int o = 16; o; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-    if (threadIdx.x == 0) share = t;
   }
-  cl.sync();
-  float tot = 0.f;
-  for (int b = 0; b < nb; ++b) tot += *cl.map_shared_rank(&share, b);
-  const float inv = rsqrtf(tot / C + 1e-5f);
+  return t;
+}
+// y = x * inv * w over this block's share.
+template <int kVpt>
+__device__ __forceinline__ void StoreShare(const uint4 (&v)[kVpt], const bf16* w, bf16* y, int C, const RowShare& s, float inv) {
   const uint4* wv = reinterpret_cast<const uint4*>(w);
-  uint4* yv = reinterpret_cast<uint4*>(y + static_cast<int64_t>(r) * C);
+  uint4* yv = reinterpret_cast<uint4*>(y + static_cast<int64_t>(s.r) * C);
 #pragma unroll
-  for (int i = 0; i < kVpt; ++i) {
-    const int j = k * per + i * blockDim.x + threadIdx.x;
-    if (i * blockDim.x + threadIdx.x < per && j < nv) {
-      const uint4 wq = __ldg(wv + j);
+  for (int i = 0; i < kVpt; ++i)
+    if (s.mine(i)) {
+      const uint4 wq = __ldg(wv + s.j(i));
       const bf16* e = reinterpret_cast<const bf16*>(&v[i]);
       const bf16* we = reinterpret_cast<const bf16*>(&wq);
       uint4 o;
       bf16* oe = reinterpret_cast<bf16*>(&o);
 #pragma unroll
       for (int t = 0; t < 8; ++t) oe[t] = __float2bfloat16(__bfloat162float(e[t]) * inv * __bfloat162float(we[t]));
-      yv[j] = o;
+      yv[s.j(i)] = o;
     }
-  }
+}
+
+// The library's form: partials pulled through distributed shared memory after a cluster barrier, a
+// closing barrier so no block exits while another still reads its share.
+template <int kVpt>
+__global__ void __launch_bounds__(kVpt > 4 ? 1024 : 512, 1) RmsSplit(const bf16* x, const bf16* w, bf16* y, int C, int per) {
+  __shared__ float red[32];
+  __shared__ float share;
+  const cg::cluster_group cl = cg::this_cluster();
+  const int nb = static_cast<int>(cl.num_blocks());
+  const RowShare s{static_cast<int>(blockIdx.x) / nb, static_cast<int>(cl.block_rank()), per, C / 8};  // C a multiple of 8 here
+  uint4 v[kVpt];
+  LoadShare<kVpt>(x, C, s, v);
+  const float part = BlockSumSquares<kVpt>(v, s, red);
+  if (threadIdx.x == 0) share = part;
+  cl.sync();
+  float tot = 0.f;
+  for (int b = 0; b < nb; ++b) tot += *cl.map_shared_rank(&share, b);
+  StoreShare<kVpt>(v, w, y, C, s, rsqrtf(tot / C + 1e-5f));
   cl.sync();
 }
 
@@ -98,45 +119,24 @@ __global__ void __launch_bounds__(512, 1) RmsPush(const bf16* x, const bf16* w, 
   __shared__ __align__(8) uint64_t bar;
   const cg::cluster_group cl = cg::this_cluster();
   const int nb = static_cast<int>(cl.num_blocks()), k = static_cast<int>(cl.block_rank());
-  const int r = blockIdx.x / nb;
-  const int nv = C / 8;
+  const RowShare s{static_cast<int>(blockIdx.x) / nb, k, per, C / 8};
   if (threadIdx.x == 0) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(SmemAddr(&bar)));
     asm volatile("fence.mbarrier_init.release.cluster;");
     // this thread's arrival, expecting one 4-byte partial from each block of the cluster (itself too)
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SmemAddr(&bar)), "r"(4 * nb) : "memory");
   }
-  const uint4* xv = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(r) * C);
   uint4 v[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int j = k * per + i * blockDim.x + threadIdx.x;
-    if (i * blockDim.x + threadIdx.x < per && j < nv) v[i] = __ldg(xv + j);
-  }
+  LoadShare<4>(x, C, s, v);
   cl.sync();  // every peer's mbarrier is initialised (the loads above are in flight meanwhile)
-  float acc = 0.f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int j = k * per + i * blockDim.x + threadIdx.x;
-    if (i * blockDim.x + threadIdx.x < per && j < nv) {
-      const bf16* e = reinterpret_cast<const bf16*>(&v[i]);
-#pragma unroll
-      for (int t = 0; t < 8; ++t) acc += __bfloat162float(e[t]) * __bfloat162float(e[t]);
-    }
-  }
-  for (int o = 16; o; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = acc;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    float t = threadIdx.x < blockDim.x / 32 ? red[threadIdx.x] : 0.f;
-    for (int o = 16; o; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-    if (threadIdx.x < nb) {  // lane b pushes this block's partial into block b's parts[k]
-      uint32_t ra, rb;
-      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(SmemAddr(&parts[k])), "r"(threadIdx.x));
-      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rb) : "r"(SmemAddr(&bar)), "r"(threadIdx.x));
-      asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(ra), "r"(__float_as_uint(t)), "r"(rb)
-                   : "memory");
-    }
+  const float part = BlockSumSquares<4>(v, s, red);
+  if (threadIdx.x < nb) {  // lane b pushes this block's partial into block b's parts[k]
+    uint32_t ra, rb;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(SmemAddr(&parts[k])), "r"(threadIdx.x));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rb) : "r"(SmemAddr(&bar)), "r"(threadIdx.x));
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(ra), "r"(__float_as_uint(part)),
+                 "r"(rb)
+                 : "memory");
   }
   // every partial has landed in parts[] (phase 0 of this block's mbarrier)
   asm volatile(
@@ -145,23 +145,7 @@ __global__ void __launch_bounds__(512, 1) RmsPush(const bf16* x, const bf16* w, 
       : "memory");
   float tot = 0.f;
   for (int b = 0; b < nb; ++b) tot += parts[b];
-  const float inv = rsqrtf(tot / C + 1e-5f);
-  const uint4* wv = reinterpret_cast<const uint4*>(w);
-  uint4* yv = reinterpret_cast<uint4*>(y + static_cast<int64_t>(r) * C);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int j = k * per + i * blockDim.x + threadIdx.x;
-    if (i * blockDim.x + threadIdx.x < per && j < nv) {
-      const uint4 wq = __ldg(wv + j);
-      const bf16* e = reinterpret_cast<const bf16*>(&v[i]);
-      const bf16* we = reinterpret_cast<const bf16*>(&wq);
-      uint4 o;
-      bf16* oe = reinterpret_cast<bf16*>(&o);
-#pragma unroll
-      for (int t = 0; t < 8; ++t) oe[t] = __float2bfloat16(__bfloat162float(e[t]) * inv * __bfloat162float(we[t]));
-      yv[j] = o;
-    }
-  }
+  StoreShare<4>(v, w, y, C, s, rsqrtf(tot / C + 1e-5f));
 }
 
 __global__ void Copy16(const uint4* a, uint4* b, int64_t n) {
