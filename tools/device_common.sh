@@ -8,6 +8,10 @@
 # opfuse_peer_opfuse_args: PEER_OPFUSE, tools/bench_peer.py's flags that time opfuse in the peer's
 # process too (libopfuse_capi.so, PEER_INTERLEAVE rounds, default 3); empty with OPFUSE_LIB=0 or
 # without the library.
+# Nsight Compute's kernel filter for the fused kernel of one `opfuse bench ops` case: every kernel but
+# the bench's own (copy, spin, gate, fill, L2 demote) and cuBLASLt's GEMMs.
+FUSED_KERNEL_FILTER="regex:^(?!(Copy16Kernel|SpinKernel|GateKernel|FillKernel|FillIdsKernel|L2DemoteKernel)$)(?!nvjet|cutlass|sm90_xmma|gemm|Gemm).*"
+
 opfuse_device_setup() {
   mkdir -p build/c || return 1
   python3 -c "import tarfile; tarfile.open('build/carry.tar.xz').extractall('build/c')" || return 1

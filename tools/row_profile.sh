@@ -24,7 +24,7 @@ for c in ${CASES:?CASES=\"op:RxC:variant ...\"}; do
   if [ "$op" = copy ]; then
     args=(--ops rmsnorm --variants library) kfilter="regex:^Copy16Kernel$" count=3
   else
-    args=(--ops "$op" --variants "$variant" --no-copy-reference) kfilter="regex:^(?!(Copy16Kernel|SpinKernel|GateKernel|FillKernel|FillIdsKernel|L2DemoteKernel)$)(?!nvjet|cutlass|sm90_xmma|gemm|Gemm).*" count=1
+    args=(--ops "$op" --variants "$variant" --no-copy-reference) kfilter=$FUSED_KERNEL_FILTER count=1
   fi
   t=$SECONDS
   timeout 240 "$NCU" --clock-control none --kernel-name-base function -k "$kfilter" -c "$count" --csv --page raw \

@@ -15,9 +15,8 @@ NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || ls /opt/nvidia
 for c in ${CASES:?CASES=\"op:RxC:variant ...\"}; do
   IFS=: read -r op shape variant <<< "$c"
   tag="${op}_${shape}_${variant}"
-  kfilter="regex:^(?!(Copy16Kernel|SpinKernel|GateKernel|FillKernel|FillIdsKernel|L2DemoteKernel)$)(?!nvjet|cutlass|sm90_xmma|gemm|Gemm).*"
   t=$SECONDS
-  timeout 240 "$NCU" --clock-control none --kernel-name-base function -k "$kfilter" -c 1 --section SourceCounters \
+  timeout 240 "$NCU" --clock-control none --kernel-name-base function -k "$FUSED_KERNEL_FILTER" -c 1 --section SourceCounters \
     --import-source no -f -o "$W/$tag" "$B/opfuse" bench ops --quick --shapes "$shape" --dtype "${DTYPE:-bf16}" \
     --ops "$op" --variants "$variant" --no-copy-reference --out "$W/bench_$tag" > "$W/ncu_${tag}.log" 2>&1
   echo "$tag: ncu rc $? ($((SECONDS - t)) s)"
