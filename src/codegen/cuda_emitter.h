@@ -45,7 +45,7 @@
 
 namespace opfuse::codegen {
 
-inline constexpr int kEmitterVersion = 16;
+inline constexpr int kEmitterVersion = 17;
 // Looped row kernels (rows wider than the register path, static width): threads per block where the
 // vectors are narrower than 16 bytes (one block per row), and the vectors per thread per step (loads
 // first): at most kLoopedUnroll, as many as keep kLoopedRowFloats loaded values per thread. A block's
@@ -122,6 +122,10 @@ struct EmittedKernel {
   int split_vpt = 0;
   int split_min_blocks = 0;
   bool split_many_rows = false;  // 16-byte vectors: the split at any row count (target::UseRowSplit)
+  // > 0: the split function computes over 16-byte vectors of this many elements of each row's aligned
+  // window (window mode: rows off the 16-byte grid), split_vpt of them per thread over a window of
+  // cols + split_window_vec - 1 columns; 0: vectors of `vec` over the row.
+  int split_window_vec = 0;
   // Rows past the register path, static width, EmitOptions::stage, aligned: `stage_function` runs the
   // looped function's passes over the row windows of every full-shape input staged in shared memory
   // (stage_bytes of dynamic shared memory, at static offsets; the widest window stage_vectors 16-byte
