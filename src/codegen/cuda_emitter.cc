@@ -846,7 +846,8 @@ class Emitter {
                        : fmt::format("{}    {}{}[it].load(in{}, {});\n", ind, prefix, in, in, Index(in, r, "c0"));
     if (Windowed()) {
       s += fmt::format("{}   }} else {{\n", ind);
-      for (int in : inputs) s += fmt::format("{}    {}{}[it].load_cols(in{}, {}, c0, C);\n", ind, prefix, in, in, Index(in, r, "c0"));
+      for (int in : inputs)
+        s += fmt::format("{}    {}{}[it].load_edge(in{}, {}, c0, (int)C, R * C);\n", ind, prefix, in, in, Index(in, r, "c0"));
       s += fmt::format("{}   }}\n", ind);
     }
     s += fmt::format("{}  }}\n{}}}\n", ind, ind);
