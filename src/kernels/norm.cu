@@ -103,8 +103,8 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormP
       for (int it = 0; it < VPT; ++it) {
         const int c = col(it);
         if (valid && in_row(c)) {
-          xv[it] = LoadRowPack<T, N, SH>(p.x + base, c, p.cols);
-          rv[it] = LoadRowPack<T, N, SH>(p.res + base, c, p.cols);
+          xv[it] = LoadRowPack<T, N, SH>(p.x + base, c, p.cols, base, p.rows * p.cols);
+          rv[it] = LoadRowPack<T, N, SH>(p.res + base, c, p.cols, base, p.rows * p.cols);
         }
       }
 #pragma unroll
@@ -122,7 +122,7 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormP
 #pragma unroll
       for (int it = 0; it < VPT; ++it) {
         const int c = col(it);
-        if (valid && in_row(c)) xv[it] = LoadRowPack<T, N, SH>(p.x + base, c, p.cols);
+        if (valid && in_row(c)) xv[it] = LoadRowPack<T, N, SH>(p.x + base, c, p.cols, base, p.rows * p.cols);
       }
     }
     // The weight (rms kinds, few packs per thread) is loaded before the reduction, so its L2 round
@@ -214,8 +214,8 @@ __device__ __forceinline__ void NormSplitRow(const NormParams<T>& p) {
 #pragma unroll
     for (int it = 0; it < VPT; ++it)
       if (mine(it)) {
-        xv[it] = LoadRowPack<T, N, true>(p.x + base, col(it), p.cols);
-        rv[it] = LoadRowPack<T, N, true>(p.res + base, col(it), p.cols);
+        xv[it] = LoadRowPack<T, N, true>(p.x + base, col(it), p.cols, base, p.rows * p.cols);
+        rv[it] = LoadRowPack<T, N, true>(p.res + base, col(it), p.cols, base, p.rows * p.cols);
       }
 #pragma unroll
     for (int it = 0; it < VPT; ++it)
@@ -229,7 +229,7 @@ __device__ __forceinline__ void NormSplitRow(const NormParams<T>& p) {
   } else {
 #pragma unroll
     for (int it = 0; it < VPT; ++it)
-      if (mine(it)) xv[it] = LoadRowPack<T, N, true>(p.x + base, col(it), p.cols);
+      if (mine(it)) xv[it] = LoadRowPack<T, N, true>(p.x + base, col(it), p.cols, base, p.rows * p.cols);
   }
   // The weight and bias of this thread's columns prefetched into L2 before the exchange, so that the
   // output pass finds them there (held in registers instead, they cost the many-row launches their

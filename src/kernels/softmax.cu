@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel
 #pragma unroll
       for (int it = 0; it < VPT; ++it) {
         const int c = col(it);
-        if (valid && in_row(c)) xv[it] = LoadRowPack<T, N, SH>(p.x + base, c, p.cols);
+        if (valid && in_row(c)) xv[it] = LoadRowPack<T, N, SH>(p.x + base, c, p.cols, base, p.rows * p.cols);
       }
     }
     // EDGE: whether the element's column is checked (a shifted row's first and last vector only;
@@ -232,7 +232,7 @@ __device__ __forceinline__ void SoftmaxSplitRow(const SoftmaxParams<T, T>& p) {
   Pack<T, N> xv[VPT];
 #pragma unroll
   for (int it = 0; it < VPT; ++it)
-    if (mine(it)) xv[it] = LoadRowPack<T, N, true>(p.x + base, col(it), p.cols);
+    if (mine(it)) xv[it] = LoadRowPack<T, N, true>(p.x + base, col(it), p.cols, base, p.rows * p.cols);
   auto zval = [&](int it, int j) -> float {
     const int c = col(it) + j;
     if (c < 0 || c >= p.cols) return NegInf();  // outside the row
