@@ -154,31 +154,6 @@ __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 #endif
 }
-// The float at `p` (this block's shared memory) in block `rank` of the cluster.
-__device__ __forceinline__ float cluster_load(const float* p, unsigned rank) {
-  float v = 0.0f;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  unsigned m;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(m) : "r"(smem_addr(p)), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(m) : "memory");
-#endif
-  return v;
-}
-// Reduction over a cluster of `cl` blocks of `tpb` threads each (row_reduce over the block, then the
-// blocks' values through `slot`, one shared float per reduction, never reused within the kernel):
-// every thread of the cluster gets the bit-identical value (ranks combined in order 0..cl-1). Every
-// thread of every block calls it; the kernel ends with a cluster_sync so no block exits while another
-// still reads its slot.
-template <class Op>
-__device__ __forceinline__ float cluster_reduce(float v, int tpb, float* smem, int& phase, float* slot, int cl) {
-  v = row_reduce<Op>(v, tpb, smem, phase);
-  if (threadIdx.x == 0) *slot = v;
-  cluster_sync();
-  float t = Op::identity();
-  for (int k = 0; k < cl; ++k) t = Op::apply(t, cluster_load(slot, static_cast<unsigned>(k)));
-  return t;
-}
-
 // ---- the push exchange of a cluster (sm_90+): each block writes its partial into every block's
 // shared memory with st.async, which completes on the receiving block's mbarrier, so a block waits
 // only for the partials written into it and reads them from its own shared memory — no reads of a
@@ -216,6 +191,22 @@ __device__ __forceinline__ void push_wait(unsigned long long* bar) {
       "PUSH_WAIT_%=;\n}\n" ::"r"(smem_addr(bar))
       : "memory");
 #endif
+}
+
+// Reduction over a cluster of `cl` blocks of `tpb` threads each: row_reduce over the block, then the
+// blocks' values pushed into every block's `parts` (kRowSplitBlocks floats for this reduction, its
+// mbarrier `bar` armed by push_arm for 4 x cl bytes before the kernel's cluster barrier): every
+// thread of the cluster gets the bit-identical value (ranks combined in order 0..cl-1). Every thread
+// of every block calls it.
+template <class Op>
+__device__ __forceinline__ float cluster_reduce(float v, int tpb, float* smem, int& phase, float* parts,
+                                                unsigned long long* bar, int cl) {
+  v = row_reduce<Op>(v, tpb, smem, phase);
+  if (static_cast<int>(threadIdx.x) < cl) push_send(parts + cluster_rank(), bar, threadIdx.x, v);
+  push_wait(bar);
+  float t = Op::identity();
+  for (int k = 0; k < cl; ++k) t = Op::apply(t, parts[k]);
+  return t;
 }
 
 // ---- asynchronous global -> shared copies (sm_80+): the staged row kernels bring a whole row into
