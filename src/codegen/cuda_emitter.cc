@@ -982,7 +982,12 @@ class Emitter {
                        Windowed() ? "window element (column W0 - sh)" : "column");
       int nred = 0;
       for (size_t e = 0; e < k_.exprs.size(); ++e) nred += live_[e] && k_.exprs[e].kind == ExprKind::kReduce;
-      s += fmt::format("  __shared__ float share[{}];  // this block's part of each reduction, read by the whole cluster\n", std::max(nred, 1));
+      // each reduction's partials, pushed here by every block of the cluster (fz::cluster_reduce),
+      // and the mbarrier each completes on — armed before the cluster barrier after the row's loads
+      s += fmt::format("  __shared__ float parts[{0}][{1}];  // reduction i: block k's partial in parts[i][k]\n"
+                       "  __shared__ unsigned long long bars[{0}];\n"
+                       "  if (threadIdx.x == 0)\n    for (int i = 0; i < {2}; ++i) fz::push_arm(&bars[i], 4u * CL);\n",
+                       std::max(nred, 1), target::kRowSplitBlocks, nred);
     }
     if (!split) s += fmt::format("  constexpr int TPR = {}, VPT = {};  // threads per row, vectors per thread\n", tpr, vpt);
     if (rpb == 1) s += "  constexpr int rpb = 1;  // one row group per block (blockDim.x == TPR)\n  const int t = threadIdx.x;\n";
@@ -1024,6 +1029,7 @@ class Emitter {
     if (Windowed())
       s += fmt::format("    const int sh = (int)((r * C) & {});  // the row start past the 16-byte boundary (elements)\n", vec_ - 1);
     EmitPackLoads(s, cached, "xr", "r", "    ", evict_first);
+    if (split) s += "    fz::cluster_sync();  // every block's mbarriers armed before any push (the loads in flight)\n";
     EmitRowDefs(s, 0, "    ");
     // Outputs that need no reduction (add_rms_norm's sum) are stored now, before the first
     // reduction: their writes overlap the reductions instead of queueing behind the epilogue's
@@ -1103,7 +1109,8 @@ class Emitter {
       }, [](std::string&) {}, kept_after[p - 1]);
       for (int rd : reds) {
         const char* op = k_.exprs[rd].op == OpKind::kMax ? "MaxOp" : "SumOp";
-        s += split ? fmt::format("    acc{0} = fz::cluster_reduce<fz::{1}>(acc{0}, TPR, smem, phase, &share[{2}], CL);\n", rd, op, split_slot_++)
+        s += split ? fmt::format("    acc{0} = fz::cluster_reduce<fz::{1}>(acc{0}, TPR, smem, phase, parts[{2}], &bars[{2}], CL);\n", rd,
+                                 op, split_slot_++)
                    : fmt::format("    acc{0} = fz::row_reduce<fz::{1}>(acc{0}, TPR, smem, phase);\n", rd, op);
       }
       EmitRowDefs(s, p, "    ");
@@ -1127,7 +1134,6 @@ class Emitter {
       if (k_.outputs[o].tensor.access == Access::kRowScalar)
         s += fmt::format("    if ({} && t == 0) out{}[r] = fz_cvt<{}>::from(e{});\n", split ? "W0 == 0" : "valid", o,
                          CType(k_.outputs[o].tensor.type.dtype), k_.outputs[o].expr);
-    if (split) s += "    fz::cluster_sync();  // no block exits while another still reads its share\n";
     s += "  }\n";
     split_now_ = false;
     reg_now_ = false;

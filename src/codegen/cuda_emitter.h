@@ -30,7 +30,8 @@
 // rounding to the output's own dtype is left to the store. Rows with a symbolic width (or wider than
 // 1024 x 8 vectors): one block per row, streamed per pass (looped); with a static width on sm_90+ also
 // a split function — the register path's code over a cluster of blocks per row, each block holding
-// its share in registers, the reductions combined through distributed shared memory (fz::cluster_reduce),
+// its share in registers, the reductions combined by pushing each block's partial into every block's
+// shared memory (fz::cluster_reduce),
 // so the row is read once. The prefill and looped functions grid-stride over rows, so any grid size
 // is correct; the split function's grid is exactly rows x blocks per cluster.
 // ABI: kernel(inputs..., outputs..., long long <symbol>...) in Kernel order; launch geometry in
@@ -45,7 +46,7 @@
 
 namespace opfuse::codegen {
 
-inline constexpr int kEmitterVersion = 18;
+inline constexpr int kEmitterVersion = 19;
 // Looped row kernels (rows wider than the register path, static width): threads per block where the
 // vectors are narrower than 16 bytes (one block per row), and the vectors per thread per step (loads
 // first): at most kLoopedUnroll, as many as keep kLoopedRowFloats loaded values per thread. A block's
