@@ -11,14 +11,19 @@
 # quotes inside it: --ops rmsnorm|softmax, not --ops 'rmsnorm|softmax'), BA_RUNS (e2e runs, 3),
 # BA_E2E=0 (no e2e part), BA_PER_CASE=1 (the table lists each case that moved by more than 3 %);
 # when packing, BA_WITH_TESTS=1 adds tests/test_gpu to "after" (then BUILD=build/ba/after bash tools/gpu_check.sh
-# runs from the same carry).
+# runs from the same carry), and OPFUSE_ALSO=DIR a third binary, "also" (say, one of two changes alone: the
+# tables then compare after and also with before, and also with after).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 if [ "${1:-}" = --pack ]; then
   [ -x "${OPFUSE_BEFORE:-}/opfuse" ] || { echo "before_after.sh: OPFUSE_BEFORE=DIR with DIR/opfuse required" >&2; exit 2; }
   rm -rf build/ba && mkdir -p build/ba/before build/ba/after
   cp "$OPFUSE_BEFORE"/* build/ba/before/
   cp build/carry/opfuse build/carry/libopfuse_sentencepiece.so build/carry/libsentencepiece.so* build/ba/after/
+  if [ -n "${OPFUSE_ALSO:-}" ]; then
+    [ -x "$OPFUSE_ALSO/opfuse" ] || { echo "before_after.sh: OPFUSE_ALSO=DIR needs DIR/opfuse" >&2; exit 2; }
+    mkdir -p build/ba/also && cp "$OPFUSE_ALSO"/opfuse "$OPFUSE_ALSO"/lib*.so* build/ba/also/
+  fi
   # BA_WITH_TESTS=1: the GPU tests too, so one carry serves tools/gpu_check.sh (BUILD=build/ba/after)
   if [ "${BA_WITH_TESTS:-0}" = 1 ]; then mkdir -p build/ba/after/tests && cp build/carry/tests/test_gpu build/ba/after/tests/; fi
   # -9e: its 64 MiB dictionary spans both opfuse binaries, which share most of their bytes (about half
@@ -37,7 +42,9 @@ MODEL=/tmp/ba_tinyllama_bf16
 if [ "${BA_E2E:-1}" != 0 ]; then
   build/ba/after/opfuse init-weights --config tinyllama-1.1b --dtype bf16 --out "$MODEL" > "$W/init.log" 2>&1 || { cat "$W/init.log"; exit 1; }
 fi
-for which in before after; do
+RUNS=(before after)
+[ -x build/ba/also/opfuse ] && RUNS+=(also)
+for which in "${RUNS[@]}"; do
   B=build/ba/$which
   export OPFUSE_CACHE_DIR=/tmp/ba_cache_$which
   t=$SECONDS
@@ -55,6 +62,13 @@ done
 PER_CASE=()
 [ "${BA_PER_CASE:-0}" = 1 ] && PER_CASE=(--per-case)
 python3 tools/before_after_table.py "$W" "${PER_CASE[@]}" | tee "$W/table.md"
+if [ -x build/ba/also/opfuse ]; then
+  for pair in "before also" "after also"; do
+    echo
+    # shellcheck disable=SC2086  # two names
+    python3 tools/before_after_table.py "$W" "${PER_CASE[@]}" --pair $pair
+  done | tee -a "$W/table.md"
+fi
 # the device tool returns a few files only: the reports, tables and logs travel as one archive
 (cd "$W" && shopt -s nullglob && tar -czf "$O/before_after.tgz" device.txt table.md ops_*.md ops_*.log ops_*/bench_report.json e2e_*) || true
 cp "$W/table.md" "$W/device.txt" "$O/" 2>/dev/null || true

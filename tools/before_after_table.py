@@ -5,8 +5,9 @@ Per `opfuse bench ops` variant: the geometric mean and the range of after_us / b
 both runs measured (below 1: after is faster), and how many cases changed correctness. Per e2e case and
 strategy: decode ms/token (or prefill ms) before, after, ratio, and the kernels per step of each.
 
-Usage: python3 tools/before_after_table.py DIR [--per-case]   (exit 2 when DIR lacks the runs' JSON)
+Usage: python3 tools/before_after_table.py DIR [--per-case] [--pair B A]   (exit 2 when DIR lacks the runs' JSON)
   --per-case  also list every bench ops case whose time moved by more than 3 %, biggest change first
+  --pair B A  compare the runs named B and A (ops_B/, ops_A/, e2e_B.json ...) instead of before and after
 The e2e table is left out when the run had no e2e part (BA_E2E=0: no e2e_*.json).
 """
 import json
@@ -23,9 +24,12 @@ def load(path):
         sys.exit(2)
 
 
+PAIR = {"before": "before", "after": "after"}  # run names in DIR (--pair)
+
+
 def variant_times(d):
     """{variant: {case id: {"before"|"after": (us, correct)}}} over the cases each run measured."""
-    runs = {w: load(d / f"ops_{w}" / "bench_report.json") for w in ("before", "after")}
+    runs = {w: load(d / f"ops_{PAIR[w]}" / "bench_report.json") for w in ("before", "after")}
     per = {}
     for w, j in runs.items():
         for c in j["cases"]:
@@ -62,7 +66,7 @@ def per_case_table(d):
 
 
 def e2e_table(d):
-    runs = {w: load(d / f"e2e_{w}.json")["results"] for w in ("before", "after")}
+    runs = {w: load(d / f"e2e_{PAIR[w]}.json")["results"] for w in ("before", "after")}
     out = ["| e2e strategy | case | before | after | after/before | kernels/step before, after |", "|---|---|---:|---:|---:|---|"]
     for s in sorted(runs["after"]):
         for case, a in sorted(runs["after"][s].items()):
@@ -80,17 +84,24 @@ def main():
     args = sys.argv[1:]
     per_case = "--per-case" in args
     args = [a for a in args if a != "--per-case"]
+    if "--pair" in args:
+        i = args.index("--pair")
+        if len(args) < i + 3:
+            print(__doc__, file=sys.stderr)
+            return 2
+        PAIR["before"], PAIR["after"] = args[i + 1], args[i + 2]
+        del args[i:i + 3]
     if len(args) != 1:
         print(__doc__, file=sys.stderr)
         return 2
     d = Path(args[0])
     device = (d / "device.txt").read_text().strip() if (d / "device.txt").exists() else "?"
-    print(f"device: {device}\n")
+    print(f"device: {device}; {PAIR['after']} against {PAIR['before']}\n")
     print("\n".join(ops_table(d)))
     if per_case:
         print()
         print("\n".join(per_case_table(d)))
-    if (d / "e2e_after.json").exists() or (d / "e2e_before.json").exists():
+    if (d / f"e2e_{PAIR['after']}.json").exists() or (d / f"e2e_{PAIR['before']}.json").exists():
         print()
         print("\n".join(e2e_table(d)))
     return 0
