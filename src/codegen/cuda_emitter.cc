@@ -184,11 +184,18 @@ class Emitter {
         out.split_function = out.function + "_split";
         out.split_vpt = split_->vpt;
         out.split_min_blocks = split_->min_blocks;
-        out.split_many_rows = vec_ * max_size_ >= 16;
-        s += fmt::format("// {}: a cluster of {} to {} blocks per row (the launch's), {} vectors of {} per thread\n",
-                         out.split_function, split_->min_blocks, target::kRowSplitBlocks, split_->vpt, vec_);
+        // window mode: fewer rows than SMs only (the library's rule for shifted rows: with every SM
+        // busy the stage or looped function reads them)
+        out.split_many_rows = split_vec_ == 0 && vec_ * max_size_ >= 16;
+        out.split_window_vec = split_vec_;
+        const int saved_vec = vec_;
+        if (split_vec_ > 0) vec_ = split_vec_;
+        s += fmt::format("// {}: a cluster of {} to {} blocks per row (the launch's), {} vectors of {} per thread{}\n",
+                         out.split_function, split_->min_blocks, target::kRowSplitBlocks, split_->vpt, vec_,
+                         split_vec_ > 0 ? " over each row's aligned window (window mode)" : "");
         EmitFunction(s, out.split_function, target::kRowSplitMaxThreads, out.PdlIn(out.split_function),
                      [&](std::string& b) { EmitRowRegisters(b, 0, split_->vpt, 1, false, true); });
+        vec_ = saved_vec;
       }
       if (!out.decode_function.empty())
         EmitDecodeFunction(s, out.decode_function, out.decode_threads, out.decode_vec, out.PdlIn(out.decode_function),
@@ -291,7 +298,9 @@ class Emitter {
   // Emitting in window mode — the stage function's (window_vec_) or the register path's (reg_window_)
   // —: vectors of 16 bytes at columns v x W - sh, so the first and last vector of a row reach outside
   // it (loads of other operands and stores guarded by column, reductions skip those columns).
-  bool Windowed() const { return (stage_now_ && window_vec_ > 0) || (reg_now_ && reg_window_); }
+  bool Windowed() const {
+    return (stage_now_ && window_vec_ > 0) || (reg_now_ && reg_window_) || (split_now_ && split_vec_ > 0);
+  }
 
   // Full-shape inputs the row kernel loads element by element: held in registers as raw packs.
   std::set<int> CachedInputs() const {
@@ -395,7 +404,21 @@ class Emitter {
       // still has its bytes in flight; 16-byte vectors keep max_threads, so more rows share an SM
       // (blocks of 1024 left a last partial wave of rows and measured slower; docs/BENCHMARKS.md).
       if (vec_ * max_size_ < 16) threads_ = kLoopedRowThreads;
-      if (o_.clusters) split_ = target::PlanRowSplit(c.value, vec_, vec_ * max_size_, SplitWordsPerVector(), kSplitMaxVpt);
+      if (o_.clusters) {
+        // Rows off the 16-byte grid (1-element vectors, aligned bases): the split function in window
+        // mode — 16-byte vectors over each row's aligned window, as the library's split kernels —
+        // where the kernel allows it; with 1-element vectors a vocabulary row took 64 scalar loads a
+        // thread (docs/BENCHMARKS.md, issue 30).
+        const int wv = o_.aligned ? WindowVec() : 0;
+        if (wv > vec_ && wv <= 8) {
+          const int saved = vec_;
+          vec_ = wv;
+          split_ = target::PlanRowSplit(c.value + wv - 1, wv, 16, SplitWordsPerVector(), kSplitMaxVpt);
+          vec_ = saved;
+          if (split_) split_vec_ = wv;
+        }
+        if (!split_) split_ = target::PlanRowSplit(c.value, vec_, vec_ * max_size_, SplitWordsPerVector(), kSplitMaxVpt);
+      }
       ChooseStage();
       return;
     }
@@ -823,7 +846,8 @@ class Emitter {
                        : fmt::format("{}    {}{}[it].load(in{}, {});\n", ind, prefix, in, in, Index(in, r, "c0"));
     if (Windowed()) {
       s += fmt::format("{}   }} else {{\n", ind);
-      for (int in : inputs) s += fmt::format("{}    {}{}[it].load_cols(in{}, {}, c0, C);\n", ind, prefix, in, in, Index(in, r, "c0"));
+      for (int in : inputs)
+        s += fmt::format("{}    {}{}[it].load_edge(in{}, {}, c0, (int)C, R * C);\n", ind, prefix, in, in, Index(in, r, "c0"));
       s += fmt::format("{}   }}\n", ind);
     }
     s += fmt::format("{}  }}\n{}}}\n", ind, ind);
@@ -841,15 +865,16 @@ class Emitter {
   // offset by the block's share).
   std::string C0Expr() const {
     const std::string local = fmt::format("(({0})it * TPR + t) * {1}", ColType(), vec_);
-    if (Windowed()) return local + " - sh";  // window mode: the row's aligned window starts sh columns before it
-    return split_now_ ? "W0 + " + local : local;
+    const std::string first = split_now_ ? "W0 + " + local : local;
+    if (Windowed()) return first + " - sh";  // window mode: the row's aligned window starts sh columns before it
+    return first;
   }
 
   // The register path's column guard: none when the row group's vectors cover the row exactly (a
   // static width of TPR x VPT x vec: every c0 is inside), so no branch splits the loads and stores.
   // In the split function: inside this block's share too.
   std::string ColGuard() const {
-    if (split_now_) return "c0 - W0 < CHUNK && c0 < C";
+    if (split_now_) return Windowed() ? "c0 + sh - W0 < CHUNK && c0 < C" : "c0 - W0 < CHUNK && c0 < C";
     if (Windowed()) return "c0 < C";
     const Dim& c = k_.cols();
     return c.is_static() && c.value == int64_t{tpr_now_} * vpt_now_ * vec_ ? "true" : "c0 < C";
@@ -952,11 +977,17 @@ class Emitter {
                        "  constexpr int VPT = {};  // vectors per thread\n"
                        "  const int CL = (int)fz::cluster_blocks();  // blocks per row (the launch's cluster)\n"
                        "  const long long CHUNK = ({}LL + CL - 1) / CL * {};  // row elements a block holds\n",
-                       vpt, (k_.cols().value + vec_ - 1) / vec_, vec_);
-      s += "  const long long W0 = (long long)fz::cluster_rank() * CHUNK;  // this block's first column\n";
+                       vpt, (k_.cols().value + (Windowed() ? vec_ - 1 : 0) + vec_ - 1) / vec_, vec_);  // window: cols + vec - 1
+      s += fmt::format("  const long long W0 = (long long)fz::cluster_rank() * CHUNK;  // this block's first {}\n",
+                       Windowed() ? "window element (column W0 - sh)" : "column");
       int nred = 0;
       for (size_t e = 0; e < k_.exprs.size(); ++e) nred += live_[e] && k_.exprs[e].kind == ExprKind::kReduce;
-      s += fmt::format("  __shared__ float share[{}];  // this block's part of each reduction, read by the whole cluster\n", std::max(nred, 1));
+      // each reduction's partials, pushed here by every block of the cluster (fz::cluster_reduce),
+      // and the mbarrier each completes on — armed before the cluster barrier after the row's loads
+      s += fmt::format("  __shared__ float parts[{0}][{1}];  // reduction i: block k's partial in parts[i][k]\n"
+                       "  __shared__ unsigned long long bars[{0}];\n"
+                       "  if (threadIdx.x == 0)\n    for (int i = 0; i < {2}; ++i) fz::push_arm(&bars[i], 4u * CL);\n",
+                       std::max(nred, 1), target::kRowSplitBlocks, nred);
     }
     if (!split) s += fmt::format("  constexpr int TPR = {}, VPT = {};  // threads per row, vectors per thread\n", tpr, vpt);
     if (rpb == 1) s += "  constexpr int rpb = 1;  // one row group per block (blockDim.x == TPR)\n  const int t = threadIdx.x;\n";
@@ -998,6 +1029,7 @@ class Emitter {
     if (Windowed())
       s += fmt::format("    const int sh = (int)((r * C) & {});  // the row start past the 16-byte boundary (elements)\n", vec_ - 1);
     EmitPackLoads(s, cached, "xr", "r", "    ", evict_first);
+    if (split) s += "    fz::cluster_sync();  // every block's mbarriers armed before any push (the loads in flight)\n";
     EmitRowDefs(s, 0, "    ");
     // Outputs that need no reduction (add_rms_norm's sum) are stored now, before the first
     // reduction: their writes overlap the reductions instead of queueing behind the epilogue's
@@ -1077,7 +1109,8 @@ class Emitter {
       }, [](std::string&) {}, kept_after[p - 1]);
       for (int rd : reds) {
         const char* op = k_.exprs[rd].op == OpKind::kMax ? "MaxOp" : "SumOp";
-        s += split ? fmt::format("    acc{0} = fz::cluster_reduce<fz::{1}>(acc{0}, TPR, smem, phase, &share[{2}], CL);\n", rd, op, split_slot_++)
+        s += split ? fmt::format("    acc{0} = fz::cluster_reduce<fz::{1}>(acc{0}, TPR, smem, phase, parts[{2}], &bars[{2}], CL);\n", rd,
+                                 op, split_slot_++)
                    : fmt::format("    acc{0} = fz::row_reduce<fz::{1}>(acc{0}, TPR, smem, phase);\n", rd, op);
       }
       EmitRowDefs(s, p, "    ");
@@ -1101,7 +1134,6 @@ class Emitter {
       if (k_.outputs[o].tensor.access == Access::kRowScalar)
         s += fmt::format("    if ({} && t == 0) out{}[r] = fz_cvt<{}>::from(e{});\n", split ? "W0 == 0" : "valid", o,
                          CType(k_.outputs[o].tensor.type.dtype), k_.outputs[o].expr);
-    if (split) s += "    fz::cluster_sync();  // no block exits while another still reads its share\n";
     s += "  }\n";
     split_now_ = false;
     reg_now_ = false;
@@ -1246,6 +1278,7 @@ class Emitter {
   bool reg_rows_ = false;                                   // register path
   std::optional<target::RowSplitPlan> split_;               // the split function's plan, when emitted
   bool split_now_ = false;                                  // emitting the split function
+  int split_vec_ = 0;                                       // the split function's window vector (0: vec_)
   std::map<int, int64_t> stage_inputs_;                     // the stage function's inputs -> shared-memory offset
   int64_t stage_bytes_ = 0, stage_vectors_ = 0;             // their windows' bytes; the widest window's vectors
   int window_vec_ = 0;                                      // the stage function's window-mode vector (0: vec_)

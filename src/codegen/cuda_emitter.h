@@ -30,7 +30,8 @@
 // rounding to the output's own dtype is left to the store. Rows with a symbolic width (or wider than
 // 1024 x 8 vectors): one block per row, streamed per pass (looped); with a static width on sm_90+ also
 // a split function — the register path's code over a cluster of blocks per row, each block holding
-// its share in registers, the reductions combined through distributed shared memory (fz::cluster_reduce),
+// its share in registers, the reductions combined by pushing each block's partial into every block's
+// shared memory (fz::cluster_reduce),
 // so the row is read once. The prefill and looped functions grid-stride over rows, so any grid size
 // is correct; the split function's grid is exactly rows x blocks per cluster.
 // ABI: kernel(inputs..., outputs..., long long <symbol>...) in Kernel order; launch geometry in
@@ -45,7 +46,7 @@
 
 namespace opfuse::codegen {
 
-inline constexpr int kEmitterVersion = 16;
+inline constexpr int kEmitterVersion = 19;
 // Looped row kernels (rows wider than the register path, static width): threads per block where the
 // vectors are narrower than 16 bytes (one block per row), and the vectors per thread per step (loads
 // first): at most kLoopedUnroll, as many as keep kLoopedRowFloats loaded values per thread. A block's
@@ -122,6 +123,10 @@ struct EmittedKernel {
   int split_vpt = 0;
   int split_min_blocks = 0;
   bool split_many_rows = false;  // 16-byte vectors: the split at any row count (target::UseRowSplit)
+  // > 0: the split function computes over 16-byte vectors of this many elements of each row's aligned
+  // window (window mode: rows off the 16-byte grid), split_vpt of them per thread over a window of
+  // cols + split_window_vec - 1 columns; 0: vectors of `vec` over the row.
+  int split_window_vec = 0;
   // Rows past the register path, static width, EmitOptions::stage, aligned: `stage_function` runs the
   // looped function's passes over the row windows of every full-shape input staged in shared memory
   // (stage_bytes of dynamic shared memory, at static offsets; the widest window stage_vectors 16-byte

@@ -132,9 +132,27 @@ template <class T, int N, bool SH>
 __device__ __forceinline__ bool FullVector(int c, int cols) {
   return !SH || (c >= 0 && c + N <= cols);
 }
+// `base` is the row start's element index in its tensor of `total` elements: an edge vector that
+// lies inside the tensor (every edge but the tensor's first and last) is one aligned load, the
+// elements outside the row then zeroed in its words — the neighbouring row's bytes are read and
+// discarded, never used or written — rather than N element loads and a round trip through f32.
 template <class T, int N, bool SH>
-__device__ __forceinline__ Pack<T, N> LoadRowPack(const T* row, int c, int cols) {
+__device__ __forceinline__ Pack<T, N> LoadRowPack(const T* row, int c, int cols, int64_t base, int64_t total) {
   if (FullVector<T, N, SH>(c, cols)) return LoadPack<T, N>(row + c);
+  if constexpr (Pack<T, N>::kBytes == 16) {
+    if (base + c >= 0 && base + c + N <= total) {
+      Pack<T, N> p = LoadPack<T, N>(row + c);
+      constexpr int kPer = N / Pack<T, N>::kWords;  // elements a word: 2 (16-bit) or 1 (f32)
+#pragma unroll
+      for (int k = 0; k < Pack<T, N>::kWords; ++k) {
+        const int a = c + k * kPer;  // the column of the word's first element
+        uint32_t keep = a >= 0 && a < cols ? (kPer == 2 ? 0xffffu : 0xffffffffu) : 0u;
+        if (kPer == 2 && a + 1 >= 0 && a + 1 < cols) keep |= 0xffff0000u;
+        p.w[k] &= keep;
+      }
+      return p;
+    }
+  }
   float f[N];
 #pragma unroll
   for (int j = 0; j < N; ++j) f[j] = c + j >= 0 && c + j < cols ? ToF(row[c + j]) : 0.0f;

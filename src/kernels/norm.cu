@@ -103,8 +103,8 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormP
       for (int it = 0; it < VPT; ++it) {
         const int c = col(it);
         if (valid && in_row(c)) {
-          xv[it] = LoadRowPack<T, N, SH>(p.x + base, c, p.cols);
-          rv[it] = LoadRowPack<T, N, SH>(p.res + base, c, p.cols);
+          xv[it] = LoadRowPack<T, N, SH>(p.x + base, c, p.cols, base, p.rows * p.cols);
+          rv[it] = LoadRowPack<T, N, SH>(p.res + base, c, p.cols, base, p.rows * p.cols);
         }
       }
 #pragma unroll
@@ -122,7 +122,7 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormP
 #pragma unroll
       for (int it = 0; it < VPT; ++it) {
         const int c = col(it);
-        if (valid && in_row(c)) xv[it] = LoadRowPack<T, N, SH>(p.x + base, c, p.cols);
+        if (valid && in_row(c)) xv[it] = LoadRowPack<T, N, SH>(p.x + base, c, p.cols, base, p.rows * p.cols);
       }
     }
     // The weight (rms kinds, few packs per thread) is loaded before the reduction, so its L2 round
@@ -184,8 +184,9 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormP
 // cluster of blocks per row (1 to kRowSplitBlocks, the launch's cluster attribute), block k holding
 // window elements [k * chunk, (k + 1) * chunk) of the row in registers (the aligned window of shifted
 // rows: column = window element - s, s = base % N; elements outside the row read as 0). Each block reduces its part, the cluster sums the
-// parts through distributed shared memory in one exchange (layer_norm: the sums of x - K and (x - K)^2
-// for the row's first element K), so the row is read once and written once, as softmax.cu's SoftmaxSplitKernel. add_rms_norm stores the
+// parts in one exchange pushed into every block's shared memory (device_common.cuh's push_send: no
+// closing cluster barrier; layer_norm: the sums of x - K and (x - K)^2 for the row's first element K),
+// so the row is read once and written once, as softmax.cu's SoftmaxSplitKernel. add_rms_norm stores the
 // rounded sum as soon as it has it (x and res of that pack read first by the same thread: an in-place
 // sum over res stays read-before-write).
 // CL: the cluster size compiled in (__cluster_dims__, NormSplit8Kernel: 8 blocks per row), or 0 for
@@ -196,7 +197,8 @@ __device__ __forceinline__ void NormSplitRow(const NormParams<T>& p) {
   namespace cg = cooperative_groups;
 
   __shared__ float smem[64];
-  __shared__ float share[2];  // this block's partial sums, read by the whole cluster
+  __shared__ float parts[2 * target::kRowSplitBlocks];  // the cluster's partial sums by rank, pushed here
+  __shared__ unsigned long long bar;                    // completes when every block's partials landed
   const cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
   const int C = CL > 0 ? CL : static_cast<int>(cluster.num_blocks());  // blocks per row
@@ -208,15 +210,17 @@ __device__ __forceinline__ void NormSplitRow(const NormParams<T>& p) {
   int phase = 0;
   auto col = [&](int it) { return w0 + (it * tpb + static_cast<int>(threadIdx.x)) * N - s; };
   auto mine = [&](int it) { return (it * tpb + static_cast<int>(threadIdx.x)) * N < p.chunk && col(it) < p.cols; };
+  if (threadIdx.x == 0) fz::push_arm(&bar, static_cast<unsigned>(C * (KIND == kLayer ? 8 : 4)));
   Pack<T, N> xv[VPT];
   if constexpr (KIND == kAddRms) {
     Pack<T, N> rv[VPT];
 #pragma unroll
     for (int it = 0; it < VPT; ++it)
       if (mine(it)) {
-        xv[it] = LoadRowPack<T, N, true>(p.x + base, col(it), p.cols);
-        rv[it] = LoadRowPack<T, N, true>(p.res + base, col(it), p.cols);
+        xv[it] = LoadRowPack<T, N, true>(p.x + base, col(it), p.cols, base, p.rows * p.cols);
+        rv[it] = LoadRowPack<T, N, true>(p.res + base, col(it), p.cols, base, p.rows * p.cols);
       }
+    cluster.sync();  // every block's mbarrier is armed before any push (the loads are in flight meanwhile)
 #pragma unroll
     for (int it = 0; it < VPT; ++it)
       if (mine(it)) {
@@ -229,7 +233,8 @@ __device__ __forceinline__ void NormSplitRow(const NormParams<T>& p) {
   } else {
 #pragma unroll
     for (int it = 0; it < VPT; ++it)
-      if (mine(it)) xv[it] = LoadRowPack<T, N, true>(p.x + base, col(it), p.cols);
+      if (mine(it)) xv[it] = LoadRowPack<T, N, true>(p.x + base, col(it), p.cols, base, p.rows * p.cols);
+    cluster.sync();  // every block's mbarrier is armed before any push (the loads are in flight meanwhile)
   }
   // The weight and bias of this thread's columns prefetched into L2 before the exchange, so that the
   // output pass finds them there (held in registers instead, they cost the many-row launches their
@@ -241,22 +246,22 @@ __device__ __forceinline__ void NormSplitRow(const NormParams<T>& p) {
       if (p.w) asm volatile("prefetch.global.L2 [%0];" ::"l"(p.w + c));
       if (p.b) asm volatile("prefetch.global.L2 [%0];" ::"l"(p.b + c));
     }
-  // One exchange: every block's partial sums a (and, layer_norm, b) through distributed shared memory
-  // behind one cluster barrier; a last one at the end keeps each block alive until the cluster has
-  // read its shares.
+  // One exchange, pushed (device_common.cuh): threads 0 .. C - 1 write this block's partial sums a
+  // (and, layer_norm, b) into block k's parts[2 rank ..]; each block waits on its own mbarrier and sums
+  // the C partials in rank order, so every block gets the bit-identical totals.
   auto cluster_sum2 = [&](float a, float b) {
     a = RowReduce<SumOp>(a, tpb, smem, phase);
     if constexpr (KIND == kLayer) b = RowReduce<SumOp>(b, tpb, smem, phase);
-    if (threadIdx.x == 0) {
-      share[0] = a;
-      share[1] = b;
+    if (static_cast<int>(threadIdx.x) < C) {
+      fz::push_send(&parts[2 * rank], &bar, threadIdx.x, a);
+      if constexpr (KIND == kLayer) fz::push_send(&parts[2 * rank + 1], &bar, threadIdx.x, b);
     }
-    cluster.sync();  // every block's shares are written
+    fz::push_wait(&bar);
     float ta = 0.0f, tb = 0.0f;
 #pragma unroll
     for (int k = 0; k < C; ++k) {
-      ta += *cluster.map_shared_rank(&share[0], k);
-      if constexpr (KIND == kLayer) tb += *cluster.map_shared_rank(&share[1], k);
+      ta += parts[2 * k];
+      if constexpr (KIND == kLayer) tb += parts[2 * k + 1];
     }
     return make_float2(ta, tb);
   };
@@ -298,7 +303,7 @@ __device__ __forceinline__ void NormSplitRow(const NormParams<T>& p) {
 #pragma unroll
   for (int it = 0; it < VPT; ++it)
     if (mine(it)) Finish<T, N, true>(p, xv[it], base, col(it), mean, inv);
-  cluster.sync();  // the blocks stay until every block has read their shares
+  // no closing cluster barrier: nothing reads another block's shared memory
 }
 
 template <class T, int N, int VPT, int KIND>

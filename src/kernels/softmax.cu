@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel
 #pragma unroll
       for (int it = 0; it < VPT; ++it) {
         const int c = col(it);
-        if (valid && in_row(c)) xv[it] = LoadRowPack<T, N, SH>(p.x + base, c, p.cols);
+        if (valid && in_row(c)) xv[it] = LoadRowPack<T, N, SH>(p.x + base, c, p.cols, base, p.rows * p.cols);
       }
     }
     // EDGE: whether the element's column is checked (a shifted row's first and last vector only;
@@ -206,8 +206,9 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel
 // row (1 to kRowSplitBlocks, the launch's cluster attribute), block k holding window elements
 // [k * chunk, (k + 1) * chunk) of the row in registers (the aligned window of shifted rows: column =
 // window element - s, s = base % N).
-// Each block reduces its max and then its sum, the cluster combines them through distributed shared
-// memory, so the row is read once and written once. No mask.
+// Each block reduces its max and then its sum, the cluster combines them by pushing each partial into
+// every block's shared memory (device_common.cuh's push_send; no closing cluster barrier), so the row
+// is read once and written once. No mask.
 // CL: the cluster size compiled in (__cluster_dims__, SoftmaxSplit8Kernel), or 0 for the launch's
 // (a launch attribute, SoftmaxSplitKernel): the compiled form is taken for 8 blocks per row, the
 // common few-row case, where it measured faster.
@@ -216,7 +217,8 @@ __device__ __forceinline__ void SoftmaxSplitRow(const SoftmaxParams<T, T>& p) {
   PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
   namespace cg = cooperative_groups;
   __shared__ float smem[64];
-  __shared__ float share[2];  // this block's max and sum, read by the whole cluster
+  __shared__ float pmax[target::kRowSplitBlocks], psum[target::kRowSplitBlocks];  // the cluster's partials, pushed here
+  __shared__ unsigned long long bars[2];  // complete when every block's max / sum landed
   const cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
   const int C = CL > 0 ? CL : static_cast<int>(cluster.num_blocks());  // blocks per row
@@ -229,10 +231,15 @@ __device__ __forceinline__ void SoftmaxSplitRow(const SoftmaxParams<T, T>& p) {
   int phase = 0;
   auto col = [&](int it) { return w0 + (it * tpb + static_cast<int>(threadIdx.x)) * N - s; };
   auto mine = [&](int it) { return (it * tpb + static_cast<int>(threadIdx.x)) * N < p.chunk && col(it) < p.cols; };
+  if (threadIdx.x == 0) {
+    fz::push_arm(&bars[0], static_cast<unsigned>(4 * C));
+    fz::push_arm(&bars[1], static_cast<unsigned>(4 * C));
+  }
   Pack<T, N> xv[VPT];
 #pragma unroll
   for (int it = 0; it < VPT; ++it)
-    if (mine(it)) xv[it] = LoadRowPack<T, N, true>(p.x + base, col(it), p.cols);
+    if (mine(it)) xv[it] = LoadRowPack<T, N, true>(p.x + base, col(it), p.cols, base, p.rows * p.cols);
+  cluster.sync();  // every block's mbarriers are armed before any push (the loads are in flight meanwhile)
   auto zval = [&](int it, int j) -> float {
     const int c = col(it) + j;
     if (c < 0 || c >= p.cols) return NegInf();  // outside the row
@@ -244,12 +251,14 @@ __device__ __forceinline__ void SoftmaxSplitRow(const SoftmaxParams<T, T>& p) {
     if (mine(it))
 #pragma unroll
       for (int j = 0; j < N; ++j) mx = fmaxf(mx, zval(it, j));
+  // the exchanges are pushed (device_common.cuh): threads 0 .. C - 1 write this block's partial into
+  // block k's slot [rank]; each block waits on its own mbarrier and combines in rank order
   mx = RowReduce<MaxOp>(mx, tpb, smem, phase);
-  if (threadIdx.x == 0) share[0] = mx;
-  cluster.sync();  // every block's max is written
+  if (static_cast<int>(threadIdx.x) < C) fz::push_send(&pmax[rank], &bars[0], threadIdx.x, mx);
+  fz::push_wait(&bars[0]);
   float gmx = NegInf();
 #pragma unroll
-  for (int k = 0; k < C; ++k) gmx = fmaxf(gmx, *cluster.map_shared_rank(&share[0], k));
+  for (int k = 0; k < C; ++k) gmx = fmaxf(gmx, pmax[k]);
   const bool dead = gmx == NegInf();  // every key masked: zeros
 #pragma unroll
   for (int it = 0; it < VPT; ++it) Launder(xv[it]);
@@ -265,11 +274,11 @@ __device__ __forceinline__ void SoftmaxSplitRow(const SoftmaxParams<T, T>& p) {
     }
   }
   sum = RowReduce<SumOp>(sum, tpb, smem, phase);
-  if (threadIdx.x == 0) share[1] = sum;
-  cluster.sync();  // every block's sum is written
+  if (static_cast<int>(threadIdx.x) < C) fz::push_send(&psum[rank], &bars[1], threadIdx.x, sum);
+  fz::push_wait(&bars[1]);
   float gsum = 0.0f;
 #pragma unroll
-  for (int k = 0; k < C; ++k) gsum += *cluster.map_shared_rank(&share[1], k);
+  for (int k = 0; k < C; ++k) gsum += psum[k];
   const float inv = dead ? 0.0f : __frcp_rn(gsum);
 #pragma unroll
   for (int it = 0; it < VPT; ++it) {
@@ -280,7 +289,7 @@ __device__ __forceinline__ void SoftmaxSplitRow(const SoftmaxParams<T, T>& p) {
       StoreRowPack<T, N, true>(p.y + base, col(it), p.cols, MakePack<T, N>(o));
     }
   }
-  cluster.sync();  // the blocks stay until every block has read their shared memory
+  // no closing cluster barrier: nothing reads another block's shared memory
 }
 
 template <class T, bool CAUSAL, int N, int VPT>

@@ -638,7 +638,7 @@ TEST(JitKernel, RegisterWindowModeAtOddWidths) {
     EXPECT_EQ(e->source.find("window mode (16-byte vectors") != std::string::npos, c.window) << e->source;
     const std::string prefill = PrefillSource(*e), decode = DecodeSource(*e);
     EXPECT_EQ(prefill.find(" sh = ") != std::string::npos, c.window) << prefill;
-    EXPECT_EQ(prefill.find("].load_cols(in0, ") != std::string::npos, c.window) << prefill;
+    EXPECT_EQ(prefill.find("].load_edge(in0, ") != std::string::npos, c.window) << prefill;
     EXPECT_EQ(prefill.find("if (c >= 0 && c < C) acc") != std::string::npos, c.window) << prefill;
     if (c.window && prefill.find("out0[r]") == std::string::npos)  // a full-shape output: masked at the edges
       EXPECT_NE(prefill.find(fmt::format("fz_store_cols<{}, ", c.vec)), std::string::npos) << prefill;
@@ -724,17 +724,23 @@ TEST(JitKernel, SplitFunctionForRowsPastTheRegisterPath) {
     int64_t cols;
     bool aligned;
     int vec, vec_bytes, words, reductions;
+    int split_vec = 0;  // the split function's window vector (0: no window mode, `vec` over the row)
   };
   const char* lse = "graph g\ninput x: bf16[T, 169249]\nm = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\nl = log(s)\ny = add(l, m)\noutput y\n";
   const Case cases[] = {
-      // odd width, and unaligned pointers: 1-element vectors (one register each), many per thread
-      {lse, 169249, true, 1, 2, 1, 2},
+      // odd width, aligned pointers: 1-element vectors for the looped function, the split in window
+      // mode (8-element vectors over the row's aligned window, one 4-word pack each)
+      {lse, 169249, true, 1, 16, 4, 2, 8},
+      // unaligned pointers: 1-element vectors (one register each), many per thread
       {lse, 169249, false, 1, 2, 1, 2},
       // softmax keeps exp(x - max) as f32 for the epilogue: 4 + 4 words per 4-element f32 vector
       {"graph g\ninput x: f32[T, 100000]\nm = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\ny = div(e, s)\noutput y\n", 100000, true, 4,
        16, 8, 2},
       {"graph g\ninput x: bf16[T, 70000]\ninput r: bf16[T, 70000]\nparam w: bf16[70000]\ny, s = add_rms_norm(x, r, w)\noutput y, s\n",
        70000, true, 8, 16, 8, 1},
+      // an odd-width softmax (aligned pointers): window mode, 4 words of pack + 8 kept f32 a vector
+      {"graph g\ninput x: bf16[T, 100003]\nm = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\ny = div(e, s)\noutput y\n", 100003, true, 1,
+       16, 12, 2, 8},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << c.graph << (c.aligned ? "aligned" : "unaligned"));
@@ -753,10 +759,16 @@ TEST(JitKernel, SplitFunctionForRowsPastTheRegisterPath) {
     ASSERT_FALSE(e->row_in_registers);
     ASSERT_EQ(e->vec, c.vec);
     ASSERT_EQ(e->split_function, e->function + "_split");
-    auto want = target::PlanRowSplit(c.cols, c.vec, c.vec_bytes, c.words, 64);
+    auto want = c.split_vec > 0 ? target::PlanRowSplit(c.cols + c.split_vec - 1, c.split_vec, c.vec_bytes, c.words, 64)
+                                : target::PlanRowSplit(c.cols, c.vec, c.vec_bytes, c.words, 64);
     ASSERT_TRUE(want.has_value());
     EXPECT_EQ(e->split_vpt, want->vpt);
     EXPECT_EQ(e->split_min_blocks, want->min_blocks);
+    EXPECT_EQ(e->split_window_vec, c.split_vec);
+    if (c.split_vec > 0) {  // window mode: the row's shift, fewer rows than SMs only
+      EXPECT_FALSE(e->split_many_rows);
+      EXPECT_NE(e->source.find("- sh;"), std::string::npos);
+    }
     const std::string split = e->source.substr(e->source.find(e->split_function + "("));
     EXPECT_NE(e->source.find(fmt::format("__launch_bounds__({}) {}(", target::kRowSplitMaxThreads, e->split_function)),
               std::string::npos) << e->source;

@@ -154,28 +154,58 @@ __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 #endif
 }
-// The float at `p` (this block's shared memory) in block `rank` of the cluster.
-__device__ __forceinline__ float cluster_load(const float* p, unsigned rank) {
-  float v = 0.0f;
+// ---- the push exchange of a cluster (sm_90+): each block writes its partial into every block's
+// shared memory with st.async, which completes on the receiving block's mbarrier, so a block waits
+// only for the partials written into it and reads them from its own shared memory — no reads of a
+// peer's memory, hence no closing cluster barrier (a block waits for every write into it before it
+// exits; the writes it sent complete at blocks that are still waiting for them). One cluster barrier
+// stays, before the first push: every block's mbarrier must be initialised and armed first — the
+// kernels place it while their row's loads are in flight. Each mbarrier is used for one exchange
+// (phase 0).
+// push_arm: thread 0, before that cluster barrier: the mbarrier at `bar` expects `bytes` (the cluster's
+// partials for one exchange) and this thread's single arrival.
+__device__ __forceinline__ void push_arm(unsigned long long* bar, unsigned bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  unsigned m;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(m) : "r"(smem_addr(p)), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(m) : "memory");
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
 #endif
-  return v;
 }
-// Reduction over a cluster of `cl` blocks of `tpb` threads each (row_reduce over the block, then the
-// blocks' values through `slot`, one shared float per reduction, never reused within the kernel):
-// every thread of the cluster gets the bit-identical value (ranks combined in order 0..cl-1). Every
-// thread of every block calls it; the kernel ends with a cluster_sync so no block exits while another
-// still reads its slot.
+// Writes v into block `rank`'s copy of `slot` (this block's address of it), completing on block
+// `rank`'s copy of `bar`.
+__device__ __forceinline__ void push_send(float* slot, unsigned long long* bar, unsigned rank, float v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned ra, rb;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(smem_addr(slot)), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rb) : "r"(smem_addr(bar)), "r"(rank));
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(ra), "r"(__float_as_uint(v)),
+               "r"(rb)
+               : "memory");
+#endif
+}
+// Every thread: waits until the partials armed for at `bar` have landed in this block.
+__device__ __forceinline__ void push_wait(unsigned long long* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n.reg .pred p;\nPUSH_WAIT_%=:\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], 0;\n@!p bra "
+      "PUSH_WAIT_%=;\n}\n" ::"r"(smem_addr(bar))
+      : "memory");
+#endif
+}
+
+// Reduction over a cluster of `cl` blocks of `tpb` threads each: row_reduce over the block, then the
+// blocks' values pushed into every block's `parts` (kRowSplitBlocks floats for this reduction, its
+// mbarrier `bar` armed by push_arm for 4 x cl bytes before the kernel's cluster barrier): every
+// thread of the cluster gets the bit-identical value (ranks combined in order 0..cl-1). Every thread
+// of every block calls it.
 template <class Op>
-__device__ __forceinline__ float cluster_reduce(float v, int tpb, float* smem, int& phase, float* slot, int cl) {
+__device__ __forceinline__ float cluster_reduce(float v, int tpb, float* smem, int& phase, float* parts,
+                                                unsigned long long* bar, int cl) {
   v = row_reduce<Op>(v, tpb, smem, phase);
-  if (threadIdx.x == 0) *slot = v;
-  cluster_sync();
+  if (static_cast<int>(threadIdx.x) < cl) push_send(parts + cluster_rank(), bar, threadIdx.x, v);
+  push_wait(bar);
   float t = Op::identity();
-  for (int k = 0; k < cl; ++k) t = Op::apply(t, cluster_load(slot, static_cast<unsigned>(k)));
+  for (int k = 0; k < cl; ++k) t = Op::apply(t, parts[k]);
   return t;
 }
 

@@ -109,6 +109,25 @@ template <typename T, int N> struct fz_pack {
     fz_load_cols<N>(p, i, c0, C, f);
     set(f);
   }
+  // The same vector of a row-major tensor of `total` elements (16-byte aligned base): where the
+  // aligned vector lies inside the tensor — every edge but the tensor's last — one aligned load,
+  // the elements outside the row then zeroed in the words (their bytes are the neighbouring row's,
+  // read and discarded: never used, never written); else load_cols. 16-bit elements; others load_cols.
+  __device__ __forceinline__ void load_edge(const T* __restrict__ p, long long i, int c0, int C, long long total) {
+    if constexpr (sizeof(T) == 2 && B == 16) {
+      if (i >= 0 && i + N <= total) {
+        load(p, i);
+#pragma unroll
+        for (int k = 0; k < W; ++k) {
+          const int a = c0 + 2 * k;  // the column of the word's low half
+          const unsigned keep = (a >= 0 && a < C ? 0xffffu : 0u) | (a + 1 >= 0 && a + 1 < C ? 0xffff0000u : 0u);
+          w[k] &= keep;
+        }
+        return;
+      }
+    }
+    load_cols(p, i, c0, C);
+  }
   // Packs N f32 values (rounded to nearest even for 16-bit T) and stores the pack at p[i]: the
   // words then hold exactly what memory holds, for later passes to read instead of re-loading it.
   __device__ __forceinline__ void set(const float* v) {

@@ -148,9 +148,9 @@ StatusOr<LoadedKernel::Geometry> LoadedKernel::LaunchGeometry(const std::vector<
     if (split_ok) {
       target::RowSplitPlan plan;
       plan.vpt = em.split_vpt;
-      plan.vec = em.vec;
+      plan.vec = em.split_window_vec > 0 ? em.split_window_vec : em.vec;
       plan.min_blocks = em.split_min_blocks;
-      plan.window_cols = cols;
+      plan.window_cols = em.split_window_vec > 0 ? cols + em.split_window_vec - 1 : cols;
       const target::RowSplit rs = target::RowSplitFor(plan, rows, sm_count_);
       geo.threads = rs.threads;
       geo.blocks = rows * rs.blocks;
