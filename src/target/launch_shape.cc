@@ -42,8 +42,12 @@ RowShape ChooseRowShape(int64_t rows, int64_t cols, int vec, const DeviceInfo& d
   const int64_t v = CeilDiv(std::max<int64_t>(cols, 1), s.vec);  // vectors per row
   const int64_t sms = std::max(dev.sm_count, 1);
   const bool prefill = rows >= kPrefillRowsPerSm * sms;
-  const int max_vpt = std::clamp(lim.max_vpt, 1, kMaxVectorsPerThread);
-  if (cols <= kMaxRegisterCols) {
+  int max_vpt = std::clamp(lim.max_vpt, 1, kMaxVectorsPerThread);
+  // Past kMaxRegisterCols: the register path with at most kRegisterRowWords words of row data a
+  // thread, at kWideRowsPerSm rows per SM or more (launch_shape.h).
+  const bool wide = cols > kMaxRegisterCols && lim.wide_words_per_vector > 0 && rows >= kWideRowsPerSm * sms;
+  if (wide) max_vpt = std::min(max_vpt, kRegisterRowWords / lim.wide_words_per_vector);
+  if (cols <= kMaxRegisterCols || (wide && max_vpt >= 1)) {
     int tpr = 0, vpt = 0;
     if (prefill) {
       // Several 16-byte loads in flight per thread; at least 8 threads per row so that one warp
@@ -100,8 +104,12 @@ Status CheckRowShape(const RowShape& s, int64_t cols, RowLimits lim) {
   if (s.block() > RowBlockLimit(s.vectors_per_thread, lim.heavy))
     return InvalidArgument(fmt::format("row shape {}: block of {} threads exceeds the kernel's {}", what, s.block(),
                                        RowBlockLimit(s.vectors_per_thread, lim.heavy)));
-  if (cols > kMaxRegisterCols)
-    return InvalidArgument(fmt::format("row shape {}: {} columns exceed the register path ({})", what, cols, kMaxRegisterCols));
+  if (cols > kMaxRegisterCols &&
+      (lim.wide_words_per_vector == 0 || s.vectors_per_thread * lim.wide_words_per_vector > kRegisterRowWords))
+    return InvalidArgument(fmt::format("row shape {}: {} columns exceed the register path ({}{})", what, cols, kMaxRegisterCols,
+                                       lim.wide_words_per_vector > 0
+                                           ? fmt::format(", or {} words of row a thread", kRegisterRowWords)
+                                           : ""));
   if (static_cast<int64_t>(s.threads_per_row) * s.vectors_per_thread * s.vec < cols)
     return InvalidArgument(fmt::format("row shape {}: covers {} of {} columns", what,
                                        static_cast<int64_t>(s.threads_per_row) * s.vectors_per_thread * s.vec, cols));
@@ -111,6 +119,8 @@ Status CheckRowShape(const RowShape& s, int64_t cols, RowLimits lim) {
 RowLimits RowFamilyLimits(OpKind op, bool has_mask) {
   RowLimits lim;
   if (op == OpKind::kAddRmsNorm) lim.prefill_vpt = 2;
+  if (op == OpKind::kRmsNorm || op == OpKind::kLayerNorm) lim.wide_words_per_vector = 4;
+  if (op == OpKind::kAddRmsNorm) lim.wide_words_per_vector = 8;
   if (op == OpKind::kSoftmax && has_mask) {
     lim.max_vpt = 4;
     lim.heavy = true;

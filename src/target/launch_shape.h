@@ -60,11 +60,25 @@ struct RowLimits {
   int max_vpt = kMaxVectorsPerThread;
   bool heavy = false;
   int prefill_vpt = kPrefillVectorsPerThread;  // the family's measured best at prefill sizes
+  // Registers of row data one 16-byte vector costs a thread (every row input's pack), for rows wider
+  // than kMaxRegisterCols (kRegisterRowWords); 0: the family keeps such rows off the register path.
+  int wide_words_per_vector = 0;
 };
+// Rows wider than kMaxRegisterCols stay in registers where there are kWideRowsPerSm rows per SM or
+// more and each thread then holds at most kRegisterRowWords 32-bit words of the row (at most
+// kRegisterRowWords / wide_words_per_vector vectors, blocks of up to 1024 threads) — the JIT's rule
+// for kernels without a transcendental per element (codegen/cuda_emitter.cc). A block a row needs
+// the rows to spread over the SMs at least twice each: at 133-200 rows (1-1.5 an SM) the blocks of one
+// row each ran 1.09-1.34x slower than the split, from 300 rows (2.3 an SM) up 0.64-0.85x the split's
+// or staged kernel's time (H200, docs/BENCHMARKS.md, issue 30). Fewer rows split over a cluster.
+inline constexpr int kRegisterRowWords = 16;
+inline constexpr int kWideRowsPerSm = 2;
 // The limits of each row-kernel family (rms_norm, add_rms_norm, layer_norm, softmax with or without
 // a mask). Measured per family (docs/BENCHMARKS.md, "Fused row kernels"): add_rms_norm holds x and
 // the residual in registers, so 2 vectors per thread at prefill sizes; a masked softmax caches f32
-// values per element, so at most 4 vectors and 512-thread blocks; the rest 4 at prefill sizes.
+// values per element, so at most 4 vectors and 512-thread blocks; the rest 4 at prefill sizes. The
+// norms hold wide rows (wide_words_per_vector: 4 a row input); the softmax, which keeps f32 values
+// between its passes, does not.
 RowLimits RowFamilyLimits(OpKind op, bool has_mask);
 
 // Largest block a register-path kernel with `vpt` vectors per thread is compiled for

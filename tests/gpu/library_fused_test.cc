@@ -155,6 +155,13 @@ TEST(LibraryFusedPlan, NormLaunchesAndPaths) {
   EXPECT_NE((*wide_many)[0].name().find("cluster4_"), std::string::npos) << (*wide_many)[0].name();
   EXPECT_EQ((*wide_many)[0].grid().x, 800u);
   EXPECT_EQ((*wide_many)[0].cluster(), 4);
+  // With two rows per SM or more, rows up to 16 words a thread stay in registers
+  // (target::kRegisterRowWords): 20000 bf16 in 640 threads x 4 vectors, one row a block
+  auto wide_reg = plan(300, 20000, 0);
+  ASSERT_TRUE(wide_reg.ok());
+  EXPECT_NE((*wide_reg)[0].name().find("_v8_t640x4_p1"), std::string::npos) << (*wide_reg)[0].name();
+  EXPECT_EQ((*wide_reg)[0].grid().x, 300u);
+  EXPECT_EQ((*wide_reg)[0].block().x, 640u);
   auto empty = plan(0, 2048, 0);
   ASSERT_TRUE(empty.ok());
   EXPECT_TRUE(empty->empty());
@@ -425,11 +432,17 @@ FusedCase NormCase(OpKind op, DType dt, int64_t rows, int64_t cols, bool weight 
   return c;
 }
 
-// The name part a plan past the register path carries: "stage[2]_t<threads>" for staged rows
-// (target::ChooseRowStage: x, and add_rms_norm's residual, staged), "cluster<blocks>_" for split rows
-// (target::ChooseRowSplit with the kernel's held registers per vector: norms 4 per input, softmax 4
-// plus its kept f32 values), or "_looped" where neither is taken.
+// The name part a plan past kMaxRegisterCols carries: the register shape where the family keeps wide
+// rows in registers (target::kRegisterRowWords: the norms, 16-bit, two rows per SM or more),
+// "stage[2]_t<threads>" for staged rows (target::ChooseRowStage: x, and add_rms_norm's residual,
+// staged), "cluster<blocks>_" for split rows (target::ChooseRowSplit with the kernel's held registers
+// per vector: norms 4 per input, softmax 4 plus its kept f32 values), or "_looped" where none is taken.
 std::string SplitExpect(OpKind op, DType dt, int64_t rows, int64_t cols) {
+  if (op != OpKind::kSoftmax) {
+    const auto access = target::ChooseRowAccess(cols, DTypeSize(dt), true);
+    const auto reg = target::ChooseRowShape(rows, access.window_cols, access.vec, FakeH200(), target::RowFamilyLimits(op, false));
+    if (!reg.looped) return reg.ToString();
+  }
   const int words = op == OpKind::kSoftmax ? 4 + 16 / DTypeSize(dt) : op == OpKind::kAddRmsNorm ? 8 : 4;
   // the softmax splits with every SM busy only over aligned rows (target::UseRowSplit)
   const bool many_rows = op != OpKind::kSoftmax || (cols * DTypeSize(dt)) % 16 == 0;

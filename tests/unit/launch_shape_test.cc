@@ -86,6 +86,67 @@ TEST(LaunchShape, RowShapesDecodeVsPrefill) {
         }
 }
 
+// Rows past kMaxRegisterCols: the norms keep them in registers at two rows per SM or more, with at most
+// kRegisterRowWords words of row data a thread; fewer rows, the softmax, add_rms_norm (8 words a
+// vector) and f32 stay off the register path.
+TEST(LaunchShape, WideRowsInRegistersWhereTheWordsFit) {
+  const auto dev = FakeH200();
+  const RowLimits rms = target::RowFamilyLimits(OpKind::kRmsNorm, false);
+  const RowLimits layer = target::RowFamilyLimits(OpKind::kLayerNorm, false);
+  const RowLimits add = target::RowFamilyLimits(OpKind::kAddRmsNorm, false);
+  const RowLimits sm = target::RowFamilyLimits(OpKind::kSoftmax, false);
+  EXPECT_EQ(rms.wide_words_per_vector, 4);
+  EXPECT_EQ(add.wide_words_per_vector, 8);
+  EXPECT_EQ(sm.wide_words_per_vector, 0);
+  // bf16 7708 x 17412 (the shifted window: 17419 columns): prefill shape, 4 vectors a thread
+  RowShape s = ChooseRowShape(7708, 17419, 8, dev, rms);
+  EXPECT_FALSE(s.looped) << s.ToString();
+  EXPECT_EQ(s.ToString(), "v8_t576x4_p1");
+  EXPECT_TRUE(CheckRowShape(s, 17419, rms).ok());
+  EXPECT_FALSE(ChooseRowShape(7708, 17419, 8, dev, layer).looped);
+  // the widest: 1024 threads x 4 vectors x 8 elements
+  s = ChooseRowShape(4185, 32768, 8, dev, rms);
+  EXPECT_EQ(s.ToString(), "v8_t1024x4_p1");
+  EXPECT_TRUE(ChooseRowShape(4185, 32776, 8, dev, rms).looped);
+  // two rows per SM to 4 ("mid"): more than 256 threads a row rather than 8 vectors (32 words)
+  s = ChooseRowShape(300, 16390, 8, dev, rms);
+  EXPECT_EQ(s.ToString(), "v8_t544x4_p1");
+  EXPECT_TRUE(ChooseRowShape(2 * 132 - 1, 20000, 8, dev, rms).looped);  // fewer than two rows an SM: split
+  EXPECT_FALSE(ChooseRowShape(2 * 132, 20000, 8, dev, rms).looped);
+  EXPECT_TRUE(ChooseRowShape(7708, 17419, 8, dev, add).looped);  // 2 vectors of 8 words: <= 16384 only
+  EXPECT_TRUE(ChooseRowShape(7708, 17419, 8, dev, sm).looped);
+  EXPECT_TRUE(ChooseRowShape(7708, 17412, 4, dev, rms).looped);  // f32: 4096 vectors of 4 hold 16384
+  EXPECT_FALSE(ChooseRowShape(7708, 16384, 4, dev, rms).looped);
+  // forced shapes: within the words, and not past them or for a family without wide rows
+  RowShape forced;
+  forced.vec = 8;
+  forced.threads_per_row = 1024;
+  forced.vectors_per_thread = 4;
+  EXPECT_TRUE(CheckRowShape(forced, 32768, rms).ok());
+  EXPECT_FALSE(CheckRowShape(forced, 32768, sm).ok());
+  forced.threads_per_row = 512;
+  forced.vectors_per_thread = 8;
+  EXPECT_FALSE(CheckRowShape(forced, 32768, rms).ok());
+  // every chosen shape passes its own check and covers the row
+  std::mt19937 rng(20261128);
+  for (int i = 0; i < 400; ++i) {
+    const int64_t rows = std::uniform_int_distribution<int64_t>(1, 20000)(rng);
+    const int64_t cols = std::uniform_int_distribution<int64_t>(16000, 40000)(rng);
+    for (const RowLimits& lim : {rms, layer, add, sm})
+      for (int vec : {1, 4, 8}) {
+        s = ChooseRowShape(rows, cols, vec, dev, lim);
+        EXPECT_TRUE(CheckRowShape(s, cols, lim).ok()) << rows << "x" << cols << " " << s.ToString();
+        if (!s.looped) {
+          EXPECT_GE(int64_t{s.threads_per_row} * s.vectors_per_thread * s.vec, cols);
+          if (cols > target::kMaxRegisterCols) {
+            EXPECT_GE(rows, target::kWideRowsPerSm * dev.sm_count);
+            EXPECT_LE(s.vectors_per_thread * lim.wide_words_per_vector, target::kRegisterRowWords);
+          }
+        }
+      }
+  }
+}
+
 TEST(LaunchShape, RowFamilyLimits) {
   EXPECT_EQ(target::RowFamilyLimits(OpKind::kRmsNorm, false).prefill_vpt, 4);
   EXPECT_EQ(target::RowFamilyLimits(OpKind::kLayerNorm, false).prefill_vpt, 4);
