@@ -845,9 +845,17 @@ class Emitter {
       s += evict_first ? fmt::format("{}    {}{}[it].load_ef(in{}, {}, pol);\n", ind, prefix, in, in, Index(in, r, "c0"))
                        : fmt::format("{}    {}{}[it].load(in{}, {});\n", ind, prefix, in, in, Index(in, r, "c0"));
     if (Windowed()) {
-      s += fmt::format("{}   }} else {{\n", ind);
+      // The edge vectors as one aligned load (fz_pack::load_edge) where the thread holds at most
+      // kEdgeLoadMaxWords words of row data, else column by column (load_cols): load_edge keeps both
+      // forms, and an 8-vector row reduction (32 words a thread) rose from 56 to 72 registers with it
+      // and ran slower (JIT logsumexp 1500 x 4999, docs/BENCHMARKS.md). VPT is a constant of the function.
+      const int words = static_cast<int>(inputs.size()) * std::max(PackWords(vec_), 1);
+      s += fmt::format("{}   }} else if (VPT * {} <= {}) {{\n", ind, words, kEdgeLoadMaxWords);
       for (int in : inputs)
         s += fmt::format("{}    {}{}[it].load_edge(in{}, {}, c0, (int)C, R * C);\n", ind, prefix, in, in, Index(in, r, "c0"));
+      s += fmt::format("{}   }} else {{\n", ind);
+      for (int in : inputs)
+        s += fmt::format("{}    {}{}[it].load_cols(in{}, {}, c0, C);\n", ind, prefix, in, in, Index(in, r, "c0"));
       s += fmt::format("{}   }}\n", ind);
     }
     s += fmt::format("{}  }}\n{}}}\n", ind, ind);

@@ -639,6 +639,10 @@ TEST(JitKernel, RegisterWindowModeAtOddWidths) {
     const std::string prefill = PrefillSource(*e), decode = DecodeSource(*e);
     EXPECT_EQ(prefill.find(" sh = ") != std::string::npos, c.window) << prefill;
     EXPECT_EQ(prefill.find("].load_edge(in0, ") != std::string::npos, c.window) << prefill;
+    // one aligned load at the edges only up to kEdgeLoadMaxWords words of row data a thread, else column by column
+    EXPECT_EQ(prefill.find(fmt::format(" <= {}) {{", codegen::kEdgeLoadMaxWords)) != std::string::npos, c.window) << prefill;
+    EXPECT_EQ(prefill.find("} else if (VPT * ") != std::string::npos, c.window) << prefill;
+    EXPECT_EQ(prefill.find("].load_cols(in0, ") != std::string::npos, c.window) << prefill;
     EXPECT_EQ(prefill.find("if (c >= 0 && c < C) acc") != std::string::npos, c.window) << prefill;
     if (c.window && prefill.find("out0[r]") == std::string::npos)  // a full-shape output: masked at the edges
       EXPECT_NE(prefill.find(fmt::format("fz_store_cols<{}, ", c.vec)), std::string::npos) << prefill;
