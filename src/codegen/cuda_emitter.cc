@@ -362,7 +362,9 @@ class Emitter {
     // its issue budget per element is half, and each row's fixed cost (index set-up, a block reduction
     // per pass) must spread over more elements per thread: at 8 its instructions per element, not
     // its bytes, set the time (Nsight Compute, docs/BENCHMARKS.md, the untuned sweep).
-    const int fit_want = o_.prefill_row_words > 0 ? o_.prefill_row_words : k_.num_passes >= 2 && transcendental ? 8 : 16;
+    const int fit_want = o_.prefill_row_words > 0 ? o_.prefill_row_words
+                         : k_.num_passes >= 2 && transcendental ? target::kRegisterRowWords / 2
+                                                                : target::kRegisterRowWords;
     const int want = o_.prefill_row_words > 0 || !row_outputs_only ? fit_want : 32;
     // The row group for vectors of `vec` over `v` vectors per row: {tpr, vpt}, tpr 0 past the register
     // path (fit_want's row group wider than 1024 threads).
@@ -845,12 +847,13 @@ class Emitter {
       s += evict_first ? fmt::format("{}    {}{}[it].load_ef(in{}, {}, pol);\n", ind, prefix, in, in, Index(in, r, "c0"))
                        : fmt::format("{}    {}{}[it].load(in{}, {});\n", ind, prefix, in, in, Index(in, r, "c0"));
     if (Windowed()) {
-      // The edge vectors as one aligned load (fz_pack::load_edge) where the thread holds at most
-      // kEdgeLoadMaxWords words of row data, else column by column (load_cols): load_edge keeps both
-      // forms, and an 8-vector row reduction (32 words a thread) rose from 56 to 72 registers with it
-      // and ran slower (JIT logsumexp 1500 x 4999, docs/BENCHMARKS.md). VPT is a constant of the function.
+      // The edge vectors as one aligned load (fz_pack::load_edge) where the thread holds at most the
+      // register path's budget of row data (target::kRegisterRowWords), else column by column
+      // (load_cols): load_edge carries both forms, and past the budget (a row reduction's 32 words)
+      // the extra registers cost more rows resident an SM than the edges save (docs/BENCHMARKS.md).
+      // VPT is a constant of the function.
       const int words = static_cast<int>(inputs.size()) * std::max(PackWords(vec_), 1);
-      s += fmt::format("{}   }} else if (VPT * {} <= {}) {{\n", ind, words, kEdgeLoadMaxWords);
+      s += fmt::format("{}   }} else if (VPT * {} <= {}) {{\n", ind, words, target::kRegisterRowWords);
       for (int in : inputs)
         s += fmt::format("{}    {}{}[it].load_edge(in{}, {}, c0, (int)C, R * C);\n", ind, prefix, in, in, Index(in, r, "c0"));
       s += fmt::format("{}   }} else {{\n", ind);

@@ -66,11 +66,11 @@ struct RowLimits {
 };
 // Rows wider than kMaxRegisterCols stay in registers where there are kWideRowsPerSm rows per SM or
 // more and each thread then holds at most kRegisterRowWords 32-bit words of the row (at most
-// kRegisterRowWords / wide_words_per_vector vectors, blocks of up to 1024 threads) — the JIT's rule
-// for kernels without a transcendental per element (codegen/cuda_emitter.cc). A block a row needs
-// the rows to spread over the SMs at least twice each: at 133-200 rows (1-1.5 an SM) the blocks of one
-// row each ran 1.09-1.34x slower than the split, from 300 rows (2.3 an SM) up 0.64-0.85x the split's
-// or staged kernel's time (H200, docs/BENCHMARKS.md, issue 30). Fewer rows split over a cluster.
+// kRegisterRowWords / wide_words_per_vector vectors, blocks of up to 1024 threads) — the JIT's
+// budget for kernels without a transcendental per element (codegen/cuda_emitter.cc uses the same
+// constant). A block a row needs the rows to spread over the SMs at least twice each; with fewer, a
+// cluster of blocks per row spreads each row over several SMs and measured faster (docs/BENCHMARKS.md,
+// "Wide norm rows in registers").
 inline constexpr int kRegisterRowWords = 16;
 inline constexpr int kWideRowsPerSm = 2;
 // The limits of each row-kernel family (rms_norm, add_rms_norm, layer_norm, softmax with or without

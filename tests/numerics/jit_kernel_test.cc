@@ -639,8 +639,8 @@ TEST(JitKernel, RegisterWindowModeAtOddWidths) {
     const std::string prefill = PrefillSource(*e), decode = DecodeSource(*e);
     EXPECT_EQ(prefill.find(" sh = ") != std::string::npos, c.window) << prefill;
     EXPECT_EQ(prefill.find("].load_edge(in0, ") != std::string::npos, c.window) << prefill;
-    // one aligned load at the edges only up to kEdgeLoadMaxWords words of row data a thread, else column by column
-    EXPECT_EQ(prefill.find(fmt::format(" <= {}) {{", codegen::kEdgeLoadMaxWords)) != std::string::npos, c.window) << prefill;
+    // one aligned load at the edges only up to target::kRegisterRowWords words of row data a thread, else column by column
+    EXPECT_EQ(prefill.find(fmt::format(" <= {}) {{", target::kRegisterRowWords)) != std::string::npos, c.window) << prefill;
     EXPECT_EQ(prefill.find("} else if (VPT * ") != std::string::npos, c.window) << prefill;
     EXPECT_EQ(prefill.find("].load_cols(in0, ") != std::string::npos, c.window) << prefill;
     EXPECT_EQ(prefill.find("if (c >= 0 && c < C) acc") != std::string::npos, c.window) << prefill;
