@@ -537,6 +537,89 @@ class Emitter {
     return a == Access::kFull || a == Access::kChannel || RowContiguous(in);
   }
 
+  // A pass whose one reduction is the max of a 16-bit full-shape input's own elements (logsumexp's
+  // max), read in 16-byte vectors. Such a pass compares the input's raw words two elements at a time
+  // (fz_max2: max.bf16x2 / max.f16x2, which skip NaN as fmaxf does; sm_80+, which EmitOptions::stage
+  // says) — a conversion and a compare an element fewer. Vectors with columns outside the row take
+  // the element path. `kept`: exprs read from registers (not the input), which keep the element path.
+  // `scale` (a constant the elements are multiplied by before the max, so max(x * c) == max(x) * c for
+  // c > 0) is not taken yet: -1.
+  struct RawMax {
+    int input = -1;  // -1: the pass takes the element path
+    int scale = -1;  // the constant's expr, or -1 (the input's elements themselves)
+  };
+  RawMax RawMaxInput(const std::vector<int>& reds, const KeptPacks& kept = {}) const {
+    if (!o_.stage || reds.size() != 1 || k_.exprs[reds[0]].op != OpKind::kMax) return {};
+    const int a = k_.exprs[reds[0]].args[0];
+    if (kept.count(a)) return {};
+    RawMax m;
+    auto plain_load = [&](int e) {
+      const Expr& x = k_.exprs[e];
+      return x.kind == ExprKind::kLoad && !x.row_level && !kept.count(e);
+    };
+    if (plain_load(a)) m.input = k_.exprs[a].input;
+    if (m.input < 0) return {};
+    const KernelTensor& t = k_.inputs[m.input];
+    if (t.access != Access::kFull || DTypeSize(t.type.dtype) != 2 || vec_ * 2 != 16) return {};
+    return m;
+  }
+  // An element's value in a RawMax pass's element path, and the pass's closing combination.
+  std::string RawMaxElement(const RawMax& m, const std::string& x) const {
+    return m.scale < 0 ? x : fmt::format("{} * e{}", x, m.scale);
+  }
+  std::string RawMaxClose(const RawMax& m, int rd) const {
+    const std::string v = fmt::format("fz_max2<{}>::value(accw{})", CType(k_.inputs[m.input].type.dtype), rd);
+    return fmt::format("    acc{0} = fmaxf(acc{0}, {1});\n", rd, RawMaxElement(m, v));
+  }
+  // The raw-word max of vector `pack` (an fz_pack<T, 8> expression) into accw<rd>, at indentation `ind`.
+  std::string RawMaxStep(int rd, int in, const std::string& pack, const std::string& ind) const {
+    return fmt::format("#pragma unroll\n{0}for (int k = 0; k < {1}; ++k) accw{2} = fz_max2<{3}>::op(accw{2}, {4}.w[k]);\n", ind,
+                       vec_ / 2, rd, CType(k_.inputs[in].type.dtype), pack);
+  }
+  // The max pass of RawMaxInput in the register path: the row's packs xr<in> compared as raw words;
+  // in window mode the row's first and last vector element by element over the row's columns.
+  void EmitRawMaxRegPass(std::string& s, int rd, const RawMax& m) const {
+    const int in = m.input;
+    const char* ct = CType(k_.inputs[in].type.dtype);
+    s += fmt::format("    unsigned accw{} = fz_max2<{}>::kInit;  // the max of each element pair so far (raw words)\n", rd, ct);
+    s += "#pragma unroll\n    for (int it = 0; it < VPT; ++it) {\n";
+    s += fmt::format("      const {} c0 = {};\n", ColType(), C0Expr());
+    s += fmt::format("      if ({}) {{\n", ColGuard());
+    if (Windowed()) {
+      s += fmt::format("        if (c0 >= 0 && c0 + {} <= C) {{\n", vec_);
+      s += RawMaxStep(rd, in, fmt::format("xr{}[it]", in), "          ");
+      s += "        } else {\n";
+      s += fmt::format("#pragma unroll\n          for (int j = 0; j < {0}; ++j)\n"
+                       "            if (c0 + j >= 0 && c0 + j < C) acc{1} = fmaxf(acc{1}, {2});\n", vec_, rd,
+                       RawMaxElement(m, fmt::format("xr{}[it].get(j)", in)));
+      s += "        }\n";
+    } else {
+      s += RawMaxStep(rd, in, fmt::format("xr{}[it]", in), "        ");
+    }
+    s += "      }\n    }\n";
+    s += RawMaxClose(m, rd);
+  }
+  // The max pass of RawMaxInput in the stage and looped functions: one 16-byte vector a step, raw
+  // words where the vector is inside the row, else its converted elements over the row's columns.
+  void EmitRawMaxLoopedPass(std::string& s, int rd, const RawMax& m) const {
+    const int in = m.input;
+    const char* ct = CType(k_.inputs[in].type.dtype);
+    const bool staged = stage_now_ && stage_inputs_.count(in);
+    s += fmt::format("    unsigned accw{} = fz_max2<{}>::kInit;  // the max of each element pair so far (raw words)\n", rd, ct);
+    s += fmt::format("    for ({2} c0 = ({2})threadIdx.x * {0}{1}; c0 < C; c0 += ({2})blockDim.x * {0}) {{\n", vec_,
+                     Windowed() ? fmt::format(" - sh{}", stage_inputs_.begin()->first) : "", ix_);
+    s += fmt::format("      if (c0 >= 0 && c0 + {} <= C) {{\n", vec_);
+    s += fmt::format("        fz_pack<{}, {}> q;\n", ct, vec_);
+    s += staged ? fmt::format("        q.load(xs{0}, sh{0} + (c0));\n", in) : fmt::format("        q.load(in{}, {});\n", in, Index(in, "r", "c0"));
+    s += RawMaxStep(rd, in, "q", "        ");
+    s += "      } else {\n";
+    s += fmt::format("        float xe[{}];\n        {}\n", vec_, LoadVec(in, "xe", "r", "c0"));
+    s += fmt::format("#pragma unroll\n        for (int j = 0; j < {0}; ++j)\n"
+                     "          if (c0 + j >= 0 && c0 + j < C) acc{1} = fmaxf(acc{1}, {2});\n", vec_, rd, RawMaxElement(m, "xe[j]"));
+    s += "      }\n    }\n";
+    s += RawMaxClose(m, rd);
+  }
+
   // rotate_half's partner elements (c + C/2 or c - C/2) as one pack per vector: every vector lies in
   // one half when the half width is a multiple of the pack (c0 is a multiple of vec).
   bool RotHalfVectorized() const {
@@ -1111,7 +1194,9 @@ class Emitter {
       }
       s += fmt::format("    // pass {}: {} reduction{}\n", p, reds.size(), reds.size() == 1 ? "" : "s");
       for (int x : pass_cache[p]) s += fmt::format("    float ce{}[VPT][{}];  // kept for the passes after this one\n", x, vec_);
-      EmitRegLoop(s, pass_args[p], ColGuard(), [](std::string&) {}, [&](std::string& b) {
+      const RawMax raw = pass_cache[p].empty() ? RawMaxInput(reds, kept_after[p - 1]) : RawMax{};
+      if (raw.input >= 0 && cached.count(raw.input)) EmitRawMaxRegPass(s, reds[0], raw);
+      else EmitRegLoop(s, pass_args[p], ColGuard(), [](std::string&) {}, [&](std::string& b) {
         const std::string skip = Windowed() && edge_now_ ? "if (c >= 0 && c < C) " : "";  // window edges: the row's columns only
         for (int rd : reds)
           b += k_.exprs[rd].op == OpKind::kMax ? fmt::format("          {2}acc{0} = fmaxf(acc{0}, e{1});\n", rd, k_.exprs[rd].args[0], skip)
@@ -1246,7 +1331,9 @@ class Emitter {
         args.push_back(k_.exprs[rd].args[0]);
       }
       s += fmt::format("    // pass {}: {} reduction{}\n", p, reds.size(), reds.size() == 1 ? "" : "s");
-      EmitLoopedLoop(s, args, [](std::string&) {}, [&](std::string& b) {
+      const RawMax raw = RawMaxInput(reds);
+      if (raw.input >= 0 && (stage_now_ ? stage_inputs_.count(raw.input) > 0 : !Windowed())) EmitRawMaxLoopedPass(s, reds[0], raw);
+      else EmitLoopedLoop(s, args, [](std::string&) {}, [&](std::string& b) {
         const std::string guard = Windowed() && edge_now_ ? "if (c >= 0 && c < C) " : "";
         for (int rd : reds) {
           bool mx = k_.exprs[rd].op == OpKind::kMax;

@@ -232,15 +232,23 @@ __device__ __forceinline__ T* StagedWindow(int k, int buffer_elems) {
 // body(r, base, s, nv, b) computes row r (base = r x cols, s its shift, nv its window's vectors, b
 // the buffer holding it); every thread calls it for every row (it may hold barriers), and no thread
 // reads a buffer after the barrier that follows it, before which the buffer is refilled.
-template <class T, int N, int INPUTS, class F>
+// copy_cols(r): the columns of row r the body reads, a prefix (a causal softmax's visible keys; by
+// default the whole row) — only those are copied, the window's vector holding the last of them
+// zero-filled past it.
+struct WholeRow {
+  int cols;
+  __device__ __forceinline__ int operator()(int64_t) const { return cols; }
+};
+template <class T, int N, int INPUTS, class F, class L = WholeRow>
 __device__ __forceinline__ void StagedRows(const T* const (&src)[INPUTS], int64_t rows, int cols, int buffer_elems, bool twin,
-                                           F&& body) {
+                                           F&& body, L copy_cols = WholeRow{0}) {
   auto issue = [&](int64_t r, int b) {
     const int64_t base = r * cols;
     const int s = static_cast<int>(base % N);
+    const int cc = std::is_same_v<L, WholeRow> ? cols : copy_cols(r);
 #pragma unroll
     for (int i = 0; i < INPUTS; ++i)
-      StageRow<T, N>(StagedWindow<T>(b * INPUTS + i, buffer_elems), src[i] + base, s, cols, StageVectors(s, cols, N));
+      StageRow<T, N>(StagedWindow<T>(b * INPUTS + i, buffer_elems), src[i] + base, s, cc, StageVectors(s, cc, N));
   };
   int b = 0;
   if (twin && blockIdx.x < rows) issue(blockIdx.x, 0);

@@ -7,8 +7,14 @@
 // zeros, like the reference. Softmax is memory-bound only if it stays lean — at 4.3 TB/s a bf16
 // row element (2 B in, 2 B out) leaves ~30 thread instructions, so the math runs in the log2
 // domain: z = (x * scale + mask) * log2(e) is one FFMA (scale * log2(e) folded on the host),
-// each exponential is one MUFU.EX2. Causal is a template flag (a compare + select per element only
-// when set).
+// each exponential is one MUFU.EX2. Causal is a template flag.
+// Without a mask, each pass sorts a row's vectors three ways (RowVectors, and the register path's
+// `kind`): those inside the row and at or before the last visible key take no column check, and the
+// max pass compares their raw packs (RawMax: max.bf16x2 / max.f16x2 a word, max(x * s) = max(x) * s
+// for s > 0); those wholly past the last visible key (causal) are neither read nor reduced — written
+// as zeros, and the staged path does not even copy them; only the rest (a shifted row's edges, the
+// vector the last visible key falls in) are checked element by element. So causal costs a branch a
+// vector, not a compare and a select an element in every pass.
 //  * Register path: e = 2^(z - max) is computed once, in the sum's step, and kept as f32; the write
 //    is y = e * (1 / sum). The SFU does 16 MUFU ops a clock per SM, so at 512 rows x 2048 the second
 //    exponential of the earlier form y = 2^(z - (max + log2(sum))) was on the critical path once the
@@ -81,6 +87,78 @@ __device__ __forceinline__ int LastVisible(const P& p, int64_t r) {
   }
 }
 
+// The running maximum of raw packs, compared in the elements' own type: 16-bit pairs by one max.bf16x2
+// / max.f16x2 a word (half an instruction an element, no conversion), f32 and 1-element packs
+// element by element. With scale > 0, max(x * scale) == max(x) * scale exactly (rounding is
+// monotone), so a softmax's max pass over the vectors no column check touches reads raw packs;
+// NaN is skipped as fmaxf does.
+template <class T, int N>
+struct RawMax {
+  static constexpr bool kPaired = sizeof(T) == 2 && N >= 2;
+  uint32_t w;  // paired: (-inf, -inf) at first
+  float f;
+  __device__ __forceinline__ RawMax() : w(std::is_same_v<T, __nv_bfloat16> ? 0xff80ff80u : 0xfc00fc00u), f(NegInf()) {}
+  __device__ __forceinline__ void Add(const Pack<T, N>& p) {
+    if constexpr (kPaired) {
+#pragma unroll
+      for (int k = 0; k < Pack<T, N>::kWords; ++k) w = Max2(w, p.w[k]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < N; ++j) f = fmaxf(f, p.get(j));
+    }
+  }
+  __device__ __forceinline__ float Value() const {
+    if constexpr (kPaired) {
+      Pack<T, 2> q;
+      q.w[0] = w;
+      return fmaxf(q.get(0), q.get(1));
+    } else {
+      return f;
+    }
+  }
+  static __device__ __forceinline__ uint32_t Max2(uint32_t a, uint32_t b) {
+    uint32_t r;
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      __nv_bfloat162 x, y;
+      memcpy(&x, &a, 4);
+      memcpy(&y, &b, 4);
+      const __nv_bfloat162 m = __hmax2(x, y);
+      memcpy(&r, &m, 4);
+    } else {
+      __half2 x, y;
+      memcpy(&x, &a, 4);
+      memcpy(&y, &b, 4);
+      const __half2 m = __hmax2(x, y);
+      memcpy(&r, &m, 4);
+    }
+    return r;
+  }
+};
+
+// The vectors of a row a softmax pass treats alike, by window vector index v (columns v * N - s ..
+// v * N - s + N - 1; s = 0 for rows on the 16-byte grid): `full` = [full0, full1) lie inside the row
+// and (causal) at or before its last visible column lv — raw packs, no column check —; `live` = [0,
+// live1) hold a visible column; the rest are masked to zeros, neither read nor reduced. Vectors in
+// [0, live1) outside `full` take the element-checked path (at most the row's two edges and the one
+// vector lv falls in).
+struct VectorRanges {
+  int full0, full1, live1;
+};
+template <bool CAUSAL, int N>
+__device__ __forceinline__ VectorRanges RowVectors(int s, int cols, int nv, int lv) {
+  VectorRanges g;
+  g.full0 = s > 0 ? 1 : 0;
+  int f1 = (s + cols) / N;       // vectors ending inside the row
+  int l1 = nv;
+  if constexpr (CAUSAL) {
+    f1 = min(f1, (lv + 1 + s) / N);  // ... and at or before lv (lv >= -1)
+    l1 = min(nv, (lv + s + N) / N);  // first vector past lv
+  }
+  g.full1 = max(g.full0, f1);
+  g.live1 = l1;
+  return g;
+}
+
 // z = (x * scale + mask) * log2(e), or -inf where causally masked: softmax = 2^(z - max) / sum.
 template <bool CAUSAL, class P>
 __device__ __forceinline__ float Z(const P& p, float x, float m, int c, int lv) {
@@ -140,34 +218,51 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel
 #pragma unroll
       for (int it = 0; it < VPT; ++it) {
         const int c = col(it);
-        if (valid && in_row(c)) xv[it] = LoadRowPack<T, N, SH>(p.x + base, c, p.cols, base, p.rows * p.cols);
+        // (causal: a vector wholly past lv is never read)
+        if (valid && in_row(c) && (!CAUSAL || c <= lv)) xv[it] = LoadRowPack<T, N, SH>(p.x + base, c, p.cols, base, p.rows * p.cols);
       }
     }
-    // EDGE: whether the element's column is checked (a shifted row's first and last vector only;
-    // the vectors inside the row take the unchecked loop, so the check costs a branch a vector, not
-    // a compare and a select an element in each pass).
-    auto zval = [&](int it, int j, auto edge) -> float {
+    // z of element j of vector `it`, -inf outside the row or past lv (the element-checked path)
+    auto zval = [&](int it, int j) -> float {
       if constexpr (HAS_MASK) {
         return z[it][j];
       } else {
         const int c = col(it) + j;
-        if (decltype(edge)::value && (c < 0 || c >= p.cols)) return NegInf();  // outside a shifted row
+        if (c < 0 || c >= p.cols) return NegInf();  // outside a shifted row
         return Z<CAUSAL>(p, xv[it].get(j), 0.0f, c, lv);
       }
     };
-    auto edge_vector = [&](int it) { return SH && !FullVector<T, N, SH>(col(it), p.cols); };
+    // Each vector's kind (no mask): 0 full — inside the row and, causal, at or before lv: raw packs, no
+    // column check —; 1 checked per element (a shifted row's edges, the vector lv falls in); 2 wholly
+    // past lv: zeros, not reduced. With a mask every vector takes the cached z (kind 1).
+    auto kind = [&](int it) -> int {
+      if constexpr (HAS_MASK) {
+        return 1;
+      } else {
+        const int c = col(it);
+        if (CAUSAL && c > lv) return 2;
+        if ((SH && !FullVector<T, N, SH>(c, p.cols)) || (CAUSAL && c + N - 1 > lv)) return 1;
+        return 0;
+      }
+    };
+    const bool raw_max = !HAS_MASK && p.s2 > 0.0f;  // max(z) of the full vectors from raw packs (RawMax)
     float mx = NegInf();
+    RawMax<T, N> rm;
 #pragma unroll
     for (int it = 0; it < VPT; ++it)
       if (valid && in_row(col(it))) {
-        if (edge_vector(it)) {
+        const int k = kind(it);
+        if (k == 0 && raw_max) {
+          rm.Add(xv[it]);
+        } else if (k == 0) {
 #pragma unroll
-          for (int j = 0; j < N; ++j) mx = fmaxf(mx, zval(it, j, std::true_type{}));
-        } else {
+          for (int j = 0; j < N; ++j) mx = fmaxf(mx, xv[it].get(j) * p.s2);
+        } else if (k == 1) {
 #pragma unroll
-          for (int j = 0; j < N; ++j) mx = fmaxf(mx, zval(it, j, std::false_type{}));
+          for (int j = 0; j < N; ++j) mx = fmaxf(mx, zval(it, j));
         }
       }
+    if (raw_max) mx = fmaxf(mx, rm.Value() * p.s2);
     mx = RowReduce<MaxOp>(mx, tpr, smem, phase);
     const bool dead = mx == NegInf();  // every key masked: zeros
 #pragma unroll
@@ -177,12 +272,16 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel
 #pragma unroll
     for (int it = 0; it < VPT; ++it) {
       const bool live = valid && !dead && in_row(col(it));
-      if (live && edge_vector(it)) {
+      const int k = live ? kind(it) : 2;
+      if (k == 0) {
 #pragma unroll
-        for (int j = 0; j < N; ++j) e[it][j] = Exp2(zval(it, j, std::true_type{}) - mx);
+        for (int j = 0; j < N; ++j) e[it][j] = Exp2(xv[it].get(j) * p.s2 - mx);
+      } else if (k == 1) {
+#pragma unroll
+        for (int j = 0; j < N; ++j) e[it][j] = Exp2(zval(it, j) - mx);
       } else {
 #pragma unroll
-        for (int j = 0; j < N; ++j) e[it][j] = live ? Exp2(zval(it, j, std::false_type{}) - mx) : 0.0f;
+        for (int j = 0; j < N; ++j) e[it][j] = 0.0f;
       }
 #pragma unroll
       for (int j = 0; j < N; ++j) sum += e[it][j];
@@ -235,22 +334,41 @@ __device__ __forceinline__ void SoftmaxSplitRow(const SoftmaxParams<T, T>& p) {
     fz::push_arm(&bars[0], static_cast<unsigned>(4 * C));
     fz::push_arm(&bars[1], static_cast<unsigned>(4 * C));
   }
+  // each vector's kind: 0 inside the row and (causal) at or before lv — raw packs, no column check —;
+  // 1 checked per element; 2 not this block's, or wholly past lv (never read; zeros)
+  auto kind = [&](int it) -> int {
+    const int c = col(it);
+    if (!mine(it) || (CAUSAL && c > lv)) return 2;
+    if (c < 0 || c + N > p.cols || (CAUSAL && c + N - 1 > lv)) return 1;
+    return 0;
+  };
   Pack<T, N> xv[VPT];
 #pragma unroll
   for (int it = 0; it < VPT; ++it)
-    if (mine(it)) xv[it] = LoadRowPack<T, N, true>(p.x + base, col(it), p.cols, base, p.rows * p.cols);
+    if (kind(it) != 2) xv[it] = LoadRowPack<T, N, true>(p.x + base, col(it), p.cols, base, p.rows * p.cols);
   cluster.sync();  // every block's mbarriers are armed before any push (the loads are in flight meanwhile)
   auto zval = [&](int it, int j) -> float {
     const int c = col(it) + j;
     if (c < 0 || c >= p.cols) return NegInf();  // outside the row
     return Z<CAUSAL>(p, xv[it].get(j), 0.0f, c, lv);
   };
+  const bool raw_max = p.s2 > 0.0f;  // max(z) of the kind-0 vectors from raw packs (RawMax)
   float mx = NegInf();
+  RawMax<T, N> rm;
 #pragma unroll
-  for (int it = 0; it < VPT; ++it)
-    if (mine(it))
+  for (int it = 0; it < VPT; ++it) {
+    const int k = kind(it);
+    if (k == 0 && raw_max) {
+      rm.Add(xv[it]);
+    } else if (k == 0) {
+#pragma unroll
+      for (int j = 0; j < N; ++j) mx = fmaxf(mx, xv[it].get(j) * p.s2);
+    } else if (k == 1) {
 #pragma unroll
       for (int j = 0; j < N; ++j) mx = fmaxf(mx, zval(it, j));
+    }
+  }
+  if (raw_max) mx = fmaxf(mx, rm.Value() * p.s2);
   // the exchanges are pushed (device_common.cuh): threads 0 .. C - 1 write this block's partial into
   // block k's slot [rank]; each block waits on its own mbarrier and combines in rank order
   mx = RowReduce<MaxOp>(mx, tpb, smem, phase);
@@ -266,10 +384,10 @@ __device__ __forceinline__ void SoftmaxSplitRow(const SoftmaxParams<T, T>& p) {
   float sum = 0.0f;
 #pragma unroll
   for (int it = 0; it < VPT; ++it) {
-    const bool live = !dead && mine(it);
+    const int k = dead ? 2 : kind(it);
 #pragma unroll
     for (int j = 0; j < N; ++j) {
-      e[it][j] = live ? Exp2(zval(it, j) - gmx) : 0.0f;
+      e[it][j] = k == 0 ? Exp2(xv[it].get(j) * p.s2 - gmx) : k == 1 ? Exp2(zval(it, j) - gmx) : 0.0f;
       sum += e[it][j];
     }
   }
@@ -303,59 +421,87 @@ __global__ void __cluster_dims__(target::kRowSplitBlocks, 1, 1) __launch_bounds_
 }
 
 // Staged path (target::ChooseRowStage; many rows past the register path, no mask): persistent blocks
-// (fused_common.cuh, StagedRows) stage each row's aligned window in shared memory, double-buffered
-// where two fit, then run three passes over shared memory — the max, the sum of e = 2^(z - max), the
-// write of e * (1 / sum) (e recomputed: bit-identical to the sum's) — the split's math, the row read
-// from DRAM once. Each thread handles the same vectors in every pass.
+// (fused_common.cuh, StagedRows) stage each row's aligned window in shared memory — causal: only up
+// to the row's last visible key —, double-buffered where two fit, then run three passes over shared
+// memory — the max, the sum of e = 2^(z - max), the write of e * (1 / sum) (e recomputed:
+// bit-identical to the sum's) — the split's math, the row read from DRAM once. Each thread handles
+// the same vectors in every pass.
 template <class T, bool CAUSAL>
 __global__ void __launch_bounds__(target::kRowStageMaxThreads) SoftmaxStageKernel(SoftmaxParams<T, T> p) {
   PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
   constexpr int N = 16 / static_cast<int>(sizeof(T));
   __shared__ float smem[64];
   const int tpb = blockDim.x, tid = threadIdx.x;
+  const bool raw_max = p.s2 > 0.0f;  // max(z) from raw packs (RawMax)
   int phase = 0;
   const T* src[1] = {p.x};
   StagedRows<T, N, 1>(src, p.rows, p.cols, p.stage_elems, p.twin != 0, [&](int64_t r, int64_t base, int s, int nv, int b) {
     const T* xs = StagedWindow<T>(b, p.stage_elems);
     const int lv = LastVisible<CAUSAL>(p, r);
-    // f(v, edge) for this thread's vectors; `edge` (compile-time) for the row's first and last, whose
-    // columns outside the row read as -inf — the others take no column guard
-    auto vectors = [&](auto&& f) {
-      for (int v = tid; v < nv; v += tpb) {
-        if (v == 0 || v == nv - 1) f(v, std::true_type{});
+    const VectorRanges g = RowVectors<CAUSAL, N>(s, p.cols, nv, lv);
+    // f(v, full) for this thread's vectors below `end`; `full` (compile-time) inside g's full range,
+    // where no column is checked; the others read columns outside the row or past lv as -inf
+    auto vectors = [&](int end, auto&& f) {
+      for (int v = tid; v < end; v += tpb) {
+        if (v >= g.full0 && v < g.full1) f(v, std::true_type{});
         else f(v, std::false_type{});
       }
     };
-    auto zval = [&](const Pack<T, N>& xv, int v, int j, auto edge) -> float {
+    auto zval = [&](const Pack<T, N>& xv, int v, int j) -> float {
       const int c = v * N - s + j;
-      if (decltype(edge)::value && (c < 0 || c >= p.cols)) return NegInf();  // outside the row
+      if (c < 0 || c >= p.cols) return NegInf();  // outside the row
       return Z<CAUSAL>(p, xv.get(j), 0.0f, c, lv);
     };
     float mx = NegInf();
-    vectors([&](int v, auto edge) {
+    RawMax<T, N> rm;
+    vectors(g.live1, [&](int v, auto full) {
       const Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
+      if constexpr (decltype(full)::value) {
+        if (raw_max) {
+          rm.Add(xv);
+        } else {
 #pragma unroll
-      for (int j = 0; j < N; ++j) mx = fmaxf(mx, zval(xv, v, j, edge));
+          for (int j = 0; j < N; ++j) mx = fmaxf(mx, xv.get(j) * p.s2);
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < N; ++j) mx = fmaxf(mx, zval(xv, v, j));
+      }
     });
+    if (raw_max) mx = fmaxf(mx, rm.Value() * p.s2);
     mx = RowReduce<MaxOp>(mx, tpb, smem, phase);
     const bool dead = mx == NegInf();  // every key masked: zeros
     float sum = 0.0f;
     if (!dead)
-      vectors([&](int v, auto edge) {
+      vectors(g.live1, [&](int v, auto full) {
         const Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
 #pragma unroll
-        for (int j = 0; j < N; ++j) sum += Exp2(zval(xv, v, j, edge) - mx);
+        for (int j = 0; j < N; ++j) sum += Exp2((decltype(full)::value ? xv.get(j) * p.s2 : zval(xv, v, j)) - mx);
       });
     sum = RowReduce<SumOp>(sum, tpb, smem, phase);
     const float inv = dead ? 0.0f : __frcp_rn(sum);
-    vectors([&](int v, auto edge) {
-      const Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
+    const int live1 = dead ? 0 : g.live1;
+    for (int v = tid; v < nv; v += tpb) {
       float o[N];
+      const bool full = v >= g.full0 && v < g.full1 && v < live1;
+      if (full) {
+        const Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
 #pragma unroll
-      for (int j = 0; j < N; ++j) o[j] = dead ? 0.0f : Exp2(zval(xv, v, j, edge) - mx) * inv;
-      StoreRowPack<T, N, decltype(edge)::value>(p.y + base, v * N - s, p.cols, MakePack<T, N>(o));
-    });
-  });
+        for (int j = 0; j < N; ++j) o[j] = Exp2(xv.get(j) * p.s2 - mx) * inv;
+        StorePack<T, N>(p.y + base + v * N - s, MakePack<T, N>(o));
+      } else {
+        if (v < live1) {
+          const Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
+#pragma unroll
+          for (int j = 0; j < N; ++j) o[j] = Exp2(zval(xv, v, j) - mx) * inv;
+        } else {
+#pragma unroll
+          for (int j = 0; j < N; ++j) o[j] = 0.0f;  // past lv (or a dead row)
+        }
+        StoreRowPack<T, N, true>(p.y + base, v * N - s, p.cols, MakePack<T, N>(o));
+      }
+    }
+  }, [&](int64_t r) { return CAUSAL ? LastVisible<CAUSAL>(p, r) + 1 : p.cols; });  // keys past lv are not copied
 }
 
 // Looped path: online (max, sum) in one read of the row, then a write pass.

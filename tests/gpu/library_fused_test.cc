@@ -696,6 +696,34 @@ std::vector<FusedCase> SoftmaxCases() {
     c.name += "_staged";
     v.push_back(c);
   }
+  // Scales <= 0 (the max pass cannot take raw packs there: max(x * s) = min(x) * s) on the register,
+  // split and staged paths; causal rows about half masked (T = S: the vectors past a row's last
+  // visible key are neither read nor reduced, and written as zeros) on the register and staged paths.
+  for (DType dt : kDtypes) {
+    FusedCase c = SoftmaxCase(dt, {513, 4999}, std::nullopt, -1.0);
+    c.name += "_negscale";
+    v.push_back(c);
+    c = SoftmaxCase(dt, {2, 1000, 1000}, std::nullopt, -0.5, true);
+    c.name += "_negscale";
+    v.push_back(c);
+    c = SoftmaxCase(dt, {2, 1000, 1000}, std::nullopt, 0.5, true);
+    c.name += "_square";
+    v.push_back(c);
+    c = SoftmaxCase(dt, {3, 32000}, std::nullopt, -0.25);
+    c.expect = SplitExpect(OpKind::kSoftmax, dt, 3, 32000);
+    c.name += "_negscale_split";
+    v.push_back(c);
+    c = SoftmaxCase(dt, {401, 20011}, std::nullopt, -0.5);
+    c.expect = SplitExpect(OpKind::kSoftmax, dt, 401, 20011);
+    c.name += "_negscale_staged";
+    v.push_back(c);
+  }
+  {
+    FusedCase c = SoftmaxCase(DType::kBF16, {1, 4000, 17000}, std::nullopt, 0.125, true);
+    c.expect = "stage";
+    c.name += "_masked_staged";
+    v.push_back(c);
+  }
   // -inf mask entries, the first mask row fully masked (those rows -> zeros).
   for (DType dt : kDtypes)
     for (int64_t s : {64, 2048, 20000}) {

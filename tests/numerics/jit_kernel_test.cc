@@ -875,5 +875,56 @@ TEST(JitKernel, StageFunctionForRowsPastTheRegisterPath) {
   EXPECT_TRUE(e->stage_function.empty());
 }
 
+// A max reduction over a 16-bit input's own elements (logsumexp) compares raw element pairs
+// (fz_max2: max.bf16x2 / max.f16x2) in the register, split and stage functions, on sm_80+ targets
+// only; f32, a max of a computed value and older targets keep the element path.
+TEST(JitKernel, RawMaxPassComparesElementPairs) {
+  const std::string lse = "m = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\nl = log(s)\ny = add(l, m)\noutput y\n";
+  struct Case {
+    std::string graph;
+    bool raw;
+  };
+  const Case cases[] = {
+      {"graph g\ninput x: bf16[T, 4096]\n" + lse, true},   // register path, aligned
+      {"graph g\ninput x: f16[T, 4999]\n" + lse, true},    // register window mode
+      {"graph g\ninput x: bf16[T, 25101]\n" + lse, true},  // stage and split functions
+      {"graph g\ninput x: f32[T, 4096]\n" + lse, false},
+      // a max of a computed value (softmax's x * scale * log2(e) too) keeps the element path
+      {"graph g\ninput x: bf16[T, 4096]\nc = constant() {value=2}\nz = mul(x, c)\nm = max(z)\ny = sub(z, m)\noutput y\n", false},
+      {"graph g\ninput x: bf16[T, 49152]\ny = softmax(x) {scale=0.125}\noutput y\n", false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.graph);
+    auto g = ParseGraph(c.graph);
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    auto k = testing_cases::WholeGraphKernel(*g);
+    ASSERT_TRUE(k.ok()) << k.status().message();
+    codegen::EmitOptions o;
+    o.clusters = true;
+    o.stage = true;
+    auto e = codegen::EmitCuda(*k, o);
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    const bool raw = e->source.find("fz_max2<") != std::string::npos && e->source.find("::op(accw") != std::string::npos;
+    EXPECT_EQ(raw, c.raw) << e->source;
+    if (!e->stage_function.empty()) {
+      const std::string stage = e->source.substr(e->source.find(e->stage_function + "("));
+      EXPECT_EQ(stage.find("::op(accw") != std::string::npos, c.raw) << stage;
+    }
+    if (c.raw && !e->split_function.empty()) {
+      const std::string split = e->source.substr(e->source.find(e->split_function + "("));
+      EXPECT_NE(split.find("::op(accw"), std::string::npos) << split;
+    }
+    if (jit::NvrtcAvailable())
+      for (const char* arch : {"sm_90", "sm_80"}) {
+        auto cu = jit::CompileCuda(e->source, e->function, arch);
+        ASSERT_TRUE(cu.ok()) << arch << ": " << cu.status().message();
+      }
+    o.stage = false;  // a target without sm_80's instructions
+    auto old = codegen::EmitCuda(*k, o);
+    ASSERT_TRUE(old.ok());
+    EXPECT_EQ(old->source.find("::op(accw"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace opfuse

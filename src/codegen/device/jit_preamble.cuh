@@ -160,6 +160,43 @@ template <typename T, int N> struct fz_pack {
     for (int i = 0; i < W; ++i) asm volatile("" : "+r"(w[i]));
   }
 };
+// The running max of 16-bit element pairs held as raw words (a max reduction over an input's own
+// elements: no conversion, one instruction per two elements): max.bf16x2 / max.f16x2, which skip NaN
+// as fmaxf does; value() the larger of the pair as f32.
+template <typename T> struct fz_max2;
+template <> struct fz_max2<fz_bf16> {
+  static constexpr unsigned kInit = 0xff80ff80u;  // (-inf, -inf)
+  static __device__ __forceinline__ unsigned op(unsigned a, unsigned b) {
+#if __CUDA_ARCH__ >= 800
+    unsigned r;
+    asm("max.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+#else
+    __trap();  // unreachable: the emitter takes fz_max2 for sm_80+ targets only (EmitOptions::stage)
+    return a;
+#endif
+  }
+  static __device__ __forceinline__ float value(unsigned w) { return fmaxf(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u)); }
+};
+template <> struct fz_max2<fz_f16> {
+  static constexpr unsigned kInit = 0xfc00fc00u;  // (-inf, -inf)
+  static __device__ __forceinline__ unsigned op(unsigned a, unsigned b) {
+#if __CUDA_ARCH__ >= 800
+    unsigned r;
+    asm("max.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+#else
+    __trap();  // unreachable: the emitter takes fz_max2 for sm_80+ targets only (EmitOptions::stage)
+    return a;
+#endif
+  }
+  static __device__ __forceinline__ float value(unsigned w) {
+    fz_f16 lo, hi;
+    lo.x = (unsigned short)(w & 0xffffu);
+    hi.x = (unsigned short)(w >> 16);
+    return fmaxf(fz_f32(lo), fz_f32(hi));
+  }
+};
 // A window vector inside the row whose operand is off the 16-byte grid there (a per-column operand at
 // a shifted row's columns; the operand's base 16-byte aligned, as window mode requires): 16-bit
 // elements as 32-bit words (fz::load_u16_words) — at an odd index only where the element after the
