@@ -589,8 +589,8 @@ std::vector<cuda::KernelLaunch> MakeSoftmax(const std::string& name, const RowSh
   };
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
   if constexpr (!HAS_MASK && !CAUSAL) {
-    // The exact-cover fast path (fused_common.cuh): the common shapes, and those of
-    // OPFUSE_SOFTMAX_PREFILL_VPT=8 (t32x8, t64x8, t128x8).
+    // The exact-cover fast path (fused_common.cuh): the common shapes, and three of 8 vectors a
+    // thread (t32x8, t64x8, t128x8).
     using Shapes = decltype(std::tuple_cat(ExactShapes{}, std::tuple<ExactShape<8, 32>, ExactShape<8, 64>, ExactShape<8, 128>>{}));
     if (ExactCover(s, p.cols, kVec)) {
       auto r = DispatchExactShape<Shapes>(s, [&](auto shape) {
