@@ -235,17 +235,15 @@ __device__ __forceinline__ T* StagedWindow(int k, int buffer_elems) {
 // copy_cols(r): the columns of row r the body reads, a prefix (a causal softmax's visible keys; by
 // default the whole row) — only those are copied, the window's vector holding the last of them
 // zero-filled past it.
-struct WholeRow {
-  int cols;
-  __device__ __forceinline__ int operator()(int64_t) const { return cols; }
-};
+struct WholeRow {};
 template <class T, int N, int INPUTS, class F, class L = WholeRow>
 __device__ __forceinline__ void StagedRows(const T* const (&src)[INPUTS], int64_t rows, int cols, int buffer_elems, bool twin,
-                                           F&& body, L copy_cols = WholeRow{0}) {
+                                           F&& body, L copy_cols = {}) {
   auto issue = [&](int64_t r, int b) {
     const int64_t base = r * cols;
     const int s = static_cast<int>(base % N);
-    const int cc = std::is_same_v<L, WholeRow> ? cols : copy_cols(r);
+    int cc = cols;
+    if constexpr (!std::is_same_v<L, WholeRow>) cc = copy_cols(r);
 #pragma unroll
     for (int i = 0; i < INPUTS; ++i)
       StageRow<T, N>(StagedWindow<T>(b * INPUTS + i, buffer_elems), src[i] + base, s, cc, StageVectors(s, cc, N));
