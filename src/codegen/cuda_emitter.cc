@@ -537,13 +537,13 @@ class Emitter {
     return a == Access::kFull || a == Access::kChannel || RowContiguous(in);
   }
 
-  // A pass whose one reduction is the max of a 16-bit full-shape input's own elements (logsumexp's
-  // max), read in 16-byte vectors. Such a pass compares the input's raw words two elements at a time
-  // (fz_max2: max.bf16x2 / max.f16x2, which skip NaN as fmaxf does; sm_80+, which EmitOptions::stage
-  // says) — a conversion and a compare an element fewer. Vectors with columns outside the row take
-  // the element path. `kept`: exprs read from registers (not the input), which keep the element path.
-  // `scale` (a constant the elements are multiplied by before the max, so max(x * c) == max(x) * c for
-  // c > 0) is not taken yet: -1.
+  // A pass whose one reduction is the max of a 16-bit full-shape input's own elements, or of those
+  // times a positive constant (logsumexp's max, softmax's max of x * scale * log2(e)), read in 16-byte
+  // vectors. Such a pass compares the input's raw words two elements at a time (fz_max2: max.bf16x2 /
+  // max.f16x2, which skip NaN as fmaxf does; sm_80+, which EmitOptions::stage says) — a conversion, a
+  // multiply and a compare an element fewer — and scales the maximum once: max(x * c) == max(x) * c
+  // for c > 0 (rounding is monotone). Vectors with columns outside the row take the element path.
+  // `kept`: exprs read from registers (not the input), which keep the element path.
   struct RawMax {
     int input = -1;  // -1: the pass takes the element path
     int scale = -1;  // the constant's expr, or -1 (the input's elements themselves)
@@ -557,7 +557,18 @@ class Emitter {
       const Expr& x = k_.exprs[e];
       return x.kind == ExprKind::kLoad && !x.row_level && !kept.count(e);
     };
-    if (plain_load(a)) m.input = k_.exprs[a].input;
+    const Expr& x = k_.exprs[a];
+    if (plain_load(a)) {
+      m.input = x.input;
+    } else if (x.kind == ExprKind::kOp && x.op == OpKind::kMul && x.args.size() == 2) {
+      for (int i = 0; i < 2; ++i) {
+        const Expr& c = k_.exprs[x.args[1 - i]];
+        if (plain_load(x.args[i]) && c.kind == ExprKind::kConst && c.constant > 0 && std::isfinite(c.constant)) {
+          m.input = k_.exprs[x.args[i]].input;
+          m.scale = x.args[1 - i];
+        }
+      }
+    }
     if (m.input < 0) return {};
     const KernelTensor& t = k_.inputs[m.input];
     if (t.access != Access::kFull || DTypeSize(t.type.dtype) != 2 || vec_ * 2 != 16) return {};
@@ -827,8 +838,10 @@ class Emitter {
     const char* ct = CType(out.tensor.type.dtype);
     switch (out.tensor.access) {
       case Access::kFull:
-        s += Windowed() ? fmt::format("{}fz_store_cols<{}, {}>(out{}, {}, c0, C, o{});\n", ind, vec_, ct, o, flat_i0, o)
-                        : fmt::format("{}fz_store<{}, {}>(out{}, {}, o{});\n", ind, vec_, ct, o, flat_i0, o);
+        // the stage function's stores as one st.global.v4 (fz_store's V4: nvcc split them there)
+        s += Windowed() ? fmt::format("{}fz_store_cols<{}, {}{}>(out{}, {}, c0, C, o{});\n", ind, vec_, ct, stage_now_ ? ", true" : "", o,
+                                      flat_i0, o)
+                        : fmt::format("{}fz_store<{}, {}{}>(out{}, {}, o{});\n", ind, vec_, ct, stage_now_ ? ", true" : "", o, flat_i0, o);
         break;
       case Access::kRowScalar:
         s += fmt::format("{}if (c0 == 0) out{}[r] = fz_cvt<{}>::from(o{}[0]);\n", ind, o, ct, o);

@@ -108,6 +108,12 @@ __device__ __forceinline__ Pack<T, N> LoadPack(const T* p) {
   }
   return r;
 }
+// A 16-byte pack to global memory as one st.global.v4: in the staged and looped row kernels nvcc
+// split StorePack's 16-byte store into four 32-bit ones (the row's address, base + v x N - s, is
+// not known to be 16-byte aligned) — four store instructions and partial-sector writes a vector.
+// p must be 16-byte aligned, as for StorePack; other sizes take StorePack.
+template <class T, int N>
+__device__ __forceinline__ void StoreGlobalPack(T* p, const Pack<T, N>& v);
 template <class T, int N>
 __device__ __forceinline__ void StorePack(T* p, const Pack<T, N>& v) {
   constexpr int B = Pack<T, N>::kBytes;
@@ -118,6 +124,16 @@ __device__ __forceinline__ void StorePack(T* p, const Pack<T, N>& v) {
   } else {
     static_assert(B == 2, "stores of 2, 4 or 16 bytes");
     *reinterpret_cast<unsigned short*>(p) = static_cast<unsigned short>(v.w[0]);
+  }
+}
+
+template <class T, int N>
+__device__ __forceinline__ void StoreGlobalPack(T* p, const Pack<T, N>& v) {
+  if constexpr (Pack<T, N>::kBytes == 16) {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.w[0]), "r"(v.w[1]), "r"(v.w[2]), "r"(v.w[3])
+                 : "memory");
+  } else {
+    StorePack<T, N>(p, v);
   }
 }
 
@@ -158,10 +174,13 @@ __device__ __forceinline__ Pack<T, N> LoadRowPack(const T* row, int c, int cols,
   for (int j = 0; j < N; ++j) f[j] = c + j >= 0 && c + j < cols ? ToF(row[c + j]) : 0.0f;
   return MakePack<T, N>(f);
 }
-template <class T, int N, bool SH>
+// GLOBAL: the full vector's store as StoreGlobalPack (the staged and looped kernels, where nvcc split
+// it), else StorePack.
+template <class T, int N, bool SH, bool GLOBAL = false>
 __device__ __forceinline__ void StoreRowPack(T* row, int c, int cols, const Pack<T, N>& v) {
   if (FullVector<T, N, SH>(c, cols)) {
-    StorePack<T, N>(row + c, v);
+    if constexpr (GLOBAL) StoreGlobalPack<T, N>(row + c, v);
+    else StorePack<T, N>(row + c, v);
     return;
   }
 #pragma unroll

@@ -52,7 +52,7 @@ struct NormParams {
 };
 
 // y = (x - mean) * inv (* w) (+ b) for one pack, with w / b already loaded.
-template <class T, int N, bool SH = false>
+template <class T, int N, bool SH = false, bool GLOBAL = false>
 __device__ __forceinline__ void FinishWith(const NormParams<T>& p, const Pack<T, N>& xv, const Pack<T, N>& wv,
                                            const Pack<T, N>& bv, int64_t base, int c, float mean, float inv) {
   float o[N];
@@ -63,16 +63,17 @@ __device__ __forceinline__ void FinishWith(const NormParams<T>& p, const Pack<T,
     if (p.b) v += bv.get(j);
     o[j] = v;
   }
-  StoreRowPack<T, N, SH>(p.y + base, c, p.cols, MakePack<T, N>(o));
+  StoreRowPack<T, N, SH, GLOBAL>(p.y + base, c, p.cols, MakePack<T, N>(o));
 }
 
-template <class T, int N, bool SH = false>
+// GLOBAL: StoreRowPack's (the looped kernel's stores as st.global.v4).
+template <class T, int N, bool SH = false, bool GLOBAL = false>
 __device__ __forceinline__ void Finish(const NormParams<T>& p, const Pack<T, N>& xv, int64_t base, int c, float mean,
                                        float inv) {
   Pack<T, N> wv, bv;
   if (p.w) wv = LoadColumnPack<T, N, SH>(p.w, c, p.cols);
   if (p.b) bv = LoadColumnPack<T, N, SH>(p.b, c, p.cols);
-  FinishWith<T, N, SH>(p, xv, wv, bv, base, c, mean, inv);
+  FinishWith<T, N, SH, GLOBAL>(p, xv, wv, bv, base, c, mean, inv);
 }
 
 // Register path: VPT packs of N elements per thread. KTPR > 0: the exact-cover fast path (cols ==
@@ -349,7 +350,7 @@ __global__ void __launch_bounds__(target::kRowStageMaxThreads) NormStageKernel(N
         for (int j = 0; j < N; ++j) f[j] = xv.get(j) + rv.get(j);
         xv = MakePack<T, N>(f);
         StorePack<T, N>(xs + v * N, xv);
-        StoreRowPack<T, N, true>(p.sum + base, v * N - s, p.cols, xv);
+        StoreRowPack<T, N, true, true>(p.sum + base, v * N - s, p.cols, xv);
       }
 #pragma unroll
       for (int j = 0; j < N; ++j) {
@@ -389,7 +390,7 @@ __global__ void __launch_bounds__(target::kRowStageMaxThreads) NormStageKernel(N
           if (p.b) y += bv[j];
           o[j] = y;
         }
-        StoreRowPack<T, N, true>(p.y + base, v * N - S, p.cols, MakePack<T, N>(o));
+        StoreRowPack<T, N, true, true>(p.y + base, v * N - S, p.cols, MakePack<T, N>(o));
       }
     });
   });
@@ -430,7 +431,7 @@ __global__ void __launch_bounds__(1024) NormLoopKernel(NormParams<T> p) {
 #pragma unroll
             for (int j = 0; j < N; ++j) f[j] = xv[u].get(j) + rv[u].get(j);
             xv[u] = MakePack<T, N>(f);
-            StorePack<T, N>(p.sum + base + c, xv[u]);
+            StoreGlobalPack<T, N>(p.sum + base + c, xv[u]);
           }
 #pragma unroll
           for (int j = 0; j < N; ++j) {
@@ -477,7 +478,7 @@ __global__ void __launch_bounds__(1024) NormLoopKernel(NormParams<T> p) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int c = c0 + u * tpr * N;
-        if (c < cols) Finish<T, N>(p, xv[u], base, c, mean, inv);
+        if (c < cols) Finish<T, N, false, true>(p, xv[u], base, c, mean, inv);
       }
     }
   }

@@ -159,6 +159,23 @@ __device__ __forceinline__ VectorRanges RowVectors(int s, int cols, int nv, int 
   return g;
 }
 
+// One vector's step of the max pass by its kind (the register and split paths' `kind`): 0 its raw
+// pack into `rm` (raw_max: scale > 0) or x * s2 into `mx`; 1 element by element, z(j) into `mx`
+// (-inf outside the row or past the last visible key); 2 nothing.
+template <class T, int N, class ZF>
+__device__ __forceinline__ void MaxStep(int kind, bool raw_max, const Pack<T, N>& xv, float s2, RawMax<T, N>& rm, float& mx,
+                                        ZF&& z) {
+  if (kind == 0 && raw_max) {
+    rm.Add(xv);
+  } else if (kind == 0) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) mx = fmaxf(mx, xv.get(j) * s2);
+  } else if (kind == 1) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) mx = fmaxf(mx, z(j));
+  }
+}
+
 // z = (x * scale + mask) * log2(e), or -inf where causally masked: softmax = 2^(z - max) / sum.
 template <bool CAUSAL, class P>
 __device__ __forceinline__ float Z(const P& p, float x, float m, int c, int lv) {
@@ -250,18 +267,7 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, HAS_MASK)) SoftmaxRegKernel
     RawMax<T, N> rm;
 #pragma unroll
     for (int it = 0; it < VPT; ++it)
-      if (valid && in_row(col(it))) {
-        const int k = kind(it);
-        if (k == 0 && raw_max) {
-          rm.Add(xv[it]);
-        } else if (k == 0) {
-#pragma unroll
-          for (int j = 0; j < N; ++j) mx = fmaxf(mx, xv[it].get(j) * p.s2);
-        } else if (k == 1) {
-#pragma unroll
-          for (int j = 0; j < N; ++j) mx = fmaxf(mx, zval(it, j));
-        }
-      }
+      if (valid && in_row(col(it))) MaxStep<T, N>(kind(it), raw_max, xv[it], p.s2, rm, mx, [&](int j) { return zval(it, j); });
     if (raw_max) mx = fmaxf(mx, rm.Value() * p.s2);
     mx = RowReduce<MaxOp>(mx, tpr, smem, phase);
     const bool dead = mx == NegInf();  // every key masked: zeros
@@ -356,18 +362,7 @@ __device__ __forceinline__ void SoftmaxSplitRow(const SoftmaxParams<T, T>& p) {
   float mx = NegInf();
   RawMax<T, N> rm;
 #pragma unroll
-  for (int it = 0; it < VPT; ++it) {
-    const int k = kind(it);
-    if (k == 0 && raw_max) {
-      rm.Add(xv[it]);
-    } else if (k == 0) {
-#pragma unroll
-      for (int j = 0; j < N; ++j) mx = fmaxf(mx, xv[it].get(j) * p.s2);
-    } else if (k == 1) {
-#pragma unroll
-      for (int j = 0; j < N; ++j) mx = fmaxf(mx, zval(it, j));
-    }
-  }
+  for (int it = 0; it < VPT; ++it) MaxStep<T, N>(kind(it), raw_max, xv[it], p.s2, rm, mx, [&](int j) { return zval(it, j); });
   if (raw_max) mx = fmaxf(mx, rm.Value() * p.s2);
   // the exchanges are pushed (device_common.cuh): threads 0 .. C - 1 write this block's partial into
   // block k's slot [rank]; each block waits on its own mbarrier and combines in rank order
@@ -488,7 +483,7 @@ __global__ void __launch_bounds__(target::kRowStageMaxThreads) SoftmaxStageKerne
         const Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
 #pragma unroll
         for (int j = 0; j < N; ++j) o[j] = Exp2(xv.get(j) * p.s2 - mx) * inv;
-        StorePack<T, N>(p.y + base + v * N - s, MakePack<T, N>(o));
+        StoreGlobalPack<T, N>(p.y + base + v * N - s, MakePack<T, N>(o));
       } else {
         if (v < live1) {
           const Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
@@ -498,7 +493,7 @@ __global__ void __launch_bounds__(target::kRowStageMaxThreads) SoftmaxStageKerne
 #pragma unroll
           for (int j = 0; j < N; ++j) o[j] = 0.0f;  // past lv (or a dead row)
         }
-        StoreRowPack<T, N, true>(p.y + base, v * N - s, p.cols, MakePack<T, N>(o));
+        StoreRowPack<T, N, true, true>(p.y + base, v * N - s, p.cols, MakePack<T, N>(o));
       }
     }
   }, [&](int64_t r) { return CAUSAL ? LastVisible<CAUSAL>(p, r) + 1 : p.cols; });  // keys past lv are not copied
@@ -574,7 +569,7 @@ __global__ void __launch_bounds__(1024) SoftmaxLoopKernel(SoftmaxParams<T, M> p)
           float o[N];
 #pragma unroll
           for (int j = 0; j < N; ++j) o[j] = dead ? 0.0f : Exp2(z[u][j] - off);
-          StorePack<T, N>(p.y + base + c, MakePack<T, N>(o));
+          StoreGlobalPack<T, N>(p.y + base + c, MakePack<T, N>(o));
         }
       }
     }

@@ -875,9 +875,10 @@ TEST(JitKernel, StageFunctionForRowsPastTheRegisterPath) {
   EXPECT_TRUE(e->stage_function.empty());
 }
 
-// A max reduction over a 16-bit input's own elements (logsumexp) compares raw element pairs
-// (fz_max2: max.bf16x2 / max.f16x2) in the register, split and stage functions, on sm_80+ targets
-// only; f32, a max of a computed value and older targets keep the element path.
+// A max reduction over a 16-bit input's own elements, or over them times a positive constant
+// (logsumexp; softmax's x * scale * log2(e)), compares raw element pairs (fz_max2: max.bf16x2 /
+// max.f16x2) in the register, split and stage functions, on sm_80+ targets only; f32, a negative
+// scale and older targets keep the element path. The stage function stores through st.global.v4.
 TEST(JitKernel, RawMaxPassComparesElementPairs) {
   const std::string lse = "m = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\nl = log(s)\ny = add(l, m)\noutput y\n";
   struct Case {
@@ -889,9 +890,12 @@ TEST(JitKernel, RawMaxPassComparesElementPairs) {
       {"graph g\ninput x: f16[T, 4999]\n" + lse, true},    // register window mode
       {"graph g\ninput x: bf16[T, 25101]\n" + lse, true},  // stage and split functions
       {"graph g\ninput x: f32[T, 4096]\n" + lse, false},
-      // a max of a computed value (softmax's x * scale * log2(e) too) keeps the element path
-      {"graph g\ninput x: bf16[T, 4096]\nc = constant() {value=2}\nz = mul(x, c)\nm = max(z)\ny = sub(z, m)\noutput y\n", false},
-      {"graph g\ninput x: bf16[T, 49152]\ny = softmax(x) {scale=0.125}\noutput y\n", false},
+      // a max of x times a positive constant: max(x) * c; a negative one keeps the element path
+      {"graph g\ninput x: bf16[T, 4096]\nc = constant() {value=2}\nz = mul(x, c)\nm = max(z)\ny = sub(z, m)\noutput y\n", true},
+      {"graph g\ninput x: bf16[T, 4096]\nc = constant() {value=-2}\nz = mul(c, x)\nm = max(z)\ny = sub(z, m)\noutput y\n", false},
+      {"graph g\ninput x: bf16[T, 49152]\ny = softmax(x) {scale=0.125}\noutput y\n", true},
+      {"graph g\ninput x: f16[T, 20001]\ny = softmax(x)\noutput y\n", true},
+      {"graph g\ninput x: bf16[T, 4096]\ny = softmax(x) {scale=-1}\noutput y\n", false},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.graph);
@@ -909,6 +913,7 @@ TEST(JitKernel, RawMaxPassComparesElementPairs) {
     if (!e->stage_function.empty()) {
       const std::string stage = e->source.substr(e->source.find(e->stage_function + "("));
       EXPECT_EQ(stage.find("::op(accw") != std::string::npos, c.raw) << stage;
+      if (stage.find("fz_store") != std::string::npos) EXPECT_NE(stage.find(", true>(out0"), std::string::npos) << stage;
     }
     if (c.raw && !e->split_function.empty()) {
       const std::string split = e->source.substr(e->source.find(e->split_function + "("));

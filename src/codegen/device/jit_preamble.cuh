@@ -7,8 +7,8 @@
 #include "codegen/device/device_common.cuh"
 
 // ---- storage types and f32 conversions
-struct __align__(2) fz_bf16 { unsigned short x; };
-struct __align__(2) fz_f16 { unsigned short x; };
+struct __align__(2) fz_bf16 { unsigned short x; static constexpr bool kBf16 = true; };
+struct __align__(2) fz_f16 { unsigned short x; static constexpr bool kBf16 = false; };
 __device__ __forceinline__ float fz_f32(float v) { return v; }
 __device__ __forceinline__ float fz_f32(unsigned char v) { return v ? 1.0f : 0.0f; }
 __device__ __forceinline__ float fz_f32(fz_bf16 v) { return fz::bf16_to_f32(v.x); }
@@ -42,9 +42,20 @@ template <int N, typename T> __device__ __forceinline__ void fz_load(const T* __
 #pragma unroll
     for (int k = 0; k < N; ++k) out[k] = fz_f32(p[i + k]); }
 }
-template <int N, typename T> __device__ __forceinline__ void fz_store(T* __restrict__ p, long long i, const float* v) {
+// V4: a 16-byte pack of f32 or 16-bit elements as one st.global.v4 (inline PTX) — the stage
+// function's stores, where nvcc split the C++ 16-byte store into four 32-bit ones (the row's address
+// is not known to be 16-byte aligned there); p + i must be 16-byte aligned either way.
+template <int N, typename T, bool V4 = false> __device__ __forceinline__ void fz_store(T* __restrict__ p, long long i, const float* v) {
   constexpr int B = N * (int)sizeof(T);
-  if constexpr ((B == 16 || B == 8 || B == 4) && sizeof(T) == 2) {
+  if constexpr (V4 && B == 16 && (sizeof(T) == 2 || sizeof(T) == 4)) {
+    unsigned w[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if constexpr (sizeof(T) == 2) w[k] = fz_cvt2<T>::pack(v[2 * k], v[2 * k + 1]);
+      else w[k] = __float_as_uint(v[k]);
+    }
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p + i), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]) : "memory");
+  } else if constexpr ((B == 16 || B == 8 || B == 4) && sizeof(T) == 2) {
     unsigned w[N / 2];
 #pragma unroll
     for (int k = 0; k < N / 2; ++k) w[k] = fz_cvt2<T>::pack(v[2 * k], v[2 * k + 1]);
@@ -69,9 +80,10 @@ template <int N, typename T> __device__ __forceinline__ void fz_load_cols(const 
 #pragma unroll
   for (int k = 0; k < N; ++k) out[k] = c0 + k >= 0 && c0 + k < C ? fz_f32(p[i + k]) : 0.0f;
 }
-template <int N, typename T> __device__ __forceinline__ void fz_store_cols(T* __restrict__ p, long long i, long long c0, long long C, const float* v) {
+template <int N, typename T, bool V4 = false>
+__device__ __forceinline__ void fz_store_cols(T* __restrict__ p, long long i, long long c0, long long C, const float* v) {
   if (c0 >= 0 && c0 + N <= C) {
-    fz_store<N>(p, i, v);
+    fz_store<N, T, V4>(p, i, v);
     return;
   }
 #pragma unroll
@@ -163,27 +175,14 @@ template <typename T, int N> struct fz_pack {
 // The running max of 16-bit element pairs held as raw words (a max reduction over an input's own
 // elements: no conversion, one instruction per two elements): max.bf16x2 / max.f16x2, which skip NaN
 // as fmaxf does; value() the larger of the pair as f32.
-template <typename T> struct fz_max2;
-template <> struct fz_max2<fz_bf16> {
-  static constexpr unsigned kInit = 0xff80ff80u;  // (-inf, -inf)
+template <typename T> struct fz_max2 {
+  static constexpr bool kBf16 = T::kBf16;  // fz_bf16 or fz_f16
+  static constexpr unsigned kInit = kBf16 ? 0xff80ff80u : 0xfc00fc00u;  // (-inf, -inf)
   static __device__ __forceinline__ unsigned op(unsigned a, unsigned b) {
 #if __CUDA_ARCH__ >= 800
     unsigned r;
-    asm("max.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-#else
-    __trap();  // unreachable: the emitter takes fz_max2 for sm_80+ targets only (EmitOptions::stage)
-    return a;
-#endif
-  }
-  static __device__ __forceinline__ float value(unsigned w) { return fmaxf(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u)); }
-};
-template <> struct fz_max2<fz_f16> {
-  static constexpr unsigned kInit = 0xfc00fc00u;  // (-inf, -inf)
-  static __device__ __forceinline__ unsigned op(unsigned a, unsigned b) {
-#if __CUDA_ARCH__ >= 800
-    unsigned r;
-    asm("max.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    if constexpr (kBf16) asm("max.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    else asm("max.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
     return r;
 #else
     __trap();  // unreachable: the emitter takes fz_max2 for sm_80+ targets only (EmitOptions::stage)
@@ -191,7 +190,7 @@ template <> struct fz_max2<fz_f16> {
 #endif
   }
   static __device__ __forceinline__ float value(unsigned w) {
-    fz_f16 lo, hi;
+    T lo, hi;
     lo.x = (unsigned short)(w & 0xffffu);
     hi.x = (unsigned short)(w >> 16);
     return fmaxf(fz_f32(lo), fz_f32(hi));
