@@ -184,10 +184,14 @@ class Emitter {
         out.split_function = out.function + "_split";
         out.split_vpt = split_->vpt;
         out.split_min_blocks = split_->min_blocks;
-        // window mode: fewer rows than SMs only (the library's rule for shifted rows: with every SM
-        // busy the stage or looped function reads them)
-        out.split_many_rows = split_vec_ == 0 && vec_ * max_size_ >= 16;
+        // 16-byte vectors (aligned rows, or window mode over shifted ones): the split at any row count
+        // where the stage function does not take the rows (target::UseRowSplit); the looped function's
+        // narrow vectors at odd widths read a row two or three times in 1-element loads
+        out.split_many_rows = split_vec_ > 0 || vec_ * max_size_ >= 16;
         out.split_window_vec = split_vec_;
+        bool row_outputs_only = true;
+        for (const auto& o : k_.outputs) row_outputs_only &= o.tensor.access == Access::kRowScalar;
+        out.stage_gives_way = !(split_vec_ > 0 && row_outputs_only);
         const int saved_vec = vec_;
         if (split_vec_ > 0) vec_ = split_vec_;
         s += fmt::format("// {}: a cluster of {} to {} blocks per row (the launch's), {} vectors of {} per thread{}\n",
@@ -1292,6 +1296,77 @@ class Emitter {
     s += "      }\n    }\n";
   }
 
+  // Passes p and p + 1 of a softmax or a logsumexp — the max of a per-element value a, then the sum
+  // of exp(a - max) or exp2(a - max) — as one read of the row (the library's looped softmax): each
+  // thread keeps a running (max, sum), rescaling its sum by exp(old max - new max) when a vector
+  // raises the max, then the block's max and the threads' sums rescaled to it are reduced. The stage
+  // and looped functions stream the row from shared memory or L2 / DRAM in every pass, so one pass
+  // fewer is one read of the row fewer; the register and split paths hold the row and keep two.
+  struct OnlineMaxSum {
+    int max_rd = -1, sum_rd = -1, arg = -1;  // -1: not this form
+    OpKind exp = OpKind::kExp;
+  };
+  // The stage function keeps the two passes where the max pass compares raw pairs of a staged input
+  // (RawMaxInput): that pass over shared memory is cheap enough that merging it into the sum pass
+  // (a conversion and a compare an element more there) measured 1-2.5 % slower (softmax and
+  // logsumexp, bf16); with a causal mask or a non-constant scale the merge measured up to 18 %
+  // faster (docs/BENCHMARKS.md).
+  bool StageRawMax(const OnlineMaxSum& om) const {
+    if (!stage_now_) return false;
+    const RawMax raw = RawMaxInput({om.max_rd});
+    return raw.input >= 0 && stage_inputs_.count(raw.input) > 0;
+  }
+  OnlineMaxSum FindOnlineMaxSum(int p) const {
+    if (p >= k_.num_passes) return {};
+    auto reds_at = [&](int q) {
+      std::vector<int> v;
+      for (size_t e = 0; e < k_.exprs.size(); ++e)
+        if (live_[e] && k_.exprs[e].kind == ExprKind::kReduce && k_.exprs[e].depth == q) v.push_back(static_cast<int>(e));
+      return v;
+    };
+    const std::vector<int> a = reds_at(p), b = reds_at(p + 1);
+    if (a.size() != 1 || b.size() != 1) return {};
+    const Expr& mx = k_.exprs[a[0]];
+    const Expr& sm = k_.exprs[b[0]];
+    if (mx.op != OpKind::kMax || sm.op != OpKind::kSum || mx.args.size() != 1 || sm.args.size() != 1) return {};
+    if (k_.exprs[mx.args[0]].row_level) return {};
+    const Expr& ex = k_.exprs[sm.args[0]];
+    if (ex.kind != ExprKind::kOp || (ex.op != OpKind::kExp && ex.op != OpKind::kExp2) || ex.args.size() != 1) return {};
+    const Expr& d = k_.exprs[ex.args[0]];
+    if (d.kind != ExprKind::kOp || d.op != OpKind::kSub || d.args.size() != 2 || d.args[0] != mx.args[0] || d.args[1] != a[0]) return {};
+    return {a[0], b[0], mx.args[0], ex.op};
+  }
+  void EmitOnlineMaxSumPass(std::string& s, int p, const OnlineMaxSum& om) {
+    const std::string ninf = "-__int_as_float(0x7f800000)";
+    auto ex = [&](const std::string& a, const std::string& b) {
+      std::string t = CudaScalarExpr(om.exp);
+      t.replace(t.find("$0"), 2, fmt::format("fz::op_sub({}, {})", a, b));
+      return t;
+    };
+    const int M = om.max_rd, S = om.sum_rd, A = om.arg;
+    s += fmt::format("    float acc{} = {};\n    float acc{} = 0.0f;\n", M, ninf, S);
+    s += fmt::format("    // passes {} and {}: the max and the sum of {} online, one read of the row\n", p, p + 1,
+                     om.exp == OpKind::kExp ? "exp(a - max)" : "exp2(a - max)");
+    EmitLoopedLoop(s, {A}, [&](std::string& b) {
+      b += fmt::format("        float va[{}];\n        float vm = {};\n", vec_, ninf);
+    }, [&](std::string& b) {
+      b += Windowed() && edge_now_ ? fmt::format("          va[j] = c >= 0 && c < C ? e{} : {};\n", A, ninf)
+                                   : fmt::format("          va[j] = e{};\n", A);
+      b += "          vm = fmaxf(vm, va[j]);\n";
+    }, [&](std::string& b) {
+      // acc<M> = -inf: 2^-inf = 0 and the sum was 0; a vector of -inf (masked, or the row's edge)
+      // adds nothing while the max is still -inf
+      b += fmt::format("        if (vm > acc{0}) {{\n          acc{1} *= {2};\n          acc{0} = vm;\n        }}\n", M, S,
+                       ex(fmt::format("acc{}", M), "vm"));
+      b += fmt::format("        if (acc{0} != {1}) {{\n#pragma unroll\n          for (int j = 0; j < {2}; ++j) acc{3} += {4};\n        }}\n", M,
+                       ninf, vec_, S, ex("va[j]", fmt::format("acc{}", M)));
+    });
+    s += fmt::format("    {{\n      const float mt = acc{};  // this thread's max\n", M);
+    s += fmt::format("      acc{0} = fz::block_reduce<fz::MaxOp>(acc{0}, smem);\n", M);
+    s += fmt::format("      acc{0} = mt == {1} ? 0.0f : acc{0} * {2};\n", S, ninf, ex("mt", fmt::format("acc{}", M)));
+    s += fmt::format("      acc{0} = fz::block_reduce<fz::SumOp>(acc{0}, smem);\n    }}\n", S);
+  }
+
   // The stage function (stage_now_): persistent blocks; each row's windows are copied into shared
   // memory (fz::cp_async16, every copy in flight at once; the last vector of a window reads only up
   // to the row's end) and the passes read the staged inputs from there (LoadVec) — one DRAM read per
@@ -1334,6 +1409,13 @@ class Emitter {
     }
     EmitRowDefs(s, 0, "    ");
     for (int p = 1; p <= k_.num_passes; ++p) {
+      if (const OnlineMaxSum om = FindOnlineMaxSum(p); om.max_rd >= 0 && !StageRawMax(om)) {
+        EmitOnlineMaxSumPass(s, p, om);
+        EmitRowDefs(s, p, "    ");
+        EmitRowDefs(s, p + 1, "    ");
+        ++p;
+        continue;
+      }
       std::vector<int> reds;
       for (size_t e = 0; e < k_.exprs.size(); ++e)
         if (live_[e] && k_.exprs[e].kind == ExprKind::kReduce && k_.exprs[e].depth == p) reds.push_back(static_cast<int>(e));

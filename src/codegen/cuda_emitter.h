@@ -46,7 +46,7 @@
 
 namespace opfuse::codegen {
 
-inline constexpr int kEmitterVersion = 22;
+inline constexpr int kEmitterVersion = 23;
 // Looped row kernels (rows wider than the register path, static width): threads per block where the
 // vectors are narrower than 16 bytes (one block per row), and the vectors per thread per step (loads
 // first): at most kLoopedUnroll, as many as keep kLoopedRowFloats loaded values per thread. A block's
@@ -122,7 +122,7 @@ struct EmittedKernel {
   std::string split_function;
   int split_vpt = 0;
   int split_min_blocks = 0;
-  bool split_many_rows = false;  // 16-byte vectors: the split at any row count (target::UseRowSplit)
+  bool split_many_rows = false;  // 16-byte vectors (window mode too): the split at any row count (target::UseRowSplit)
   // > 0: the split function computes over 16-byte vectors of this many elements of each row's aligned
   // window (window mode: rows off the 16-byte grid), split_vpt of them per thread over a window of
   // cols + split_window_vec - 1 columns; 0: vectors of `vec` over the row.
@@ -135,6 +135,11 @@ struct EmittedKernel {
   std::string stage_function;
   int64_t stage_bytes = 0;
   int64_t stage_vectors = 0;
+  // Where the staged rows fill the blocks unevenly the launcher takes the split function instead
+  // (target::StageGivesWayToSplit) — unless this is false: a row reduction with per-row outputs only
+  // over shifted rows (window mode; logsumexp ran 1.05-1.19x slower split than staged at 150-300 rows
+  // of 20011-33333 columns, where the norms and softmax ran faster split; docs/BENCHMARKS.md).
+  bool stage_gives_way = true;
   // Programmatic dependent launch (Hopper): the functions the launcher takes at decode sizes begin
   // with fz::pdl_enter() — allow the next kernel to be scheduled, then wait for the earlier grids
   // (griddepcontrol; no-ops below sm_90 and when launched without the attribute), as the library

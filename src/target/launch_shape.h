@@ -158,10 +158,11 @@ RowSplit RowSplitFor(const RowSplitPlan& p, int64_t rows, int sm_count);
 // Whether a row kernel past the register path takes the split on `dev` (clusters: sm_90+) at `rows`
 // rows: fewer rows than SMs, or any number where `many_rows` — the caller's kernel splits well with
 // every SM busy: the library norms (their looped path reads the row two or three times, element by
-// element where row starts are off the 16-byte grid) and 16-byte vectors over aligned rows (softmax,
-// the JIT). Measured slower there (docs/BENCHMARKS.md, the untuned sweep): the library softmax over
-// shifted rows (its looped path reads the row once, online) and the JIT's 1-element vectors (odd
-// widths: up to 64 scalar values a thread).
+// element where row starts are off the 16-byte grid), 16-byte vectors over aligned rows (softmax,
+// the JIT) and the JIT's window mode (16-byte vectors over shifted rows; its looped function reads
+// them in 1-element loads). Measured slower there (docs/BENCHMARKS.md, the untuned sweep): the
+// library softmax over shifted rows (its looped path reads the row once, online) and the JIT's
+// 1-element vectors (unaligned pointers: up to 64 scalar values a thread).
 bool UseRowSplit(int64_t rows, const DeviceInfo& dev, bool many_rows);
 // The library's split: 16-byte vectors over the row's aligned window (as shifted rows: cols + vec - 1
 // columns where the row starts are off the 16-byte grid), `words_per_vec` registers per vector

@@ -14,10 +14,12 @@
 
 #include "bench/op_suite.h"
 #include "codegen/kernel_interpreter.h"
+#include "cuda/device.h"
 #include "jit/cuda_launcher.h"
 #include "jit/jit_compiler.h"
 #include "jit_cases.h"
 #include "runtime/cpu/cpu_executor.h"
+#include "target/launch_shape.h"
 
 #ifdef OPFUSE_WITH_CUDA
 #include <cuda_runtime.h>
@@ -357,45 +359,65 @@ TEST_F(JitGpuCases, RandomSweepNormsAndPointwiseMatchCpu) {
 }
 
 // Staged rows on the JIT: a row per SM or more past the register path, aligned — the stage function
-// (every full-shape input's row window in shared memory; target::RowStageFor; odd widths have no split
-// function at many rows, so the stage is taken even where its rows fill the blocks unevenly), odd and even widths,
+// (every full-shape input's row window in shared memory; target::RowStageFor), odd and even widths,
 // a generic reduction, a generic softmax, rms_norm with a weight, add_rms_norm (two staged inputs).
+// Where the staged rows fill the blocks unevenly the split is taken instead (16-byte vectors, window
+// mode over the odd widths too: target::StageGivesWayToSplit on sm_90), except for a row reduction
+// over shifted rows (EmittedKernel::stage_gives_way); each case's function is the one that rule
+// names for this device, and both kinds run.
 TEST_F(JitGpuCases, StagedRowsMatchCpu) {
 #ifdef OPFUSE_WITH_CUDA
-  int sms = 0, dev = 0, major = 0;
-  Check(cudaGetDevice(&dev));
-  Check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  Check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  auto dev = cuda::QueryDevice();
+  ASSERT_TRUE(dev.ok()) << dev.status().message();
+  const int sms = dev->sm_count;
   const std::string lse = "m = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\nl = log(s)\ny = add(l, m)\noutput y\n";
   const std::string sm = "m = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\ny = div(e, s)\noutput y\n";
   struct Case {
     const char* dt;
     int64_t extra_rows, cols;
+    int staged_inputs;  // full-shape inputs with a window in shared memory
     std::string params, body;
+    bool row_outputs_only = false;  // a row reduction (logsumexp)
   };
   const Case cases[] = {
-      {"bf16", 8, 16411, "", lse},
-      {"f32", 1, 20001, "", sm},
+      {"bf16", 8, 16411, 1, "", lse, true},  // uneven, but a row reduction over shifted rows: staged
+      {"f32", 1, 20001, 1, "", sm},
       // odd widths past the register path in window mode too (rms_norm: 1024 threads x 4 vectors of 8)
-      {"bf16", 18, 33001, "param w: bf16[33001]\n", "y = rms_norm(x, w)\noutput y\n"},
-      {"f16", 68, 9001, "", sm},
-      {"bf16", -1, 16400, "", lse},  // 16-byte vectors: the split is taken too, so rows that fill the blocks (3 an SM)
-      {"bf16", 3, 16411, "input r: bf16[{R}, 16411]\nparam w: bf16[16411]\n", "y, h = add_rms_norm(x, r, w)\noutput y, h\n"},
+      {"bf16", 18, 33001, 1, "param w: bf16[33001]\n", "y = rms_norm(x, w)\noutput y\n"},
+      {"f16", 68, 9001, 1, "", sm},
+      {"bf16", -3, 16400, 1, "", lse, true},  // rows that fill the blocks (3 an SM): staged
+      {"bf16", -3, 16411, 1, "", sm},         // the same at an odd width
+      {"bf16", 8, 16400, 1, "", lse, true},   // uneven, aligned: the split
+      {"bf16", 3, 16411, 2, "input r: bf16[{R}, 16411]\nparam w: bf16[16411]\n", "y, h = add_rms_norm(x, r, w)\noutput y, h\n"},
   };
-  int staged = 0;
+  int staged = 0, split = 0, want_staged = 0;
   for (const Case& c : cases) {
-    const int64_t rows = c.extra_rows < 0 ? 3 * sms : sms + c.extra_rows;
+    const int64_t rows = c.extra_rows < 0 ? -c.extra_rows * sms : sms + c.extra_rows;
     std::string params = c.params;
     if (auto at = params.find("{R}"); at != std::string::npos) params.replace(at, 3, std::to_string(rows));
     const std::string name = fmt::format("staged_{}x{}_{}", rows, c.cols, c.dt);
     const std::string text = fmt::format("graph g\ninput x: {}[{}, {}]\n{}{}", c.dt, rows, c.cols, params, c.body);
     SCOPED_TRACE(name);
+    const int esize = c.dt == std::string("f32") ? 4 : 2;
+    const int64_t window = target::RowStageWindowBytes(c.cols, esize);
+    auto st = target::RowStageFor(rows, window * c.staged_inputs, window / 16, *dev);
+    ASSERT_TRUE(st.has_value()) << "the case should fit the stage";
+    const bool shifted = (c.cols * esize) % 16 != 0;
+    const bool want_stage = dev->major < 9 || (shifted && c.row_outputs_only) || !target::StageGivesWayToSplit(*st, false);
+    want_staged += want_stage;
     std::string fn;
     RunCase(JitCase{name.c_str(), text.c_str(), {}}, true, &fn);
     if (HasFatalFailure()) return;
-    staged += fn.size() > 6 && fn.compare(fn.size() - 6, 6, "_stage") == 0;
+    auto ends = [&](const char* tail) { return fn.size() > 6 && fn.compare(fn.size() - 6, 6, tail) == 0; };
+    EXPECT_TRUE(ends(want_stage ? "_stage" : "_split")) << fn;
+    staged += ends("_stage");
+    split += ends("_split");
   }
-  if (major >= 8) EXPECT_EQ(staged, 6) << "every case should run the stage function";
+  EXPECT_EQ(staged, want_staged);
+  EXPECT_GE(want_staged, 3) << "the rows that fill the blocks should run the stage function";
+  if (dev->major >= 9) {
+    EXPECT_GE(split, 1) << "rows that fill the blocks unevenly should run the split";
+  }
 #endif
 }
 

@@ -769,8 +769,9 @@ TEST(JitKernel, SplitFunctionForRowsPastTheRegisterPath) {
     EXPECT_EQ(e->split_vpt, want->vpt);
     EXPECT_EQ(e->split_min_blocks, want->min_blocks);
     EXPECT_EQ(e->split_window_vec, c.split_vec);
-    if (c.split_vec > 0) {  // window mode: the row's shift, fewer rows than SMs only
-      EXPECT_FALSE(e->split_many_rows);
+    // 16-byte vectors, window mode too: the split at any row count
+    EXPECT_EQ(e->split_many_rows, c.vec_bytes >= 16);
+    if (c.split_vec > 0) {  // window mode: the row's shift
       EXPECT_NE(e->source.find("- sh;"), std::string::npos);
     }
     const std::string split = e->source.substr(e->source.find(e->split_function + "("));
@@ -875,6 +876,15 @@ TEST(JitKernel, StageFunctionForRowsPastTheRegisterPath) {
   EXPECT_TRUE(e->stage_function.empty());
 }
 
+// The text of generated function `name`: from its declaration to the next kernel's, or the end.
+std::string FunctionText(const std::string& source, const std::string& name) {
+  if (name.empty()) return "";
+  const size_t at = source.find(name + "(");
+  if (at == std::string::npos) return "";
+  const size_t next = source.find("extern \"C\"", at);
+  return source.substr(at, next == std::string::npos ? std::string::npos : next - at);
+}
+
 // A max reduction over a 16-bit input's own elements, or over them times a positive constant
 // (logsumexp; softmax's x * scale * log2(e)), compares raw element pairs (fz_max2: max.bf16x2 /
 // max.f16x2) in the register, split and stage functions, on sm_80+ targets only; f32, a negative
@@ -911,12 +921,12 @@ TEST(JitKernel, RawMaxPassComparesElementPairs) {
     const bool raw = e->source.find("fz_max2<") != std::string::npos && e->source.find("::op(accw") != std::string::npos;
     EXPECT_EQ(raw, c.raw) << e->source;
     if (!e->stage_function.empty()) {
-      const std::string stage = e->source.substr(e->source.find(e->stage_function + "("));
+      const std::string stage = FunctionText(e->source, e->stage_function);
       EXPECT_EQ(stage.find("::op(accw") != std::string::npos, c.raw) << stage;
       if (stage.find("fz_store") != std::string::npos) EXPECT_NE(stage.find(", true>(out0"), std::string::npos) << stage;
     }
     if (c.raw && !e->split_function.empty()) {
-      const std::string split = e->source.substr(e->source.find(e->split_function + "("));
+      const std::string split = FunctionText(e->source, e->split_function);
       EXPECT_NE(split.find("::op(accw"), std::string::npos) << split;
     }
     for (const char* arch : {"sm_90", "sm_80"}) ExpectCompiles(e->source, e->function, arch);
@@ -924,6 +934,60 @@ TEST(JitKernel, RawMaxPassComparesElementPairs) {
     auto old = codegen::EmitCuda(*k, o);
     ASSERT_TRUE(old.ok());
     EXPECT_EQ(old->source.find("::op(accw"), std::string::npos);
+  }
+}
+
+// The stage and looped functions stream the row in every pass: a max pass followed by the sum of
+// exp(a - max) or exp2(a - max) over the same a is one pass there, a running (max, sum) per thread
+// and two block reductions (logsumexp, softmax). The stage function keeps the raw-pair max pass where
+// it has one (a plain softmax, logsumexp over a staged input); the register path and other
+// reductions (a norm, a sum over a different value) keep their passes. Every case compiles.
+TEST(JitKernel, OnlineMaxSumInTheStreamedPasses) {
+  const std::string lse = "m = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\nl = log(s)\ny = add(l, m)\noutput y\n";
+  struct Case {
+    std::string graph;
+    bool aligned;
+    bool looped_online, stage_online;  // the looped (main) function's and the stage function's
+  };
+  const Case cases[] = {
+      {"graph g\ninput x: bf16[T, 169249]\n" + lse, false, true, false},  // unaligned: looped only, 1-element vectors
+      {"graph g\ninput x: bf16[T, 25101]\n" + lse, true, true, false},    // the stage keeps its raw-pair max
+      {"graph g\ninput x: bf16[T, 49152]\ny = softmax(x) {scale=0.125}\noutput y\n", true, true, false},
+      {"graph g\ninput x: bf16[T, 49152]\ny = softmax(x) {scale=0.125, causal=1}\noutput y\n", true, true, true},
+      {"graph g\ninput x: f32[T, 20001]\ny = softmax(x)\noutput y\n", true, true, true},  // f32: no raw pairs
+      {"graph g\ninput x: bf16[T, 4096]\ny = softmax(x)\noutput y\n", true, false, false},  // register path
+      {"graph g\ninput x: bf16[T, 49152]\nparam w: bf16[49152]\ny = rms_norm(x, w)\noutput y\n", true, false, false},
+      // the sum's exponent is not a minus the max's own a
+      {"graph g\ninput x: bf16[T, 49152]\nc = constant() {value=2}\nm = max(x)\nz = mul(x, c)\nd = sub(z, m)\ne = exp(d)\n"
+       "s = sum(e)\ny = div(e, s)\noutput y\n", true, false, false},
+  };
+  const std::string marker = "online, one read of the row";
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.graph);
+    auto g = ParseGraph(c.graph);
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    auto k = testing_cases::WholeGraphKernel(*g);
+    ASSERT_TRUE(k.ok()) << k.status().message();
+    codegen::EmitOptions o;
+    o.aligned = c.aligned;
+    o.clusters = true;
+    o.stage = true;
+    auto e = codegen::EmitCuda(*k, o);
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    const std::string main_fn = FunctionText(e->source, e->function);
+    EXPECT_EQ(main_fn.find(marker) != std::string::npos, c.looped_online) << main_fn;
+    if (c.looped_online) {
+      EXPECT_EQ(Count(main_fn, "fz::block_reduce<fz::MaxOp>"), 1u) << main_fn;
+      EXPECT_EQ(Count(main_fn, "fz::block_reduce<fz::SumOp>"), 1u) << main_fn;
+    }
+    if (!e->stage_function.empty()) {
+      const std::string stage = FunctionText(e->source, e->stage_function);
+      EXPECT_EQ(stage.find(marker) != std::string::npos, c.stage_online) << stage;
+    } else {
+      EXPECT_FALSE(c.stage_online) << "expected a stage function";
+    }
+    EXPECT_EQ(FunctionText(e->source, e->split_function).find(marker), std::string::npos);
+    ExpectCompiles(e->source, e->function, "sm_90");
   }
 }
 

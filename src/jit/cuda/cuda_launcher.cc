@@ -135,8 +135,9 @@ StatusOr<LoadedKernel::Geometry> LoadedKernel::LaunchGeometry(const std::vector<
     if (stage_kernel_) {
       // where its windows fit (target::RowStageFor): persistent blocks, double-buffered where two fit
       auto st = target::RowStageFor(rows, em.stage_bytes, em.stage_vectors, dev);
-      // the split where it is taken and the rule says (target::StageGivesWayToSplit)
-      if (st && !(split_ok && target::StageGivesWayToSplit(*st, false))) {
+      // the split where it is taken and the rule says (target::StageGivesWayToSplit, the kernel's
+      // stage_gives_way)
+      if (st && !(split_ok && em.stage_gives_way && target::StageGivesWayToSplit(*st, false))) {
         geo.threads = st->threads;
         geo.blocks = st->grid;
         geo.smem = st->smem_bytes;
