@@ -341,7 +341,9 @@ TEST_F(JitGpuCases, RandomSweepMatchesCpu) {
   int major = 0, dev = 0;
   Check(cudaGetDevice(&dev));
   Check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  if (major >= 9) EXPECT_GT(split, 20) << "rows past the register path should run split";
+  if (major >= 9) {
+    EXPECT_GT(split, 20) << "rows past the register path should run split";
+  }
 #endif
 }
 
@@ -417,6 +419,36 @@ TEST_F(JitGpuCases, StagedRowsMatchCpu) {
   EXPECT_GE(want_staged, 3) << "the rows that fill the blocks should run the stage function";
   if (dev->major >= 9) {
     EXPECT_GE(split, 1) << "rows that fill the blocks unevenly should run the split";
+  }
+#endif
+}
+
+// Odd rows too wide to stage (a 16-bit window of 120011 columns is past a block's shared memory)
+// with every SM busy: the split function in window mode on sm_90 (split_many_rows; the looped
+// function read them in 1-element loads), the looped function on older GPUs. A generic reduction
+// (logsumexp: its looped function merges the max and sum passes), a generic softmax and rms_norm.
+TEST_F(JitGpuCases, WideOddRowsSplitWithEverySmBusy) {
+#ifdef OPFUSE_WITH_CUDA
+  auto dev = cuda::QueryDevice();
+  ASSERT_TRUE(dev.ok()) << dev.status().message();
+  const int64_t rows = dev->sm_count + 4, cols = 120011;
+  ASSERT_FALSE(target::RowStageFor(rows, target::RowStageWindowBytes(cols, 2), target::RowStageWindowBytes(cols, 2) / 16, *dev))
+      << "the rows should be too wide to stage";
+  const std::string bodies[] = {
+      "m = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\nl = log(s)\ny = add(l, m)\noutput y\n",
+      "m = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\ny = div(e, s)\noutput y\n",
+      fmt::format("param w: bf16[{}]\ny = rms_norm(x, w)\noutput y\n", cols),
+  };
+  int b = 0;
+  for (const std::string& body : bodies) {
+    const std::string name = fmt::format("wide_odd_{}x{}_{}", rows, cols, b++);
+    const std::string text = fmt::format("graph g\ninput x: bf16[{}, {}]\n{}", rows, cols, body);
+    SCOPED_TRACE(name);
+    std::string fn;
+    RunCase(JitCase{name.c_str(), text.c_str(), {}}, true, &fn);
+    if (HasFatalFailure()) return;
+    const bool split = fn.size() > 6 && fn.compare(fn.size() - 6, 6, "_split") == 0;
+    EXPECT_EQ(split, dev->major >= 9) << fn;
   }
 #endif
 }
