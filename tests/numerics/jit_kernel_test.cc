@@ -154,6 +154,13 @@ StatusOr<codegen::EmittedKernel> EmitGraph(const std::string& graph, const codeg
   return codegen::EmitCuda(k, o);
 }
 
+// Graph text fused whole (every node one kernel: testing_cases::WholeGraphKernel) and emitted with `o`.
+StatusOr<codegen::EmittedKernel> EmitWholeGraph(const std::string& graph, const codegen::EmitOptions& o) {
+  OPFUSE_ASSIGN_OR_RETURN(Graph g, ParseGraph(graph));
+  OPFUSE_ASSIGN_OR_RETURN(codegen::Kernel k, testing_cases::WholeGraphKernel(g));
+  return codegen::EmitCuda(k, o);
+}
+
 // The source from the decode function's definition on (the prefill function and preamble before it).
 std::string DecodeSource(const codegen::EmittedKernel& e) {
   const size_t at = e.source.find(e.decode_function + "(");
@@ -909,14 +916,10 @@ TEST(JitKernel, RawMaxPassComparesElementPairs) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.graph);
-    auto g = ParseGraph(c.graph);
-    ASSERT_TRUE(g.ok()) << g.status().message();
-    auto k = testing_cases::WholeGraphKernel(*g);
-    ASSERT_TRUE(k.ok()) << k.status().message();
     codegen::EmitOptions o;
     o.clusters = true;
     o.stage = true;
-    auto e = codegen::EmitCuda(*k, o);
+    auto e = EmitWholeGraph(c.graph, o);
     ASSERT_TRUE(e.ok()) << e.status().message();
     const bool raw = e->source.find("fz_max2<") != std::string::npos && e->source.find("::op(accw") != std::string::npos;
     EXPECT_EQ(raw, c.raw) << e->source;
@@ -931,7 +934,7 @@ TEST(JitKernel, RawMaxPassComparesElementPairs) {
     }
     for (const char* arch : {"sm_90", "sm_80"}) ExpectCompiles(e->source, e->function, arch);
     o.stage = false;  // a target without sm_80's instructions
-    auto old = codegen::EmitCuda(*k, o);
+    auto old = EmitWholeGraph(c.graph, o);
     ASSERT_TRUE(old.ok());
     EXPECT_EQ(old->source.find("::op(accw"), std::string::npos);
   }
@@ -964,15 +967,11 @@ TEST(JitKernel, OnlineMaxSumInTheStreamedPasses) {
   const std::string marker = "online, one read of the row";
   for (const Case& c : cases) {
     SCOPED_TRACE(c.graph);
-    auto g = ParseGraph(c.graph);
-    ASSERT_TRUE(g.ok()) << g.status().message();
-    auto k = testing_cases::WholeGraphKernel(*g);
-    ASSERT_TRUE(k.ok()) << k.status().message();
     codegen::EmitOptions o;
     o.aligned = c.aligned;
     o.clusters = true;
     o.stage = true;
-    auto e = codegen::EmitCuda(*k, o);
+    auto e = EmitWholeGraph(c.graph, o);
     ASSERT_TRUE(e.ok()) << e.status().message();
     const std::string main_fn = FunctionText(e->source, e->function);
     EXPECT_EQ(main_fn.find(marker) != std::string::npos, c.looped_online) << main_fn;
