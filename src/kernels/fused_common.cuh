@@ -130,8 +130,7 @@ __device__ __forceinline__ void StorePack(T* p, const Pack<T, N>& v) {
 template <class T, int N>
 __device__ __forceinline__ void StoreGlobalPack(T* p, const Pack<T, N>& v) {
   if constexpr (Pack<T, N>::kBytes == 16) {
-    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.w[0]), "r"(v.w[1]), "r"(v.w[2]), "r"(v.w[3])
-                 : "memory");
+    fz::store_global_v4(p, v.w[0], v.w[1], v.w[2], v.w[3]);
   } else {
     StorePack<T, N>(p, v);
   }

@@ -95,43 +95,21 @@ __device__ __forceinline__ int LastVisible(const P& p, int64_t r) {
 template <class T, int N>
 struct RawMax {
   static constexpr bool kPaired = sizeof(T) == 2 && N >= 2;
-  uint32_t w;  // paired: (-inf, -inf) at first
-  float f;
-  __device__ __forceinline__ RawMax() : w(std::is_same_v<T, __nv_bfloat16> ? 0xff80ff80u : 0xfc00fc00u), f(NegInf()) {}
+  static constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  uint32_t w = fz::kNegInfPair<kBf16>;  // paired
+  float f = NegInf();
   __device__ __forceinline__ void Add(const Pack<T, N>& p) {
     if constexpr (kPaired) {
 #pragma unroll
-      for (int k = 0; k < Pack<T, N>::kWords; ++k) w = Max2(w, p.w[k]);
+      for (int k = 0; k < Pack<T, N>::kWords; ++k) w = fz::max_pair<kBf16>(w, p.w[k]);
     } else {
 #pragma unroll
       for (int j = 0; j < N; ++j) f = fmaxf(f, p.get(j));
     }
   }
   __device__ __forceinline__ float Value() const {
-    if constexpr (kPaired) {
-      Pack<T, 2> q;
-      q.w[0] = w;
-      return fmaxf(q.get(0), q.get(1));
-    } else {
-      return f;
-    }
-  }
-  static __device__ __forceinline__ uint32_t Max2(uint32_t a, uint32_t b) {
-    uint32_t r;
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      __nv_bfloat162 x, y;
-      memcpy(&x, &a, 4);
-      memcpy(&y, &b, 4);
-      const __nv_bfloat162 m = __hmax2(x, y);
-      memcpy(&r, &m, 4);
-    } else {
-      __half2 x, y;
-      memcpy(&x, &a, 4);
-      memcpy(&y, &b, 4);
-      const __half2 m = __hmax2(x, y);
-      memcpy(&r, &m, 4);
-    }
-    return r;
+    if constexpr (kPaired) return fz::pair_max_f32<kBf16>(w);
+    else return f;
   }
 };
 

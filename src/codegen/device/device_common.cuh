@@ -104,6 +104,47 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
   return static_cast<unsigned>(s);
 }
 
+// ---- raw 16-bit pairs: a 32-bit word holding two bf16 (BF16) or f16 elements, element 0 low
+// The pairwise max, max.bf16x2 / max.f16x2 (NaN skipped as fmaxf skips it) — a max reduction over
+// an input's own elements without converting them (the library softmax's and the JIT's raw-pair
+// max passes) —; below sm_80, which has neither, the elements compared as f32. kNegInfPair: the pair
+// (-inf, -inf) a running max starts from; pair_max_f32: the larger element of a word as f32.
+template <bool BF16>
+inline constexpr unsigned kNegInfPair = BF16 ? 0xff80ff80u : 0xfc00fc00u;
+template <bool BF16>
+__device__ __forceinline__ float u16_to_f32(unsigned bits) {
+  if constexpr (BF16) return bf16_to_f32(bits);
+  else return f16_to_f32(bits);
+}
+template <bool BF16>
+__device__ __forceinline__ unsigned max_pair(unsigned a, unsigned b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned r;
+  if constexpr (BF16) asm("max.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  else asm("max.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+#else
+  unsigned r = 0;
+  for (int k = 0; k < 2; ++k) {
+    const unsigned x = (a >> (16 * k)) & 0xffffu, y = (b >> (16 * k)) & 0xffffu;
+    const float fx = u16_to_f32<BF16>(x), fy = u16_to_f32<BF16>(y);
+    r |= (fy > fx || fx != fx ? y : x) << (16 * k);
+  }
+  return r;
+#endif
+}
+template <bool BF16>
+__device__ __forceinline__ float pair_max_f32(unsigned w) {
+  return fmaxf(u16_to_f32<BF16>(w & 0xffffu), u16_to_f32<BF16>(w >> 16));
+}
+
+// ---- one 16-byte store: four words to 16-byte aligned global `p` as one st.global.v4 (the staged and
+// looped row kernels, library and JIT: there nvcc split a C++ 16-byte store into four 32-bit ones,
+// the row's address not being known to be 16-byte aligned)
+__device__ __forceinline__ void store_global_v4(void* p, unsigned w0, unsigned w1, unsigned w2, unsigned w3) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w0), "r"(w1), "r"(w2), "r"(w3) : "memory");
+}
+
 // ---- 16-bit elements off the 16-byte grid as 32-bit words
 // N 16-bit elements of read-only `p` (4-byte aligned) from element i >= 0 into N / 2 words, element
 // 2k in word k's low half — a pack's layout: N / 2 aligned words at an even i; at an odd i N / 2 + 1

@@ -54,7 +54,7 @@ template <int N, typename T, bool V4 = false> __device__ __forceinline__ void fz
       if constexpr (sizeof(T) == 2) w[k] = fz_cvt2<T>::pack(v[2 * k], v[2 * k + 1]);
       else w[k] = __float_as_uint(v[k]);
     }
-    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p + i), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]) : "memory");
+    fz::store_global_v4(p + i, w[0], w[1], w[2], w[3]);
   } else if constexpr ((B == 16 || B == 8 || B == 4) && sizeof(T) == 2) {
     unsigned w[N / 2];
 #pragma unroll
@@ -172,29 +172,11 @@ template <typename T, int N> struct fz_pack {
     for (int i = 0; i < W; ++i) asm volatile("" : "+r"(w[i]));
   }
 };
-// The running max of 16-bit element pairs held as raw words (a max reduction over an input's own
-// elements: no conversion, one instruction per two elements): max.bf16x2 / max.f16x2, which skip NaN
-// as fmaxf does; value() the larger of the pair as f32.
+// The running max of 16-bit element pairs held as raw words (fz::max_pair for the element type).
 template <typename T> struct fz_max2 {
-  static constexpr bool kBf16 = T::kBf16;  // fz_bf16 or fz_f16
-  static constexpr unsigned kInit = kBf16 ? 0xff80ff80u : 0xfc00fc00u;  // (-inf, -inf)
-  static __device__ __forceinline__ unsigned op(unsigned a, unsigned b) {
-#if __CUDA_ARCH__ >= 800
-    unsigned r;
-    if constexpr (kBf16) asm("max.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-    else asm("max.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-#else
-    __trap();  // unreachable: the emitter takes fz_max2 for sm_80+ targets only (EmitOptions::stage)
-    return a;
-#endif
-  }
-  static __device__ __forceinline__ float value(unsigned w) {
-    T lo, hi;
-    lo.x = (unsigned short)(w & 0xffffu);
-    hi.x = (unsigned short)(w >> 16);
-    return fmaxf(fz_f32(lo), fz_f32(hi));
-  }
+  static constexpr unsigned kInit = fz::kNegInfPair<T::kBf16>;
+  static __device__ __forceinline__ unsigned op(unsigned a, unsigned b) { return fz::max_pair<T::kBf16>(a, b); }
+  static __device__ __forceinline__ float value(unsigned w) { return fz::pair_max_f32<T::kBf16>(w); }
 };
 // A window vector inside the row whose operand is off the 16-byte grid there (a per-column operand at
 // a shifted row's columns; the operand's base 16-byte aligned, as window mode requires): 16-bit
