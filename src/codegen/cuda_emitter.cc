@@ -189,9 +189,7 @@ class Emitter {
         // narrow vectors at odd widths read a row two or three times in 1-element loads
         out.split_many_rows = split_vec_ > 0 || vec_ * max_size_ >= 16;
         out.split_window_vec = split_vec_;
-        bool row_outputs_only = true;
-        for (const auto& o : k_.outputs) row_outputs_only &= o.tensor.access == Access::kRowScalar;
-        out.stage_gives_way = !(split_vec_ > 0 && row_outputs_only);
+        out.stage_gives_way = !(split_vec_ > 0 && RowOutputsOnly());
         const int saved_vec = vec_;
         if (split_vec_ > 0) vec_ = split_vec_;
         s += fmt::format("// {}: a cluster of {} to {} blocks per row (the launch's), {} vectors of {} per thread{}\n",
@@ -306,6 +304,13 @@ class Emitter {
     return (stage_now_ && window_vec_ > 0) || (reg_now_ && reg_window_) || (split_now_ && split_vec_ > 0);
   }
 
+  // Every output is one value a row (a row reduction: logsumexp).
+  bool RowOutputsOnly() const {
+    for (const auto& o : k_.outputs)
+      if (o.tensor.access != Access::kRowScalar) return false;
+    return true;
+  }
+
   // Full-shape inputs the row kernel loads element by element: held in registers as raw packs.
   std::set<int> CachedInputs() const {
     std::set<int> all;
@@ -354,8 +359,7 @@ class Emitter {
     bool transcendental = false;
     for (size_t e = 0; e < k_.exprs.size(); ++e)
       transcendental |= live_[e] && !k_.exprs[e].row_level && k_.exprs[e].kind == ExprKind::kOp && Transcendental(k_.exprs[e].op);
-    bool row_outputs_only = true;
-    for (const auto& o : k_.outputs) row_outputs_only &= o.tensor.access == Access::kRowScalar;
+    const bool row_outputs_only = RowOutputsOnly();
     // Prefill: ~16 registers of row data per thread (rms_norm 4 vectors, add_rms_norm 2 x 2); 8 for
     // multi-pass kernels with a MUFU op per element (softmax 2: more threads per row, 32 registers
     // instead of 85). JIT softmax bf16 (docs/BENCHMARKS.md): at 2048 and 16384 rows
@@ -1308,9 +1312,8 @@ class Emitter {
   };
   // The stage function keeps the two passes where the max pass compares raw pairs of a staged input
   // (RawMaxInput): that pass over shared memory is cheap enough that merging it into the sum pass
-  // (a conversion and a compare an element more there) measured 1-2.5 % slower (softmax and
-  // logsumexp, bf16); with a causal mask or a non-constant scale the merge measured up to 18 %
-  // faster (docs/BENCHMARKS.md).
+  // (a conversion and a compare an element more there) measured slower (softmax and logsumexp,
+  // bf16); with a causal mask or a non-constant scale the merge measured faster (docs/BENCHMARKS.md).
   bool StageRawMax(const OnlineMaxSum& om) const {
     if (!stage_now_) return false;
     const RawMax raw = RawMaxInput({om.max_rd});

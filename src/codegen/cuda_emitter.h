@@ -137,8 +137,8 @@ struct EmittedKernel {
   int64_t stage_vectors = 0;
   // Where the staged rows fill the blocks unevenly the launcher takes the split function instead
   // (target::StageGivesWayToSplit) — unless this is false: a row reduction with per-row outputs only
-  // over shifted rows (window mode; logsumexp ran 1.05-1.19x slower split than staged at 150-300 rows
-  // of 20011-33333 columns, where the norms and softmax ran faster split; docs/BENCHMARKS.md).
+  // over shifted rows (window mode: logsumexp measured slower split than staged there, where the
+  // norms and softmax measured faster split; docs/BENCHMARKS.md).
   bool stage_gives_way = true;
   // Programmatic dependent launch (Hopper): the functions the launcher takes at decode sizes begin
   // with fz::pdl_enter() — allow the next kernel to be scheduled, then wait for the earlier grids
