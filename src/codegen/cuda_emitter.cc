@@ -1387,10 +1387,14 @@ class Emitter {
         const int n = 16 / DTypeSize(k_.inputs[in].type.dtype);
         s += fmt::format("    {{\n      const int sh = (int)((rr * C) % {});\n", n);
         s += fmt::format("      {0}* xs = reinterpret_cast<{0}*>(fz_stage + bb * {1} + {2});\n", ct, stage_bytes_, off);
-        s += fmt::format("      for (int v = threadIdx.x; v < (int)((sh + C + {}) / {}); v += blockDim.x) {{\n", n - 1, n);
-        s += fmt::format("        const long long left = (sh + C - (long long)v * {}) * {};\n", n, DTypeSize(k_.inputs[in].type.dtype));
-        s += fmt::format("        fz::cp_async16(xs + v * {0}, in{1} + rr * C - sh + (long long)v * {0}, left < 16 ? (int)left : 16);\n", n, in);
-        s += "      }\n    }\n";
+        // whole 16-byte copies but for the last vector, the only one that may end past the row
+        s += fmt::format("      const int nv = (int)((sh + C + {}) / {});\n", n - 1, n);
+        s += "      int v = threadIdx.x;\n";
+        s += fmt::format("      const {0}* g = in{1} + rr * C - sh + v * {2};\n", ct, in, n);
+        s += fmt::format("      for (; v < nv - 1; v += blockDim.x, g += blockDim.x * {0}) fz::cp_async16(xs + v * {0}, g);\n", n);
+        s += fmt::format("      if (v == nv - 1) fz::cp_async16(xs + v * {0}, g, (int)(sh + C - (long long)v * {0}) * {1});\n", n,
+                         DTypeSize(k_.inputs[in].type.dtype));
+        s += "    }\n";
       }
       s += "  };\n";
       s += "  int buf = 0;\n";

@@ -46,7 +46,7 @@
 
 namespace opfuse::codegen {
 
-inline constexpr int kEmitterVersion = 23;
+inline constexpr int kEmitterVersion = 24;
 // Looped row kernels (rows wider than the register path, static width): threads per block where the
 // vectors are narrower than 16 bytes (one block per row), and the vectors per thread per step (loads
 // first): at most kLoopedUnroll, as many as keep kLoopedRowFloats loaded values per thread. A block's

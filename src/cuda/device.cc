@@ -38,6 +38,7 @@ StatusOr<DeviceInfo> QueryDevice(int device) {
   d.max_shared_mem_per_block_optin = static_cast<int64_t>(p.sharedMemPerBlockOptin);
   d.shared_mem_per_sm = static_cast<int64_t>(p.sharedMemPerMultiprocessor);
   d.max_threads_per_sm = p.maxThreadsPerMultiProcessor;
+  d.regs_per_sm = p.regsPerMultiprocessor;
   d.memory_bus_width_bits = p.memoryBusWidth;
   // clockRate left cudaDeviceProp in CUDA 13; the attribute still exists.
   if (cudaDeviceGetAttribute(&d.clock_khz, cudaDevAttrClockRate, device) != cudaSuccess) {

@@ -61,6 +61,8 @@ class LoadedKernel {
   int64_t smem_optin_ = 0;         // shared memory a block may opt in to, and an SM's
   int64_t smem_per_sm_ = 0;
   int sm_threads_ = 0;             // resident threads an SM holds
+  int sm_regs_ = 0;                // 32-bit registers of an SM
+  int stage_regs_ = 0;             // registers per thread of the stage function (0: unknown)
   int sm_count_ = 0;
   int cc_major_ = 0;
 };

@@ -220,13 +220,27 @@ __device__ __forceinline__ Pack<T, N> LoadColumnPack(const T* w, int c, int cols
 // the tensor), the first may hold the previous row's tail — the kernels skip columns outside
 // [0, cols) in the first and last vector.
 __device__ __forceinline__ int StageVectors(int s, int cols, int n) { return (s + cols + n - 1) / n; }
+// Every vector but the last is a whole 16-byte copy (the first reads the previous row's tail, inside
+// the tensor); only the last carries a source size, so the loop is an address step and a copy.
 template <class T, int N>
 __device__ __forceinline__ void StageRow(T* dst, const T* row, int s, int cols, int nv) {
-  const T* src = row - s;
-  for (int v = static_cast<int>(threadIdx.x); v < nv; v += static_cast<int>(blockDim.x)) {
-    const int left = (s + cols - v * N) * static_cast<int>(sizeof(T));
-    fz::cp_async16(dst + v * N, src + v * N, left < 16 ? left : 16);
-  }
+  const int stride = static_cast<int>(blockDim.x);
+  int v = static_cast<int>(threadIdx.x);
+  const T* src = row - s + v * N;
+  T* d = dst + v * N;
+  for (; v < nv - 1; v += stride, src += stride * N, d += stride * N) fz::cp_async16(d, src);
+  if (v == nv - 1) fz::cp_async16(d, src, (s + cols - v * N) * static_cast<int>(sizeof(T)));
+}
+// The window vectors [full0, full1) lie wholly inside the row (no column to check); the others — at
+// most the first, which holds the previous row's tail when s > 0, and the last, past the row's end —
+// are checked column by column (InRowVector).
+struct StagedSpan {
+  int full0, full1;
+};
+template <int N>
+__device__ __forceinline__ StagedSpan StagedFullVectors(int s, int cols) {
+  const int full0 = s > 0 ? 1 : 0;
+  return {full0, max(full0, (s + cols) / N)};
 }
 // Whether element j of window vector v (column v * N - s + j) is in the row.
 template <int N>
@@ -496,6 +510,17 @@ auto DispatchExactShape(const RowShape& s, F&& f) {
   return r;
 }
 
+// Registers per thread of `kernel` as compiled (0 where the runtime does not say): the staged
+// kernels' launch shape depends on it (target::RowStageFor).
+template <class P>
+inline int KernelRegisters(void (*kernel)(P)) {
+  cudaFuncAttributes a{};
+  if (cudaFuncGetAttributes(&a, reinterpret_cast<const void*>(kernel)) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return a.numRegs;
+}
 // Lets `kernel` take `bytes` of dynamic shared memory (above the default 48 KiB) and prefer shared
 // memory over L1 (the staged kernels' blocks per SM are set by shared memory).
 template <class P>

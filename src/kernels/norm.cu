@@ -339,9 +339,19 @@ __global__ void __launch_bounds__(target::kRowStageMaxThreads) NormStageKernel(N
   StagedRows<T, N, IN>(src, p.rows, p.cols, p.stage_elems, p.twin != 0, [&](int64_t, int64_t base, int s, int nv, int b) {
     T* xs = StagedWindow<T>(b * IN, p.stage_elems);
     const T* rs = StagedWindow<T>(b * IN + IN - 1, p.stage_elems);
-    auto in_row = [&](int v, int j) { return (v > 0 && v < nv - 1) || InRowVector<N>(v, j, s, p.cols); };
+    // f(v, full) for this thread's window vectors; `full` (compile-time) for the vectors wholly inside
+    // the row (StagedFullVectors), where no column is checked — only the row's two edge vectors check
+    // theirs, so a pass costs its arithmetic and not a bounds test per element.
+    const StagedSpan g = StagedFullVectors<N>(s, p.cols);
+    auto vectors = [&](auto&& f) {
+      for (int v = tid; v < nv; v += tpb) {
+        if (v >= g.full0 && v < g.full1) f(v, std::true_type{});
+        else f(v, std::false_type{});
+      }
+    };
     float acc = 0.0f;
-    for (int v = tid; v < nv; v += tpb) {
+    vectors([&](int v, auto full) {
+      constexpr bool kFull = decltype(full)::value;
       Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
       if constexpr (KIND == kAddRms) {
         const Pack<T, N> rv = LoadPack<T, N>(rs + v * N);
@@ -350,34 +360,35 @@ __global__ void __launch_bounds__(target::kRowStageMaxThreads) NormStageKernel(N
         for (int j = 0; j < N; ++j) f[j] = xv.get(j) + rv.get(j);
         xv = MakePack<T, N>(f);
         StorePack<T, N>(xs + v * N, xv);
-        StoreRowPack<T, N, true, true>(p.sum + base, v * N - s, p.cols, xv);
+        if constexpr (kFull) StoreGlobalPack<T, N>(p.sum + base + v * N - s, xv);
+        else StoreRowPack<T, N, true, true>(p.sum + base, v * N - s, p.cols, xv);
       }
 #pragma unroll
       for (int j = 0; j < N; ++j) {
         const float f = xv.get(j);
-        if (in_row(v, j)) acc += KIND == kLayer ? f : f * f;
+        if (kFull || InRowVector<N>(v, j, s, p.cols)) acc += KIND == kLayer ? f : f * f;
       }
-    }
+    });
     acc = RowReduce<SumOp>(acc, tpb, smem, phase);
     float mean = 0.0f, inv;
     if constexpr (KIND == kLayer) {
       mean = acc * p.inv_cols;
       acc = 0.0f;
-      for (int v = tid; v < nv; v += tpb) {
+      vectors([&](int v, auto full) {
         const Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
 #pragma unroll
         for (int j = 0; j < N; ++j) {
           const float d = xv.get(j) - mean;
-          if (in_row(v, j)) acc += d * d;
+          if (decltype(full)::value || InRowVector<N>(v, j, s, p.cols)) acc += d * d;
         }
-      }
+      });
       inv = rsqrtf(RowReduce<SumOp>(acc, tpb, smem, phase) * p.inv_cols + p.eps);
     } else {
       inv = rsqrtf(acc * p.inv_cols + p.eps);
     }
     DispatchShift<N>(s, [&](auto s_c) {
       constexpr int S = decltype(s_c)::value;
-      for (int v = tid; v < nv; v += tpb) {
+      vectors([&](int v, auto full) {
         const Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
         float wv[N], bv[N];
         if (p.w) ShiftedColumn<T, N, S>(p.w, v, p.cols, wv);
@@ -390,8 +401,9 @@ __global__ void __launch_bounds__(target::kRowStageMaxThreads) NormStageKernel(N
           if (p.b) y += bv[j];
           o[j] = y;
         }
-        StoreRowPack<T, N, true, true>(p.y + base, v * N - S, p.cols, MakePack<T, N>(o));
-      }
+        if constexpr (decltype(full)::value) StoreGlobalPack<T, N>(p.y + base + v * N - S, MakePack<T, N>(o));
+        else StoreRowPack<T, N, true, true>(p.y + base, v * N - S, p.cols, MakePack<T, N>(o));
+      });
     });
   });
 }
@@ -543,7 +555,12 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
   std::optional<target::RowStage> stage;
   if (s.looped && !opt.shape && aligned) {
     split = target::ChooseRowSplit(rows, cols, DTypeSize(dt), dev, kind == kAddRms ? 8 : 4, true);
-    stage = target::ChooseRowStage(rows, cols, DTypeSize(dt), kind == kAddRms ? 2 : 1, dev);
+    // the stage kernel's registers bound its threads (target::RowStageFor)
+    const int regs = DispatchFloat(dt, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      return KernelRegisters(kind == kRms ? NormStageKernel<T, kRms> : kind == kAddRms ? NormStageKernel<T, kAddRms> : NormStageKernel<T, kLayer>);
+    });
+    stage = target::ChooseRowStage(rows, cols, DTypeSize(dt), kind == kAddRms ? 2 : 1, dev, regs);
   }
   // a stage gives way to the split where the rule says (target::StageGivesWayToSplit; the norms also
   // where the stage has no overlap on its SM), else the split gives way to the stage

@@ -672,7 +672,13 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanSoftmaxEx(const Node& n, const std
     // x's 16-byte packs (4 registers a vector) and the kept f32 exponentials (one register an element);
     // with every SM busy only over aligned rows (target::UseRowSplit)
     split = target::ChooseRowSplit(rows, cols, DTypeSize(dt), dev, 4 + 16 / static_cast<int>(DTypeSize(dt)), !access.shifted);
-    stage = target::ChooseRowStage(rows, cols, DTypeSize(dt), 1, dev);
+    // the stage kernel's registers bound its threads (target::RowStageFor)
+    const bool causal_stage = AttrInt(n.attrs, "causal", 0) != 0;
+    const int regs = DispatchFloat(dt, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      return KernelRegisters(causal_stage ? SoftmaxStageKernel<T, true> : SoftmaxStageKernel<T, false>);
+    });
+    stage = target::ChooseRowStage(rows, cols, DTypeSize(dt), 1, dev, regs);
   }
   // a stage gives way to the split where the rule says (target::StageGivesWayToSplit), else the split
   // gives way to the stage

@@ -22,6 +22,7 @@ struct DeviceInfo {
   int64_t max_shared_mem_per_block_optin = 0;  // after cudaFuncSetAttribute (227 KiB on Hopper)
   int64_t shared_mem_per_sm = 0;
   int max_threads_per_sm = 0;
+  int regs_per_sm = 0;                   // 32-bit registers of a multiprocessor (0: unknown)
   int clock_khz = 0;                     // SM clock (0 when the runtime no longer reports it)
   int memory_bus_width_bits = 0;
   int driver_version = 0;                // e.g. 13000 (cudaDriverGetVersion)

@@ -204,7 +204,8 @@ int64_t RowStageWindowBytes(int64_t cols, int elem_bytes) {
   return CeilDiv(cols + vec - 1, vec) * 16;
 }
 
-std::optional<RowStage> RowStageFor(int64_t rows, int64_t stage_bytes, int64_t row_vectors, const DeviceInfo& dev) {
+std::optional<RowStage> RowStageFor(int64_t rows, int64_t stage_bytes, int64_t row_vectors, const DeviceInfo& dev,
+                                    int regs_per_thread) {
   if (stage_bytes <= 0 || row_vectors <= 0) return std::nullopt;
   if (dev.major < 8 || rows < std::max(dev.sm_count, 1)) return std::nullopt;
   if (stage_bytes + kRowStageStaticBytes > dev.max_shared_mem_per_block_optin) return std::nullopt;
@@ -216,7 +217,14 @@ std::optional<RowStage> RowStageFor(int64_t rows, int64_t stage_bytes, int64_t r
   st.blocks_per_sm = static_cast<int>(per_sm / (st.smem_bytes + kRowStageStaticBytes));
   if (st.blocks_per_sm < 1) return std::nullopt;
   const int sm_threads = dev.max_threads_per_sm > 0 ? dev.max_threads_per_sm : 2048;
-  const int64_t top = std::clamp<int64_t>(sm_threads / st.blocks_per_sm / 32 * 32, kRowStageMinThreads, kRowStageMaxThreads);
+  // warps the register file holds at this kernel's registers (allocated per warp in 256-register units)
+  int64_t reg_warps = sm_threads / 32;
+  if (regs_per_thread > 0 && dev.regs_per_sm > 0) {
+    reg_warps = dev.regs_per_sm / (CeilDiv(int64_t{regs_per_thread} * 32, 256) * 256);
+    while (st.blocks_per_sm > 1 && reg_warps / st.blocks_per_sm * 32 < kRowStageMinThreads) --st.blocks_per_sm;
+  }
+  const int64_t top = std::clamp<int64_t>(std::min<int64_t>(sm_threads / st.blocks_per_sm, reg_warps / st.blocks_per_sm * 32) / 32 * 32,
+                                          kRowStageMinThreads, kRowStageMaxThreads);
   st.threads = static_cast<int>(std::clamp<int64_t>(CeilDiv(CeilDiv(row_vectors, kRowStageVectorsPerThread), 32) * 32,
                                                     kRowStageMinThreads, top));
   const int64_t slots = int64_t{st.blocks_per_sm} * std::max(dev.sm_count, 1);
@@ -229,10 +237,11 @@ bool StageGivesWayToSplit(const RowStage& st, bool no_overlap_too) {
   return st.wave_efficiency < kRowStageMinWaveEfficiency || (no_overlap_too && !st.twin && st.blocks_per_sm == 1);
 }
 
-std::optional<RowStage> ChooseRowStage(int64_t rows, int64_t cols, int elem_bytes, int inputs, const DeviceInfo& dev) {
+std::optional<RowStage> ChooseRowStage(int64_t rows, int64_t cols, int elem_bytes, int inputs, const DeviceInfo& dev,
+                                       int regs_per_thread) {
   const int64_t window = RowStageWindowBytes(cols, elem_bytes);
   if (window == 0 || inputs < 1) return std::nullopt;
-  return RowStageFor(rows, window * inputs, window / 16, dev);
+  return RowStageFor(rows, window * inputs, window / 16, dev, regs_per_thread);
 }
 
 const char* ReductionFormName(ReductionForm f) {

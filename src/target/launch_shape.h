@@ -221,10 +221,16 @@ int64_t RowStageWindowBytes(int64_t cols, int elem_bytes);
 // The staged launch for `rows` rows whose staged windows take `stage_bytes` together, the widest
 // `row_vectors` 16-byte vectors (the copies and the reads a block shares out), on `dev`; nullopt where
 // it is not taken (too few rows, pre-sm_80, no fit). One rule for the library kernels and the JIT's
-// stage function (jit/cuda_launcher).
-std::optional<RowStage> RowStageFor(int64_t rows, int64_t stage_bytes, int64_t row_vectors, const DeviceInfo& dev);
+// stage function (jit/cuda_launcher). `regs_per_thread`: the stage kernel's registers (0: unknown) —
+// the blocks the shared memory allows must be resident in the register file too, so a block's
+// threads are at most the SM's registers over blocks_per_sm x the kernel's registers (fewer blocks
+// where that leaves fewer than kRowStageMinThreads): a 64-register kernel at two blocks an SM runs
+// 512-thread blocks, both resident, not 1024-thread ones of which one waits for the other to end.
+std::optional<RowStage> RowStageFor(int64_t rows, int64_t stage_bytes, int64_t row_vectors, const DeviceInfo& dev,
+                                    int regs_per_thread = 0);
 // The library kernels' case: `inputs` staged row tensors of `cols` elements of `elem_bytes` bytes.
-std::optional<RowStage> ChooseRowStage(int64_t rows, int64_t cols, int elem_bytes, int inputs, const DeviceInfo& dev);
+std::optional<RowStage> ChooseRowStage(int64_t rows, int64_t cols, int elem_bytes, int inputs, const DeviceInfo& dev,
+                                       int regs_per_thread = 0);
 
 // ------------------------------------------------------------------ reductions over the last axis
 enum class ReductionForm {

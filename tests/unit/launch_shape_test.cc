@@ -297,6 +297,25 @@ TEST(LaunchShape, RowStage) {
   EXPECT_FALSE(target::ChooseRowStage(5000, 49152, 2, 1, FakeDevice(132, 7)).has_value());  // no cp.async before sm_80
   EXPECT_TRUE(target::ChooseRowStage(5000, 49152, 2, 1, FakeDevice(132, 8)).has_value());
   EXPECT_FALSE(target::ChooseRowStage(5000, 49152, 3, 1, h200).has_value());
+  // the kernel's registers: the blocks the shared memory allows stay resident in the register file
+  auto regs = h200;
+  regs.regs_per_sm = 65536;
+  st = target::ChooseRowStage(6647, 20190, 2, 1, regs, 64);  // 2 x 39.5 KiB twin: two blocks an SM by shared memory
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->blocks_per_sm, 2);
+  EXPECT_EQ(st->threads, 512);  // 64 registers: 32 warps an SM, 16 a block (not 1024 threads, one block resident)
+  EXPECT_EQ(target::ChooseRowStage(6647, 20190, 2, 1, regs, 32)->threads, 1024);  // 32 registers: both fit at 1024
+  EXPECT_EQ(target::ChooseRowStage(6647, 20190, 2, 1, regs, 0)->threads, 1024);   // unknown: the thread rule alone
+  EXPECT_EQ(target::ChooseRowStage(6647, 20190, 2, 1, h200, 64)->threads, 1024);  // unknown register file: likewise
+  st = target::ChooseRowStage(5000, 16500, 2, 1, regs, 64);  // three blocks by shared memory: 10 warps each
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->blocks_per_sm, 3);
+  EXPECT_EQ(st->threads, 320);
+  st = target::ChooseRowStage(5000, 16500, 2, 1, regs, 255);  // 8 warps an SM: fewer blocks, each >= 128 threads
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->blocks_per_sm, 2);
+  EXPECT_EQ(st->threads, 128);
+  EXPECT_EQ(st->grid, 264);
   // the give-way rule: rows that fill the blocks unevenly, and (norms) no overlap on the SM
   st = target::ChooseRowStage(179, 32000, 2, 1, h200);  // 179 rows over 132 one-block SMs: two waves, 0.68
   ASSERT_TRUE(st.has_value());

@@ -26,10 +26,28 @@ template <> struct fz_cvt2<fz_bf16> { static __device__ __forceinline__ unsigned
 template <> struct fz_cvt2<fz_f16> { static __device__ __forceinline__ unsigned pack(float lo, float hi) { return fz::pack_f16x2(lo, hi); } };
 
 // ---- vector loads and stores
+// The two 16-bit elements of a 32-bit word, widened: bf16 by a shift and a mask (one instruction
+// each, where element-wise extraction took a byte permute and a shift).
+template <typename T> __device__ __forceinline__ void fz_unpack2(unsigned w, float* o) {
+  if constexpr (T::kBf16) {
+    o[0] = __uint_as_float(w << 16);
+    o[1] = __uint_as_float(w & 0xffff0000u);
+  } else {
+    o[0] = fz::f16_to_f32(w);
+    o[1] = fz::f16_to_f32(w >> 16);
+  }
+}
 // N consecutive elements from p[i] (p + i aligned to N * sizeof(T) bytes), widened to f32.
 template <int N, typename T> __device__ __forceinline__ void fz_load(const T* __restrict__ p, long long i, float* out) {
   constexpr int B = N * (int)sizeof(T);
-  if constexpr (B == 16) { uint4 u = *reinterpret_cast<const uint4*>(p + i); const T* e = reinterpret_cast<const T*>(&u);
+  if constexpr (sizeof(T) == 2 && B == 16) {
+    const uint4 u = *reinterpret_cast<const uint4*>(p + i);
+    fz_unpack2<T>(u.x, out); fz_unpack2<T>(u.y, out + 2); fz_unpack2<T>(u.z, out + 4); fz_unpack2<T>(u.w, out + 6); }
+  else if constexpr (sizeof(T) == 2 && B == 8) {
+    const uint2 u = *reinterpret_cast<const uint2*>(p + i);
+    fz_unpack2<T>(u.x, out); fz_unpack2<T>(u.y, out + 2); }
+  else if constexpr (sizeof(T) == 2 && B == 4) fz_unpack2<T>(*reinterpret_cast<const unsigned*>(p + i), out);
+  else if constexpr (B == 16) { uint4 u = *reinterpret_cast<const uint4*>(p + i); const T* e = reinterpret_cast<const T*>(&u);
 #pragma unroll
     for (int k = 0; k < N; ++k) out[k] = fz_f32(e[k]); }
   else if constexpr (B == 8) { uint2 u = *reinterpret_cast<const uint2*>(p + i); const T* e = reinterpret_cast<const T*>(&u);

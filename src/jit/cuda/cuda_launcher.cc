@@ -79,6 +79,7 @@ StatusOr<std::shared_ptr<LoadedKernel>> LoadedKernel::Load(const JitKernel& k) {
   OPFUSE_CUDA_RETURN(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   OPFUSE_CUDA_RETURN(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
   OPFUSE_CUDA_RETURN(cudaDeviceGetAttribute(&lk->sm_threads_, cudaDevAttrMaxThreadsPerMultiProcessor, dev));
+  OPFUSE_CUDA_RETURN(cudaDeviceGetAttribute(&lk->sm_regs_, cudaDevAttrMaxRegistersPerMultiprocessor, dev));
   lk->smem_optin_ = optin;
   lk->smem_per_sm_ = per_sm;
   // The stage function where its windows fit this device's shared memory (target::RowStageFor),
@@ -94,6 +95,10 @@ StatusOr<std::shared_ptr<LoadedKernel>> LoadedKernel::Load(const JitKernel& k) {
     OPFUSE_CUDA_RETURN(cudaFuncSetAttribute(reinterpret_cast<const void*>(st), cudaFuncAttributePreferredSharedMemoryCarveout,
                                             cudaSharedmemCarveoutMaxShared));
     lk->stage_kernel_ = st;
+    // its registers bound the stage's threads (target::RowStageFor)
+    cudaFuncAttributes fa{};
+    if (cudaFuncGetAttributes(&fa, reinterpret_cast<const void*>(st)) == cudaSuccess) lk->stage_regs_ = fa.numRegs;
+    else cudaGetLastError();
   }
   return lk;
 }
@@ -130,11 +135,12 @@ StatusOr<LoadedKernel::Geometry> LoadedKernel::LaunchGeometry(const std::vector<
     dev.max_shared_mem_per_block_optin = smem_optin_;
     dev.shared_mem_per_sm = smem_per_sm_;
     dev.max_threads_per_sm = sm_threads_;
+    dev.regs_per_sm = sm_regs_;
     const bool split_ok = split_kernel_ && em.split_vpt > 0 && target::UseRowSplit(rows, dev, em.split_many_rows) &&
                           rows <= kMaxGrid / target::kRowSplitBlocks;
     if (stage_kernel_) {
       // where its windows fit (target::RowStageFor): persistent blocks, double-buffered where two fit
-      auto st = target::RowStageFor(rows, em.stage_bytes, em.stage_vectors, dev);
+      auto st = target::RowStageFor(rows, em.stage_bytes, em.stage_vectors, dev, stage_regs_);
       // the split where it is taken and the rule says (target::StageGivesWayToSplit, the kernel's
       // stage_gives_way)
       if (st && !(split_ok && em.stage_gives_way && target::StageGivesWayToSplit(*st, false))) {
