@@ -386,24 +386,47 @@ __global__ void __launch_bounds__(target::kRowStageMaxThreads) NormStageKernel(N
     } else {
       inv = rsqrtf(acc * p.inv_cols + p.eps);
     }
+    // The output pass, two vectors a step: both vectors' weight (and layer_norm's bias) loads — from
+    // L2, the staged windows leaving little L1 — are in flight before either is used; the operands
+    // are read into registers once, and only layer_norm has a bias and a mean. Out-of-row columns of
+    // the edge vectors compute a value that StoreRowPack does not store.
+    const T* const w = p.w;
+    const T* const bias = KIND == kLayer ? p.b : nullptr;
+    const int cols = p.cols;
+    T* const yrow = p.y + base;
     DispatchShift<N>(s, [&](auto s_c) {
       constexpr int S = decltype(s_c)::value;
-      vectors([&](int v, auto full) {
-        const Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
-        float wv[N], bv[N];
-        if (p.w) ShiftedColumn<T, N, S>(p.w, v, p.cols, wv);
-        if (p.b) ShiftedColumn<T, N, S>(p.b, v, p.cols, bv);
-        float o[N];
+      for (int v = tid; v < nv; v += 2 * tpb) {
+        Pack<T, N> xk[2];
+        float wk[2][N], bk[2][KIND == kLayer ? N : 1];  // (bias: layer_norm only)
+        (void)bk;
 #pragma unroll
-        for (int j = 0; j < N; ++j) {
-          float y = (xv.get(j) - mean) * inv;
-          if (p.w) y *= wv[j];
-          if (p.b) y += bv[j];
-          o[j] = y;
+        for (int k = 0; k < 2; ++k) {
+          const int vk = v + k * tpb;
+          if (vk < nv) {
+            xk[k] = LoadPack<T, N>(xs + vk * N);
+            if (w) ShiftedColumn<T, N, S>(w, vk, cols, wk[k]);
+            if constexpr (KIND == kLayer)
+              if (bias) ShiftedColumn<T, N, S>(bias, vk, cols, bk[k]);
+          }
         }
-        if constexpr (decltype(full)::value) StoreGlobalPack<T, N>(p.y + base + v * N - S, MakePack<T, N>(o));
-        else StoreRowPack<T, N, true, true>(p.y + base, v * N - S, p.cols, MakePack<T, N>(o));
-      });
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          const int vk = v + k * tpb;
+          if (vk >= nv) break;
+          float o[N];
+#pragma unroll
+          for (int j = 0; j < N; ++j) {
+            float y = (KIND == kLayer ? xk[k].get(j) - mean : xk[k].get(j)) * inv;
+            if (w) y *= wk[k][j];
+            if constexpr (KIND == kLayer)
+              if (bias) y += bk[k][j];
+            o[j] = y;
+          }
+          if (vk >= g.full0 && vk < g.full1) StoreGlobalPack<T, N>(yrow + vk * N - S, MakePack<T, N>(o));
+          else StoreRowPack<T, N, true, true>(yrow, vk * N - S, cols, MakePack<T, N>(o));
+        }
+      }
     });
   });
 }
@@ -545,7 +568,8 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
     s.vec = access.vec;
     OPFUSE_RETURN_IF_ERROR(CheckRowShape(s, access.window_cols, lim));
   } else {
-    s = ChooseRowShape(rows, access.window_cols, access.vec, dev, lim);
+    // shifted rows past kMaxRegisterCols are staged or split, not held (target::RowFamilyLimits)
+    s = ChooseRowShape(rows, access.window_cols, access.vec, dev, target::RowFamilyLimits(n.op, false, access.shifted));
   }
   // Rows past the register path: split over a cluster at every row count (target::ChooseRowSplit;
   // the 16-byte packs of x, and of the residual, held: 4 or 8 registers a vector).

@@ -116,11 +116,11 @@ Status CheckRowShape(const RowShape& s, int64_t cols, RowLimits lim) {
   return Status::Ok();
 }
 
-RowLimits RowFamilyLimits(OpKind op, bool has_mask) {
+RowLimits RowFamilyLimits(OpKind op, bool has_mask, bool shifted) {
   RowLimits lim;
   if (op == OpKind::kAddRmsNorm) lim.prefill_vpt = 2;
-  if (op == OpKind::kRmsNorm || op == OpKind::kLayerNorm) lim.wide_words_per_vector = 4;
-  if (op == OpKind::kAddRmsNorm) lim.wide_words_per_vector = 8;
+  if ((op == OpKind::kRmsNorm || op == OpKind::kLayerNorm) && !shifted) lim.wide_words_per_vector = 4;
+  if (op == OpKind::kAddRmsNorm && !shifted) lim.wide_words_per_vector = 8;
   if (op == OpKind::kSoftmax && has_mask) {
     lim.max_vpt = 4;
     lim.heavy = true;

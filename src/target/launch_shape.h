@@ -77,9 +77,12 @@ inline constexpr int kWideRowsPerSm = 2;
 // a mask). Measured per family (docs/BENCHMARKS.md, "Fused row kernels"): add_rms_norm holds x and
 // the residual in registers, so 2 vectors per thread at prefill sizes; a masked softmax caches f32
 // values per element, so at most 4 vectors and 512-thread blocks; the rest 4 at prefill sizes. The
-// norms hold wide rows (wide_words_per_vector: 4 a row input); the softmax, which keeps f32 values
-// between its passes, does not.
-RowLimits RowFamilyLimits(OpKind op, bool has_mask);
+// norms hold wide rows (wide_words_per_vector: 4 a row input) where the row starts are on the 16-byte
+// grid; `shifted` rows (RowAccess::shifted) keep wide rows off the register path — its shifted-row
+// form runs about twice an aligned row's instructions, and the staged kernel measured faster there
+// (docs/BENCHMARKS.md, "Staged rows") while the register path stays faster on aligned rows. The
+// softmax, which keeps f32 values between its passes, does not hold wide rows.
+RowLimits RowFamilyLimits(OpKind op, bool has_mask, bool shifted = false);
 
 // Largest block a register-path kernel with `vpt` vectors per thread is compiled for
 // (__launch_bounds__): 8 vectors (32+ registers of data) get up to 128 registers per thread.

@@ -434,13 +434,14 @@ FusedCase NormCase(OpKind op, DType dt, int64_t rows, int64_t cols, bool weight 
 
 // The name part a plan past kMaxRegisterCols carries: the register shape where the family keeps wide
 // rows in registers (target::kRegisterRowWords: the norms, 16-bit, two rows per SM or more),
-// "stage[2]_t<threads>" for staged rows (target::ChooseRowStage: x, and add_rms_norm's residual,
+// "stage[2]_t" for staged rows (target::ChooseRowStage: x, and add_rms_norm's residual,
 // staged), "cluster<blocks>_" for split rows (target::ChooseRowSplit with the kernel's held registers
 // per vector: norms 4 per input, softmax 4 plus its kept f32 values), or "_looped" where none is taken.
 std::string SplitExpect(OpKind op, DType dt, int64_t rows, int64_t cols) {
   if (op != OpKind::kSoftmax) {
     const auto access = target::ChooseRowAccess(cols, DTypeSize(dt), true);
-    const auto reg = target::ChooseRowShape(rows, access.window_cols, access.vec, FakeH200(), target::RowFamilyLimits(op, false));
+    const auto reg = target::ChooseRowShape(rows, access.window_cols, access.vec, FakeH200(),
+                                            target::RowFamilyLimits(op, false, access.shifted));
     if (!reg.looped) return reg.ToString();
   }
   const int words = op == OpKind::kSoftmax ? 4 + 16 / DTypeSize(dt) : op == OpKind::kAddRmsNorm ? 8 : 4;
@@ -450,7 +451,7 @@ std::string SplitExpect(OpKind op, DType dt, int64_t rows, int64_t cols) {
   if (auto st = target::ChooseRowStage(rows, cols, DTypeSize(dt), op == OpKind::kAddRmsNorm ? 2 : 1, FakeH200())) {
     // the split where the rule says, the norms also over a stage with no overlap on its SM (norm.cu)
     if (!(sp && target::StageGivesWayToSplit(*st, op != OpKind::kSoftmax)))
-      return fmt::format("stage{}_t{}_", st->twin ? "2" : "", st->threads);
+      return fmt::format("stage{}_t", st->twin ? "2" : "");  // (the threads depend on the kernel's registers)
   }
   return sp ? fmt::format("cluster{}_", sp->blocks) : "_looped";
 }
@@ -465,6 +466,13 @@ std::vector<FusedCase> NormCases() {
           if (cols == 20000) c.expect = SplitExpect(op, dt, rows, cols);
           v.push_back(c);
         }
+  // Shifted rows past kMaxRegisterCols with every SM busy: staged, not held (target::RowFamilyLimits).
+  for (OpKind op : {OpKind::kRmsNorm, OpKind::kAddRmsNorm, OpKind::kLayerNorm})
+    for (int64_t cols : {17001, 20011}) {
+      FusedCase c = NormCase(op, DType::kBF16, 300, cols);
+      c.expect = SplitExpect(op, DType::kBF16, 300, cols);
+      v.push_back(c);
+    }
   // Prefill row counts (bf16, and f32 on one width).
   for (OpKind op : {OpKind::kRmsNorm, OpKind::kAddRmsNorm, OpKind::kLayerNorm})
     for (int64_t cols : {64, 77, 1000, 2048, 4096}) v.push_back(NormCase(op, DType::kBF16, 4096, cols));

@@ -98,6 +98,13 @@ TEST(LaunchShape, WideRowsInRegistersWhereTheWordsFit) {
   EXPECT_EQ(rms.wide_words_per_vector, 4);
   EXPECT_EQ(add.wide_words_per_vector, 8);
   EXPECT_EQ(sm.wide_words_per_vector, 0);
+  // shifted rows (row starts off the 16-byte grid) keep wide rows off the register path
+  for (OpKind op : {OpKind::kRmsNorm, OpKind::kLayerNorm, OpKind::kAddRmsNorm}) {
+    EXPECT_EQ(target::RowFamilyLimits(op, false, true).wide_words_per_vector, 0) << OpName(op);
+    EXPECT_TRUE(target::ChooseRowShape(5000, 20190 + 7, 8, dev, target::RowFamilyLimits(op, false, true)).looped) << OpName(op);
+    if (op != OpKind::kAddRmsNorm)  // (two held inputs: 16 words are 2 vectors, 16384 columns, no wide rows)
+      EXPECT_FALSE(target::ChooseRowShape(5000, 20192, 8, dev, target::RowFamilyLimits(op, false, false)).looped) << OpName(op);
+  }
   // bf16 7708 x 17412 (the shifted window: 17419 columns): prefill shape, 4 vectors a thread
   RowShape s = ChooseRowShape(7708, 17419, 8, dev, rms);
   EXPECT_FALSE(s.looped) << s.ToString();
