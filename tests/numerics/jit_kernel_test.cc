@@ -651,8 +651,9 @@ TEST(JitKernel, RegisterWindowModeAtOddWidths) {
     EXPECT_EQ(prefill.find("} else if (VPT * ") != std::string::npos, c.window) << prefill;
     EXPECT_EQ(prefill.find("].load_cols(in0, ") != std::string::npos, c.window) << prefill;
     EXPECT_EQ(prefill.find("if (c >= 0 && c < C) acc") != std::string::npos, c.window) << prefill;
-    if (c.window && prefill.find("out0[r]") == std::string::npos)  // a full-shape output: masked at the edges
+    if (c.window && prefill.find("out0[r]") == std::string::npos) {  // a full-shape output: masked at the edges
       EXPECT_NE(prefill.find(fmt::format("fz_store_cols<{}, ", c.vec)), std::string::npos) << prefill;
+    }
     // a separate decode function in the width's own vectors where they form a row group (at most
     // 1024 threads of 8), else the windowed prefill function for both; either covers the row
     const int64_t cols = std::stoll(std::string(c.graph).substr(std::string(c.graph).find(", ") + 2));
@@ -663,8 +664,9 @@ TEST(JitKernel, RegisterWindowModeAtOddWidths) {
     } else if (c.window) {
       EXPECT_GT(cols, 1024 * 8);
     }
-    if (e->decode_function != e->function)  // the decode row group covers the row: TPR x VPT x its vector
+    if (e->decode_function != e->function) {  // the decode row group covers the row: TPR x VPT x its vector
       EXPECT_GE(int64_t{e->decode_threads / e->decode_rows_per_block} * DecodeVpt(decode) * DecodeVec(decode), cols) << decode;
+    }
     ExpectCompiles(e->source, e->function);
     ExpectCompiles(e->source, e->function, "sm_80");
   }
@@ -864,7 +866,9 @@ TEST(JitKernel, StageFunctionForRowsPastTheRegisterPath) {
     EXPECT_EQ(stage.find("fz_load<" + std::to_string(e->vec) + ">(in0"), std::string::npos) << "x read from global memory: " << stage;
     // window mode: the staged windows' 16-byte vectors (odd widths too), the weight column-guarded
     EXPECT_NE(stage.find(fmt::format("fz_load<{}>(xs0, sh0 + (c0)", 16 / c.staged_sizes[0])), std::string::npos) << stage;
-    if (c.staged_sizes.size() == 2) EXPECT_NE(stage.find("fz_load_cols<8>(in2, c0, c0, C,"), std::string::npos) << stage;
+    if (c.staged_sizes.size() == 2) {
+      EXPECT_NE(stage.find("fz_load_cols<8>(in2, c0, c0, C,"), std::string::npos) << stage;
+    }
     EXPECT_NE(stage.find("fz::pdl_enter();"), std::string::npos);
     EXPECT_TRUE(e->PdlIn(e->stage_function));
     if (jit::NvrtcAvailable())
@@ -927,7 +931,9 @@ TEST(JitKernel, RawMaxPassComparesElementPairs) {
     if (!e->stage_function.empty()) {
       const std::string stage = FunctionText(e->source, e->stage_function);
       EXPECT_EQ(stage.find("::op(accw") != std::string::npos, c.raw) << stage;
-      if (stage.find("fz_store") != std::string::npos) EXPECT_NE(stage.find(", true>(out0"), std::string::npos) << stage;
+      if (stage.find("fz_store") != std::string::npos) {
+        EXPECT_NE(stage.find(", true>(out0"), std::string::npos) << stage;
+      }
     }
     if (c.raw && !e->split_function.empty()) {
       const std::string split = FunctionText(e->source, e->split_function);
