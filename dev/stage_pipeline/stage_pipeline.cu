@@ -8,7 +8,9 @@
 // memory, block reduction, y = x * inv * w), MODE 1 the staged copy alone (shared memory to y, no
 // reduction), MODE 2 the read side alone (sum of squares and reduction, one float a row out). Against
 // a 16-byte copy of the same bytes. One launch per timing (the tensors exceed L2), best of 5 graph
-// replays (dev/graph_time.h). MODE 3: MODE 0 with each row one bulk copy (cp.async.bulk) issued by
+// replays (dev/graph_time.h). MODE 4 (StagedShifted): MODE 0 over odd widths, rows off the 16-byte
+// grid, in the library's shifted-row layout — the lean form of kernels/norm.cu's NormStageKernel; NOT
+// yet run on a GPU. MODE 3: MODE 0 with each row one bulk copy (cp.async.bulk) issued by
 // one thread, completing on the buffer's mbarrier. MODE 0 and 3 checked against an f64 CPU reference on sampled rows (y poisoned).
 // Answers (H200, 2026-12-02; of the probe's copy): MODE 0 at 512-1024 threads, two buffers 0.85-0.96
 // (6648 x 20192 143.9 µs, copy 138.1; 2730 x 49152 148.1, copy 139.3); three or four buffers 0.74-0.89
@@ -24,6 +26,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "../graph_time.h"
@@ -189,6 +192,118 @@ __global__ void __launch_bounds__(1024) StagedBulk(const bf16* __restrict__ x, c
   }
 }
 
+
+// MODE 4: MODE 0 over rows off the 16-byte grid (odd widths, as the library's shifted rows): row r's
+// aligned window from x + r * cols - s (s = (r * cols) % 8) staged, the last copy with a source size;
+// the sum pass unchecked but on the window's two edge vectors; the output pass per compile-time shift
+// S, the weight from its two aligned vectors around columns v * 8 - S .. + 7, stores aligned
+// st.global.v4 inside the row and element by element at its edges. Two buffers.
+__device__ __forceinline__ void CpAsync16Size(void* dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(SmemAddr(dst)), "l"(src), "r"(bytes) : "memory");
+}
+template <int S>
+__device__ __forceinline__ void ShiftedWeight(const unsigned* a, const unsigned* b, float (&o)[8]) {
+  // element j of the window vector is weight column v * 8 - S + j: a's element 8 - S + j for j < S, else b's j - S
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int e = j < S ? 8 - S + j : j - S;
+    const unsigned wd = j < S ? a[e >> 1] : b[e >> 1];
+    o[j] = (e & 1) ? Hi(wd) : Lo(wd);
+  }
+}
+template <class F>
+__device__ __forceinline__ void Shift8(int s, F&& f) {
+  switch (s) {
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 3: f(std::integral_constant<int, 3>{}); break;
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    case 5: f(std::integral_constant<int, 5>{}); break;
+    case 6: f(std::integral_constant<int, 6>{}); break;
+    case 7: f(std::integral_constant<int, 7>{}); break;
+    default: f(std::integral_constant<int, 0>{}); break;
+  }
+}
+__global__ void __launch_bounds__(1024) StagedShifted(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y,
+                                                      int rows, int cols, int buf_vecs) {
+  __shared__ float red[32];
+  auto issue = [&](int r, int b) {
+    const long long base = static_cast<long long>(r) * cols;
+    const int sh = static_cast<int>(base % 8), nv = (sh + cols + 7) / 8;
+    const uint4* src = reinterpret_cast<const uint4*>(x + base - sh);
+    uint4* dst = g_smem + static_cast<long long>(b) * buf_vecs;
+    int v = threadIdx.x;
+    for (; v < nv - 1; v += blockDim.x) CpAsync16(dst + v, src + v);
+    if (v == nv - 1) CpAsync16Size(dst + v, src + v, (sh + cols - v * 8) * 2);
+  };
+  if (blockIdx.x < rows) issue(blockIdx.x, 0);
+  Commit();
+  int it = 0;
+  for (int r = blockIdx.x; r < rows; r += gridDim.x, ++it) {
+    if (r + gridDim.x < rows) issue(r + gridDim.x, (it + 1) & 1);
+    Commit();
+    WaitGroup<1>();
+    __syncthreads();
+    const long long base = static_cast<long long>(r) * cols;
+    const int sh = static_cast<int>(base % 8), nv = (sh + cols + 7) / 8;
+    const int full0 = sh > 0 ? 1 : 0, full1 = max(full0, (sh + cols) / 8);
+    const uint4* xs = g_smem + static_cast<long long>(it & 1) * buf_vecs;
+    float acc = 0.0f;
+    for (int v = threadIdx.x; v < nv; v += blockDim.x) {
+      const uint4 q = xs[v];
+      const unsigned u[4] = {q.x, q.y, q.z, q.w};
+      if (v >= full0 && v < full1) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) acc += Lo(u[k]) * Lo(u[k]) + Hi(u[k]) * Hi(u[k]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const int c = v * 8 - sh + j;
+          const float f = (j & 1) ? Hi(u[j >> 1]) : Lo(u[j >> 1]);
+          if (c >= 0 && c < cols) acc += f * f;
+        }
+      }
+    }
+    const float inv = rsqrtf(BlockSum(acc, red) / cols + 1e-6f);
+    bf16* yw = y + base - sh;  // the window's first element (vector v at yw + v * 8, aligned)
+    Shift8(sh, [&](auto s_c) {
+      constexpr int S = decltype(s_c)::value;
+      const int hi = min(full1, cols / 8);  // the weight's vectors v - 1 and v inside it
+      const uint4* wv = reinterpret_cast<const uint4*>(w);
+      for (int v = threadIdx.x; v < nv; v += blockDim.x) {
+        const uint4 q = xs[v];
+        const unsigned u[4] = {q.x, q.y, q.z, q.w};
+        if (v >= full0 && v < hi) {
+          float wf[8];
+          const uint4 b4 = wv[v];
+          const unsigned bw[4] = {b4.x, b4.y, b4.z, b4.w};
+          if constexpr (S == 0) {
+            ShiftedWeight<0>(bw, bw, wf);
+          } else {
+            const uint4 a4 = wv[v - 1];
+            const unsigned aw[4] = {a4.x, a4.y, a4.z, a4.w};
+            ShiftedWeight<S>(aw, bw, wf);
+          }
+          unsigned o[4];
+#pragma unroll
+          for (int k = 0; k < 4; ++k) o[k] = Pack2(Lo(u[k]) * inv * wf[2 * k], Hi(u[k]) * inv * wf[2 * k + 1]);
+          StoreV4(yw + v * 8, make_uint4(o[0], o[1], o[2], o[3]));
+        } else {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            const int c = v * 8 - S + j;
+            if (c >= 0 && c < cols) {
+              const float f = (j & 1) ? Hi(u[j >> 1]) : Lo(u[j >> 1]);
+              yw[v * 8 + j] = __float2bfloat16(f * inv * __bfloat162float(w[c]));
+            }
+          }
+        }
+      }
+    });
+    __syncthreads();
+  }
+}
+
 __global__ void Copy16(const uint4* __restrict__ a, uint4* __restrict__ b, long long n) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) b[i] = a[i];
 }
@@ -287,6 +402,62 @@ int main() {
     CK(cudaFree(y));
     CK(cudaFree(w));
     CK(cudaFree(ro));
+  }
+  // MODE 4: odd widths (shifted rows), two buffers
+  const int odd[][2] = {{6647, 20190}, {3674, 36523}, {5000, 16500}, {2730, 49151}, {7708, 17412}};
+  for (auto& sh : odd) {
+    const int rows = sh[0], cols = sh[1];
+    const long long n = static_cast<long long>(rows) * cols;
+    std::vector<bf16> hx(n), hw(cols);
+    std::mt19937 rng(9);
+    std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+    for (auto& v : hx) v = __float2bfloat16(u(rng));
+    for (auto& v : hw) v = __float2bfloat16(u(rng));
+    bf16 *x, *w, *y;
+    CK(cudaMalloc(&x, n * 2 + 16));
+    CK(cudaMalloc(&y, n * 2 + 16));
+    CK(cudaMalloc(&w, cols * 2 + 16));
+    CK(cudaMemcpy(x, hx.data(), n * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(w, hw.data(), cols * 2, cudaMemcpyHostToDevice));
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    const double copy = TimeCaptured(s, [&] {
+      Copy16<<<sms * 8, 512, 0, s>>>(reinterpret_cast<const uint4*>(x), reinterpret_cast<uint4*>(y), n / 8);
+    });
+    std::printf("| %d x %d | copy | - | %.1f | 1.00 |\n", rows, cols, copy);
+    const int buf_vecs = (cols + 7 + 7) / 8;
+    const size_t smem = size_t{2} * buf_vecs * 16;
+    CK(cudaFuncSetAttribute(StagedShifted, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    CK(cudaFuncSetAttribute(StagedShifted, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
+    for (int threads : {512, 1024}) {
+      int bps = 0;
+      CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, StagedShifted, threads, smem));
+      if (bps < 1) continue;
+      const int grid = std::min(rows, bps * sms);
+      CK(cudaMemset(y, 0xff, n * 2));
+      const double us = TimeCaptured(s, [&] { StagedShifted<<<grid, threads, smem, s>>>(x, w, y, rows, cols, buf_vecs); CK(cudaGetLastError()); });
+      std::printf("| %d x %d | shifted rms_norm nbuf 2 t%d | %d | %.1f | %.2f |\n", rows, cols, threads, bps, us, copy / us);
+      std::vector<bf16> hy(n);
+      CK(cudaMemcpy(hy.data(), y, n * 2, cudaMemcpyDeviceToHost));
+      double worst = 0;
+      for (int r = 0; r < rows; r += 331) {
+        double ss = 0;
+        for (int c = 0; c < cols; ++c) ss += double(Bf(hx[size_t(r) * cols + c])) * Bf(hx[size_t(r) * cols + c]);
+        const double inv = 1.0 / std::sqrt(ss / cols + 1e-6);
+        for (int c = 0; c < cols; ++c) {
+          const double ref = Bf(hx[size_t(r) * cols + c]) * inv * Bf(hw[c]);
+          worst = std::max(worst, std::fabs(Bf(hy[size_t(r) * cols + c]) - ref) / (std::fabs(ref) + 1e-2));
+        }
+      }
+      if (!(worst < 2e-2)) {
+        std::printf("MISMATCH shifted %d x %d: worst rel err %g\n", rows, cols, worst);
+        return 1;
+      }
+    }
+    CK(cudaStreamDestroy(s));
+    CK(cudaFree(x));
+    CK(cudaFree(y));
+    CK(cudaFree(w));
   }
   return 0;
 }
