@@ -135,9 +135,13 @@ TEST(JitBandwidth, Baseline) {
       // rows, 55-84 % at 2048, 4-5 us at decode sizes), so only a real regression fails: a
       // bandwidth-bound kernel keeps half the copy bandwidth at 16384 rows and a quarter at 2048, and a
       // decode-size launch stays under 20 us.
-      if (rows >= 16384) EXPECT_GE(gbs, 0.5 * ceiling) << c.name << " rows " << rows;
-      else if (rows >= 2048) EXPECT_GE(gbs, 0.25 * ceiling) << c.name << " rows " << rows;
-      else if (rows <= 32) EXPECT_LT(us, 20.0) << c.name << " rows " << rows;
+      if (rows >= 16384) {
+        EXPECT_GE(gbs, 0.5 * ceiling) << c.name << " rows " << rows;
+      } else if (rows >= 2048) {
+        EXPECT_GE(gbs, 0.25 * ceiling) << c.name << " rows " << rows;
+      } else if (rows <= 32) {
+        EXPECT_LT(us, 20.0) << c.name << " rows " << rows;
+      }
       for (void* p : all) cudaFree(p);
     }
   }
