@@ -1319,15 +1319,16 @@ class Emitter {
     const RawMax raw = RawMaxInput({om.max_rd});
     return raw.input >= 0 && stage_inputs_.count(raw.input) > 0;
   }
+  // The live reductions of pass p, in expression order.
+  std::vector<int> ReductionsAt(int p) const {
+    std::vector<int> v;
+    for (size_t e = 0; e < k_.exprs.size(); ++e)
+      if (live_[e] && k_.exprs[e].kind == ExprKind::kReduce && k_.exprs[e].depth == p) v.push_back(static_cast<int>(e));
+    return v;
+  }
   OnlineMaxSum FindOnlineMaxSum(int p) const {
     if (p >= k_.num_passes) return {};
-    auto reds_at = [&](int q) {
-      std::vector<int> v;
-      for (size_t e = 0; e < k_.exprs.size(); ++e)
-        if (live_[e] && k_.exprs[e].kind == ExprKind::kReduce && k_.exprs[e].depth == q) v.push_back(static_cast<int>(e));
-      return v;
-    };
-    const std::vector<int> a = reds_at(p), b = reds_at(p + 1);
+    const std::vector<int> a = ReductionsAt(p), b = ReductionsAt(p + 1);
     if (a.size() != 1 || b.size() != 1) return {};
     const Expr& mx = k_.exprs[a[0]];
     const Expr& sm = k_.exprs[b[0]];
@@ -1423,9 +1424,7 @@ class Emitter {
         ++p;
         continue;
       }
-      std::vector<int> reds;
-      for (size_t e = 0; e < k_.exprs.size(); ++e)
-        if (live_[e] && k_.exprs[e].kind == ExprKind::kReduce && k_.exprs[e].depth == p) reds.push_back(static_cast<int>(e));
+      const std::vector<int> reds = ReductionsAt(p);
       std::vector<int> args;
       for (int rd : reds) {
         bool mx = k_.exprs[rd].op == OpKind::kMax;

@@ -231,16 +231,25 @@ __device__ __forceinline__ void StageRow(T* dst, const T* row, int s, int cols, 
   for (; v < nv - 1; v += stride, src += stride * N, d += stride * N) fz::cp_async16(d, src);
   if (v == nv - 1) fz::cp_async16(d, src, (s + cols - v * N) * static_cast<int>(sizeof(T)));
 }
-// The window vectors [full0, full1) lie wholly inside the row (no column to check); the others — at
-// most the first, which holds the previous row's tail when s > 0, and the last, past the row's end —
-// are checked column by column (InRowVector).
-struct StagedSpan {
+// The window vectors [full0, full1) of a row shifted by s lie wholly inside the row (no column to
+// check); the others — at most the first, which holds the previous row's tail when s > 0, and the
+// last, past the row's end — are checked column by column (InRowVector).
+struct WindowSpan {
   int full0, full1;
 };
 template <int N>
-__device__ __forceinline__ StagedSpan StagedFullVectors(int s, int cols) {
+__device__ __forceinline__ WindowSpan FullWindowVectors(int s, int cols) {
   const int full0 = s > 0 ? 1 : 0;
   return {full0, max(full0, (s + cols) / N)};
+}
+// f(v, full) for this thread's window vectors v < end of a block-wide pass (v = threadIdx.x, + blockDim.x,
+// ...): `full` (std::true_type) for v in [full0, full1), where no column is checked, else std::false_type.
+template <class F>
+__device__ __forceinline__ void ForWindowVectors(int end, int full0, int full1, F&& f) {
+  for (int v = static_cast<int>(threadIdx.x); v < end; v += static_cast<int>(blockDim.x)) {
+    if (v >= full0 && v < full1) f(v, std::true_type{});
+    else f(v, std::false_type{});
+  }
 }
 // Whether element j of window vector v (column v * N - s + j) is in the row.
 template <int N>

@@ -339,16 +339,10 @@ __global__ void __launch_bounds__(target::kRowStageMaxThreads) NormStageKernel(N
   StagedRows<T, N, IN>(src, p.rows, p.cols, p.stage_elems, p.twin != 0, [&](int64_t, int64_t base, int s, int nv, int b) {
     T* xs = StagedWindow<T>(b * IN, p.stage_elems);
     const T* rs = StagedWindow<T>(b * IN + IN - 1, p.stage_elems);
-    // f(v, full) for this thread's window vectors; `full` (compile-time) for the vectors wholly inside
-    // the row (StagedFullVectors), where no column is checked — only the row's two edge vectors check
-    // theirs, so a pass costs its arithmetic and not a bounds test per element.
-    const StagedSpan g = StagedFullVectors<N>(s, p.cols);
-    auto vectors = [&](auto&& f) {
-      for (int v = tid; v < nv; v += tpb) {
-        if (v >= g.full0 && v < g.full1) f(v, std::true_type{});
-        else f(v, std::false_type{});
-      }
-    };
+    // the passes over this thread's window vectors: only the row's two edge vectors check their
+    // columns (FullWindowVectors), so a pass costs its arithmetic and not a bounds test per element
+    const WindowSpan g = FullWindowVectors<N>(s, p.cols);
+    auto vectors = [&](auto&& f) { ForWindowVectors(nv, g.full0, g.full1, f); };
     float acc = 0.0f;
     vectors([&](int v, auto full) {
       constexpr bool kFull = decltype(full)::value;
@@ -429,6 +423,12 @@ __global__ void __launch_bounds__(target::kRowStageMaxThreads) NormStageKernel(N
       }
     });
   });
+}
+
+// The staged kernel of a norm kind (the planner's register query and its launch).
+template <class T>
+auto NormStageFor(int kind) {
+  return kind == kRms ? NormStageKernel<T, kRms> : kind == kAddRms ? NormStageKernel<T, kAddRms> : NormStageKernel<T, kLayer>;
 }
 
 // Looped path: the row streamed in steps of U vectors per thread.
@@ -582,7 +582,7 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
     // the stage kernel's registers bound its threads (target::RowStageFor)
     const int regs = DispatchFloat(dt, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      return KernelRegisters(kind == kRms ? NormStageKernel<T, kRms> : kind == kAddRms ? NormStageKernel<T, kAddRms> : NormStageKernel<T, kLayer>);
+      return KernelRegisters(NormStageFor<T>(kind));
     });
     stage = target::ChooseRowStage(rows, cols, DTypeSize(dt), kind == kAddRms ? 2 : 1, dev, regs);
   }
@@ -624,11 +624,7 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
         return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(name, kernel, dim3(GridFor(stage->grid)), dim3(stage->threads),
                                                                         static_cast<size_t>(stage->smem_bytes), p).Pdl()};
       };
-      switch (kind) {
-        case kRms: return make_stage(NormStageKernel<T, kRms>);
-        case kAddRms: return make_stage(NormStageKernel<T, kAddRms>);
-        default: return make_stage(NormStageKernel<T, kLayer>);
-      }
+      return make_stage(NormStageFor<T>(kind));
     }
     if (split) {
       p.chunk = static_cast<int>(split->chunk);

@@ -125,8 +125,9 @@ struct VectorRanges {
 template <bool CAUSAL, int N>
 __device__ __forceinline__ VectorRanges RowVectors(int s, int cols, int nv, int lv) {
   VectorRanges g;
-  g.full0 = s > 0 ? 1 : 0;
-  int f1 = (s + cols) / N;       // vectors ending inside the row
+  const WindowSpan w = FullWindowVectors<N>(s, cols);  // vectors inside the row
+  g.full0 = w.full0;
+  int f1 = w.full1;
   int l1 = nv;
   if constexpr (CAUSAL) {
     f1 = min(f1, (lv + 1 + s) / N);  // ... and at or before lv (lv >= -1)
@@ -412,14 +413,9 @@ __global__ void __launch_bounds__(target::kRowStageMaxThreads) SoftmaxStageKerne
     const T* xs = StagedWindow<T>(b, p.stage_elems);
     const int lv = LastVisible<CAUSAL>(p, r);
     const VectorRanges g = RowVectors<CAUSAL, N>(s, p.cols, nv, lv);
-    // f(v, full) for this thread's vectors below `end`; `full` (compile-time) inside g's full range,
-    // where no column is checked; the others read columns outside the row or past lv as -inf
-    auto vectors = [&](int end, auto&& f) {
-      for (int v = tid; v < end; v += tpb) {
-        if (v >= g.full0 && v < g.full1) f(v, std::true_type{});
-        else f(v, std::false_type{});
-      }
-    };
+    // f(v, full) for this thread's vectors below `end` (ForWindowVectors over g's full range); the
+    // vectors outside it read columns outside the row or past lv as -inf
+    auto vectors = [&](int end, auto&& f) { ForWindowVectors(end, g.full0, g.full1, f); };
     auto zval = [&](const Pack<T, N>& xv, int v, int j) -> float {
       const int c = v * N - s + j;
       if (c < 0 || c >= p.cols) return NegInf();  // outside the row
@@ -663,6 +659,7 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanSoftmaxEx(const Node& n, const std
   } else {
     s = ChooseRowShape(rows, access.window_cols, access.vec, dev, lim);
   }
+  const bool causal = AttrInt(n.attrs, "causal", 0) != 0;
   // Rows past the register path, no mask, 16-byte aligned bases, sm_90: split over a cluster
   // (target::ChooseRowSplit).
   // With a row per SM or more, staged rows where the window fits shared memory (target::ChooseRowStage).
@@ -673,10 +670,9 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanSoftmaxEx(const Node& n, const std
     // with every SM busy only over aligned rows (target::UseRowSplit)
     split = target::ChooseRowSplit(rows, cols, DTypeSize(dt), dev, 4 + 16 / static_cast<int>(DTypeSize(dt)), !access.shifted);
     // the stage kernel's registers bound its threads (target::RowStageFor)
-    const bool causal_stage = AttrInt(n.attrs, "causal", 0) != 0;
     const int regs = DispatchFloat(dt, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      return KernelRegisters(causal_stage ? SoftmaxStageKernel<T, true> : SoftmaxStageKernel<T, false>);
+      return KernelRegisters(causal ? SoftmaxStageKernel<T, true> : SoftmaxStageKernel<T, false>);
     });
     stage = target::ChooseRowStage(rows, cols, DTypeSize(dt), 1, dev, regs);
   }
@@ -689,7 +685,6 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanSoftmaxEx(const Node& n, const std
     s = ChooseRowShape(rows, cols, 1, dev, lim);
   }
   const double scale = AttrFloat(n.attrs, "scale", 1.0);
-  const bool causal = AttrInt(n.attrs, "causal", 0) != 0;
   const int64_t tq = x.shape.size() >= 2 ? x.shape[x.shape.size() - 2] : 1;
   const std::string name = fmt::format("lib:softmax_{}{}{}{}_{}{}", DTypeName(dt), causal ? "_causal" : "",
                                        mask ? "_mask" : "", mask && mask->dtype != dt ? DTypeName(mask->dtype) : "",
