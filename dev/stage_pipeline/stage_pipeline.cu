@@ -309,9 +309,7 @@ __global__ void Copy16(const uint4* __restrict__ a, uint4* __restrict__ b, long 
 }
 
 template <int NBUF, int MODE>
-double Run(const bf16* x, const bf16* w, bf16* y, float* ro, int rows, int cols, int threads, int sms, int smem_sm, int* bps_out);
-template <int NBUF, int MODE>
-double Run(const bf16* x, const bf16* w, bf16* y, float* ro, int rows, int cols, int threads, int sms, int smem_sm, int* bps_out) {
+double Run(const bf16* x, const bf16* w, bf16* y, float* ro, int rows, int cols, int threads, int sms, int* bps_out) {
   auto k = MODE == 3 ? StagedBulk<NBUF> : Staged<NBUF, MODE>;
   const size_t smem = size_t{NBUF} * cols * 2;
   if (smem + 2048 > 227 * 1024) return -1;
@@ -331,99 +329,99 @@ double Run(const bf16* x, const bf16* w, bf16* y, float* ro, int rows, int cols,
 
 float Bf(bf16 v) { return __bfloat162float(v); }
 
-}  // namespace
-
-int main() {
-  int dev = 0, sms = 0, smem_sm = 0;
-  CK(cudaGetDevice(&dev));
-  cudaDeviceProp p{};
-  CK(cudaGetDeviceProperties(&p, dev));
-  sms = p.multiProcessorCount;
-  smem_sm = static_cast<int>(p.sharedMemPerMultiprocessor);
-  std::printf("device %s, %d SMs\n", p.name, sms);
-  const int shapes[][2] = {{6648, 20192}, {3674, 36528}, {5000, 16504}, {2730, 49152}};
-  std::printf("| shape | config | regs-limited blocks/SM | µs | of copy |\n|---|---|---:|---:|---:|\n");
-  for (auto& sh : shapes) {
-    const int rows = sh[0], cols = sh[1];
-    const long long n = static_cast<long long>(rows) * cols;
-    std::vector<bf16> hx(n), hw(cols);
-    std::mt19937 rng(7);
+// One shape's tensors: x (rows x cols) and w (cols) random in [-2, 2) here and on the device (16 bytes
+// of slack past each: the shifted rows' window reads), y and a float a row on the device.
+struct Tensors {
+  int rows, cols;
+  long long n;
+  std::vector<bf16> hx, hw;
+  bf16 *x = nullptr, *w = nullptr, *y = nullptr;
+  float* ro = nullptr;
+  Tensors(int r, int c, unsigned seed) : rows(r), cols(c), n(static_cast<long long>(r) * c), hx(n), hw(c) {
+    std::mt19937 rng(seed);
     std::uniform_real_distribution<float> u(-2.0f, 2.0f);
     for (auto& v : hx) v = __float2bfloat16(u(rng));
     for (auto& v : hw) v = __float2bfloat16(u(rng));
-    bf16 *x, *w, *y;
-    float* ro;
-    CK(cudaMalloc(&x, n * 2));
-    CK(cudaMalloc(&y, n * 2));
-    CK(cudaMalloc(&w, cols * 2));
+    CK(cudaMalloc(&x, n * 2 + 16));
+    CK(cudaMalloc(&y, n * 2 + 16));
+    CK(cudaMalloc(&w, cols * 2 + 16));
     CK(cudaMalloc(&ro, rows * 4));
     CK(cudaMemcpy(x, hx.data(), n * 2, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(w, hw.data(), cols * 2, cudaMemcpyHostToDevice));
-    cudaStream_t s;
-    CK(cudaStreamCreate(&s));
-    const double copy = TimeCaptured(s, [&] {
-      Copy16<<<sms * 8, 512, 0, s>>>(reinterpret_cast<const uint4*>(x), reinterpret_cast<uint4*>(y), n / 8);
-    });
+  }
+  ~Tensors() {
+    cudaFree(x);
+    cudaFree(y);
+    cudaFree(w);
+    cudaFree(ro);
+  }
+  // the same-size 16-byte copy of x into y, µs
+  double CopyUs(cudaStream_t s, int sms) const {
+    return TimeCaptured(s, [&] { Copy16<<<sms * 8, 512, 0, s>>>(reinterpret_cast<const uint4*>(x), reinterpret_cast<uint4*>(y), n / 8); });
+  }
+  // y against the f64 rms_norm of every `step`-th row: the worst |y - ref| / (|ref| + 0.01)
+  double WorstRmsError(int step) const {
+    std::vector<bf16> hy(n);
+    CK(cudaMemcpy(hy.data(), y, n * 2, cudaMemcpyDeviceToHost));
+    double worst = 0;
+    for (int r = 0; r < rows; r += step) {
+      double ss = 0;
+      for (int c = 0; c < cols; ++c) ss += double(Bf(hx[size_t(r) * cols + c])) * Bf(hx[size_t(r) * cols + c]);
+      const double inv = 1.0 / std::sqrt(ss / cols + 1e-6);
+      for (int c = 0; c < cols; ++c) {
+        const double ref = Bf(hx[size_t(r) * cols + c]) * inv * Bf(hw[c]);
+        worst = std::max(worst, std::fabs(Bf(hy[size_t(r) * cols + c]) - ref) / (std::fabs(ref) + 1e-2));
+      }
+    }
+    return worst;
+  }
+};
+
+}  // namespace
+
+int main() {
+  int dev = 0;
+  CK(cudaGetDevice(&dev));
+  cudaDeviceProp p{};
+  CK(cudaGetDeviceProperties(&p, dev));
+  const int sms = p.multiProcessorCount;
+  std::printf("device %s, %d SMs\n", p.name, sms);
+  cudaStream_t s;
+  CK(cudaStreamCreate(&s));
+  const int shapes[][2] = {{6648, 20192}, {3674, 36528}, {5000, 16504}, {2730, 49152}};
+  std::printf("| shape | config | regs-limited blocks/SM | µs | of copy |\n|---|---|---:|---:|---:|\n");
+  for (auto& sh : shapes) {
+    const Tensors t(sh[0], sh[1], 7);
+    const int rows = t.rows, cols = t.cols;
+    const double copy = t.CopyUs(s, sms);
     std::printf("| %d x %d | copy | - | %.1f | 1.00 |\n", rows, cols, copy);
     for (int mode : {0, 3, 1, 2})
       for (int nbuf : {2, 3, 4})
         for (int threads : {256, 512, 1024}) {
           int bps = 0;
           double us = -1;
-          CK(cudaMemset(y, 0xff, n * 2));  // poison
-#define RUN(NB, M) if (nbuf == NB && mode == M) us = Run<NB, M>(x, w, y, ro, rows, cols, threads, sms, smem_sm, &bps);
+          CK(cudaMemset(t.y, 0xff, t.n * 2));  // poison
+#define RUN(NB, M) if (nbuf == NB && mode == M) us = Run<NB, M>(t.x, t.w, t.y, t.ro, rows, cols, threads, sms, &bps);
           RUN(2, 0) RUN(3, 0) RUN(4, 0) RUN(2, 1) RUN(3, 1) RUN(4, 1) RUN(2, 2) RUN(3, 2) RUN(4, 2) RUN(2, 3) RUN(3, 3) RUN(4, 3)
 #undef RUN
           if (us < 0) continue;
           const char* what = mode == 0 ? "rms_norm" : mode == 1 ? "staged copy" : mode == 2 ? "read+reduce" : "rms_norm bulk";
           std::printf("| %d x %d | %s nbuf %d t%d | %d | %.1f | %.2f |\n", rows, cols, what, nbuf, threads, bps, us, copy / us);
           if ((mode == 0 || mode == 3) && threads == 512) {  // check sampled rows against the CPU
-            std::vector<bf16> hy(n);
-            CK(cudaMemcpy(hy.data(), y, n * 2, cudaMemcpyDeviceToHost));
-            double worst = 0;
-            for (int r = 0; r < rows; r += 997) {
-              double ss = 0;
-              for (int c = 0; c < cols; ++c) ss += double(Bf(hx[size_t(r) * cols + c])) * Bf(hx[size_t(r) * cols + c]);
-              const double inv = 1.0 / std::sqrt(ss / cols + 1e-6);
-              for (int c = 0; c < cols; ++c) {
-                const double ref = Bf(hx[size_t(r) * cols + c]) * inv * Bf(hw[c]);
-                const double got = Bf(hy[size_t(r) * cols + c]);
-                worst = std::max(worst, std::fabs(got - ref) / (std::fabs(ref) + 1e-2));
-              }
-            }
+            const double worst = t.WorstRmsError(997);
             if (!(worst < 2e-2)) {
               std::printf("MISMATCH %d x %d nbuf %d: worst rel err %g\n", rows, cols, nbuf, worst);
               return 1;
             }
           }
         }
-    CK(cudaStreamDestroy(s));
-    CK(cudaFree(x));
-    CK(cudaFree(y));
-    CK(cudaFree(w));
-    CK(cudaFree(ro));
   }
   // MODE 4: odd widths (shifted rows), two buffers
   const int odd[][2] = {{6647, 20190}, {3674, 36523}, {5000, 16500}, {2730, 49151}, {7708, 17412}};
   for (auto& sh : odd) {
-    const int rows = sh[0], cols = sh[1];
-    const long long n = static_cast<long long>(rows) * cols;
-    std::vector<bf16> hx(n), hw(cols);
-    std::mt19937 rng(9);
-    std::uniform_real_distribution<float> u(-2.0f, 2.0f);
-    for (auto& v : hx) v = __float2bfloat16(u(rng));
-    for (auto& v : hw) v = __float2bfloat16(u(rng));
-    bf16 *x, *w, *y;
-    CK(cudaMalloc(&x, n * 2 + 16));
-    CK(cudaMalloc(&y, n * 2 + 16));
-    CK(cudaMalloc(&w, cols * 2 + 16));
-    CK(cudaMemcpy(x, hx.data(), n * 2, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(w, hw.data(), cols * 2, cudaMemcpyHostToDevice));
-    cudaStream_t s;
-    CK(cudaStreamCreate(&s));
-    const double copy = TimeCaptured(s, [&] {
-      Copy16<<<sms * 8, 512, 0, s>>>(reinterpret_cast<const uint4*>(x), reinterpret_cast<uint4*>(y), n / 8);
-    });
+    const Tensors t(sh[0], sh[1], 9);
+    const int rows = t.rows, cols = t.cols;
+    const double copy = t.CopyUs(s, sms);
     std::printf("| %d x %d | copy | - | %.1f | 1.00 |\n", rows, cols, copy);
     const int buf_vecs = (cols + 7 + 7) / 8;
     const size_t smem = size_t{2} * buf_vecs * 16;
@@ -434,30 +432,19 @@ int main() {
       CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, StagedShifted, threads, smem));
       if (bps < 1) continue;
       const int grid = std::min(rows, bps * sms);
-      CK(cudaMemset(y, 0xff, n * 2));
-      const double us = TimeCaptured(s, [&] { StagedShifted<<<grid, threads, smem, s>>>(x, w, y, rows, cols, buf_vecs); CK(cudaGetLastError()); });
+      CK(cudaMemset(t.y, 0xff, t.n * 2));  // poison
+      const double us = TimeCaptured(s, [&] {
+        StagedShifted<<<grid, threads, smem, s>>>(t.x, t.w, t.y, rows, cols, buf_vecs);
+        CK(cudaGetLastError());
+      });
       std::printf("| %d x %d | shifted rms_norm nbuf 2 t%d | %d | %.1f | %.2f |\n", rows, cols, threads, bps, us, copy / us);
-      std::vector<bf16> hy(n);
-      CK(cudaMemcpy(hy.data(), y, n * 2, cudaMemcpyDeviceToHost));
-      double worst = 0;
-      for (int r = 0; r < rows; r += 331) {
-        double ss = 0;
-        for (int c = 0; c < cols; ++c) ss += double(Bf(hx[size_t(r) * cols + c])) * Bf(hx[size_t(r) * cols + c]);
-        const double inv = 1.0 / std::sqrt(ss / cols + 1e-6);
-        for (int c = 0; c < cols; ++c) {
-          const double ref = Bf(hx[size_t(r) * cols + c]) * inv * Bf(hw[c]);
-          worst = std::max(worst, std::fabs(Bf(hy[size_t(r) * cols + c]) - ref) / (std::fabs(ref) + 1e-2));
-        }
-      }
+      const double worst = t.WorstRmsError(331);
       if (!(worst < 2e-2)) {
         std::printf("MISMATCH shifted %d x %d: worst rel err %g\n", rows, cols, worst);
         return 1;
       }
     }
-    CK(cudaStreamDestroy(s));
-    CK(cudaFree(x));
-    CK(cudaFree(y));
-    CK(cudaFree(w));
   }
+  CK(cudaStreamDestroy(s));
   return 0;
 }
