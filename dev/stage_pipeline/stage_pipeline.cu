@@ -9,14 +9,21 @@
 // reduction), MODE 2 the read side alone (sum of squares and reduction, one float a row out). Against
 // a 16-byte copy of the same bytes. One launch per timing (the tensors exceed L2), best of 5 graph
 // replays (dev/graph_time.h). MODE 4 (StagedShifted): MODE 0 over odd widths, rows off the 16-byte
-// grid, in the library's shifted-row layout — the lean form of kernels/norm.cu's NormStageKernel; NOT
-// yet run on a GPU. MODE 3: MODE 0 with each row one bulk copy (cp.async.bulk) issued by
+// grid, in the library's shifted-row layout — the lean form of kernels/norm.cu's NormStageKernel. MODE 3: MODE 0 with each row one bulk copy (cp.async.bulk) issued by
 // one thread, completing on the buffer's mbarrier. MODE 0 and 3 checked against an f64 CPU reference on sampled rows (y poisoned).
 // Answers (H200, 2026-12-02; of the probe's copy): MODE 0 at 512-1024 threads, two buffers 0.85-0.96
 // (6648 x 20192 143.9 µs, copy 138.1; 2730 x 49152 148.1, copy 139.3); three or four buffers 0.74-0.89
 // (fewer blocks an SM); bulk copies no faster (0.79-0.92); 256 threads 0.66-0.85; MODE 1 0.91-1.01;
 // MODE 2 about twice the copy's speed. The library's staged rms_norm ran 1.2-1.5x this kernel's time
-// at the same shapes: the per-element work of its passes, not the pipeline, is its gap.
+// at the same shapes: the per-element work of its passes, not the pipeline, is its gap. MODE 4 (H200,
+// 2026-12-02): 0.77-0.85 of the copy (6647 x 20190 163.3 µs, copy 138.0; 3674 x 36523 179.1, copy
+// 138.3), 0.06-0.14 below the aligned neighbours: shifted rows cost even the lean kernel.
+// lean_norm_output.patch (beside this file, against f6a1f0f; compiles, ptxas 32-51 registers for the
+// staged norms where they had 54-64; not yet run on a GPU): kernels/norm.cu's staged output pass in
+// this probe's form — interior vectors with no column test and the weight/bias presence hoisted
+// (WithOperands), the at most three edge vectors element by element — and a whole-block
+// row_reduce without the group division (BlockRowReduce, also the split kernels and
+// fz::cluster_reduce). Apply with `git apply`, build, then the row GPU suites and a bench.
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 dev/stage_pipeline/stage_pipeline.cu -o build/stage_pipeline
 //   device: build/stage_pipeline            (a table: shape, config, µs, fraction of the copy)
 #include <cuda_bf16.h>
