@@ -55,6 +55,17 @@ __device__ __forceinline__ void Absorb(float& m, float& s, const uint4& q, bool 
   s = t;
 }
 
+// the warp's online pairs combined by butterflies: every lane gets the warp's (m, s)
+__device__ __forceinline__ void WarpCombine(float& m, float& s) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+    const float mn = fmaxf(m, m2);
+    s = (m == -INFINITY ? 0.0f : s * exp2f(m - mn)) + (m2 == -INFINITY ? 0.0f : s2 * exp2f(m2 - mn));
+    m = mn;
+  }
+}
+
 template <int U>
 __global__ void __launch_bounds__(1024) LseStream(const bf16* __restrict__ x, float* __restrict__ out, int cols) {
   const long long base = static_cast<long long>(blockIdx.x) * cols;
@@ -77,13 +88,7 @@ __global__ void __launch_bounds__(1024) LseStream(const bf16* __restrict__ x, fl
   for (; v < nv; v += T) Absorb(m, s, __ldcs(src + v), v < full0 || v >= full1, v * 8 - sh, cols);
   // block combine of (m, s)
   __shared__ float rm[32], rs[32];
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
-    const float mn = fmaxf(m, m2);
-    s = (m == -INFINITY ? 0.0f : s * exp2f(m - mn)) + (m2 == -INFINITY ? 0.0f : s2 * exp2f(m2 - mn));
-    m = mn;
-  }
+  WarpCombine(m, s);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = T / 32;
   if (lane == 0) {
     rm[warp] = m;
@@ -93,13 +98,7 @@ __global__ void __launch_bounds__(1024) LseStream(const bf16* __restrict__ x, fl
   if (warp == 0) {
     m = lane < nw ? rm[lane] : -INFINITY;
     s = lane < nw ? rs[lane] : 0.0f;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
-      const float mn = fmaxf(m, m2);
-      s = (m == -INFINITY ? 0.0f : s * exp2f(m - mn)) + (m2 == -INFINITY ? 0.0f : s2 * exp2f(m2 - mn));
-      m = mn;
-    }
+    WarpCombine(m, s);
     if (lane == 0) out[blockIdx.x] = (m + log2f(s)) / kLog2e;
   }
 }
