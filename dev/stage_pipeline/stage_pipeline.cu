@@ -18,12 +18,9 @@
 // at the same shapes: the per-element work of its passes, not the pipeline, is its gap. MODE 4 (H200,
 // 2026-12-02): 0.77-0.85 of the copy (6647 x 20190 163.3 µs, copy 138.0; 3674 x 36523 179.1, copy
 // 138.3), 0.06-0.14 below the aligned neighbours: shifted rows cost even the lean kernel.
-// lean_norm_output.patch (beside this file, against f6a1f0f; compiles, ptxas 32-51 registers for the
-// staged norms where they had 54-64; not yet run on a GPU): kernels/norm.cu's staged output pass in
-// this probe's form — interior vectors with no column test and the weight/bias presence hoisted
-// (WithOperands), the at most three edge vectors element by element — and a whole-block
-// row_reduce without the group division (BlockRowReduce, also the split kernels and
-// fz::cluster_reduce). Apply with `git apply`, build, then the row GPU suites and a bench.
+// kernels/norm.cu's staged output pass now has this probe's form (interior vectors with no column
+// test, the weight/bias presence hoisted by WithOperands, the edge vectors element by element) and a
+// whole-block row_reduce (BlockRowReduce): the library's staged norms 7-21 % faster (docs/BENCHMARKS.md).
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 dev/stage_pipeline/stage_pipeline.cu -o build/stage_pipeline
 //   device: build/stage_pipeline            (a table: shape, config, µs, fraction of the copy)
 #include <cuda_bf16.h>

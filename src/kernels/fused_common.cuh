@@ -307,31 +307,32 @@ __device__ __forceinline__ void StagedRows(const T* const (&src)[INPUTS], int64_
     if (twin) b ^= 1;
   }
 }
-// A per-column operand (a norm's weight or bias, 16-byte aligned base, `cols` elements) at window
-// vector v of a row shifted by S elements (compile-time): columns v * N - S .. + N - 1, from the two
-// aligned vectors around them — two 16-byte loads instead of N scalar ones — where both lie inside
-// the operand; element by element at the row's edges.
+// A per-column operand (a norm's weight or bias, 16-byte aligned base) at window vector v of a row
+// shifted by S elements (compile-time): columns v * N - S .. + N - 1, from the two aligned vectors
+// around them (one where S == 0) — two 16-byte loads instead of N scalar ones. The caller guarantees
+// both lie inside the operand: v >= 1 when S > 0, and (v + 1) * N <= cols.
 template <class T, int N, int S>
-__device__ __forceinline__ void ShiftedColumn(const T* w, int v, int cols, float (&out)[N]) {
+__device__ __forceinline__ void ShiftedColumn(const T* w, int v, float (&out)[N]) {
+  const Pack<T, N> b = LoadPack<T, N>(w + v * N);
   if constexpr (S == 0) {
-    if ((v + 1) * N <= cols) {
-      const Pack<T, N> b = LoadPack<T, N>(w + v * N);
 #pragma unroll
-      for (int j = 0; j < N; ++j) out[j] = b.get(j);
-      return;
-    }
+    for (int j = 0; j < N; ++j) out[j] = b.get(j);
   } else {
-    if (v >= 1 && (v + 1) * N <= cols) {
-      const Pack<T, N> a = LoadPack<T, N>(w + (v - 1) * N), b = LoadPack<T, N>(w + v * N);
+    const Pack<T, N> a = LoadPack<T, N>(w + (v - 1) * N);
 #pragma unroll
-      for (int j = 0; j < N; ++j) out[j] = j < S ? a.get(N - S + j) : b.get(j - S);
-      return;
-    }
+    for (int j = 0; j < N; ++j) out[j] = j < S ? a.get(N - S + j) : b.get(j - S);
   }
-#pragma unroll
-  for (int j = 0; j < N; ++j) {
-    const int c = v * N - S + j;
-    out[j] = c >= 0 && c < cols ? ToF(__ldg(w + c)) : 0.0f;
+}
+// f(has_w, has_b) with the two optional operands' presence as std::bool_constant: a kernel's loop
+// compiled per combination, so no element tests a null pointer.
+template <class F>
+__device__ __forceinline__ void WithOperands(bool has_w, bool has_b, F&& f) {
+  if (has_w) {
+    if (has_b) f(std::true_type{}, std::true_type{});
+    else f(std::true_type{}, std::false_type{});
+  } else {
+    if (has_b) f(std::false_type{}, std::true_type{});
+    else f(std::false_type{}, std::false_type{});
   }
 }
 // f(std::integral_constant<int, S>{}) for the row shift s in [0, N).
@@ -383,6 +384,11 @@ __device__ __forceinline__ float WarpReduce(float v, int width) { return fz::war
 template <class Op>
 __device__ __forceinline__ float RowReduce(float v, int tpr, float* smem, int& phase) {
   return fz::row_reduce<Op>(v, tpr, smem, phase);
+}
+// RowReduce over the whole block (the staged kernels: one row a block).
+template <class Op>
+__device__ __forceinline__ float BlockRowReduce(float v, float* smem, int& phase) {
+  return fz::row_reduce<Op, true>(v, static_cast<int>(blockDim.x), smem, phase);
 }
 
 // ------------------------------------------------------------------ broadcast row maps

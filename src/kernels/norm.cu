@@ -251,8 +251,8 @@ __device__ __forceinline__ void NormSplitRow(const NormParams<T>& p) {
   // (and, layer_norm, b) into block k's parts[2 rank ..]; each block waits on its own mbarrier and sums
   // the C partials in rank order, so every block gets the bit-identical totals.
   auto cluster_sum2 = [&](float a, float b) {
-    a = RowReduce<SumOp>(a, tpb, smem, phase);
-    if constexpr (KIND == kLayer) b = RowReduce<SumOp>(b, tpb, smem, phase);
+    a = BlockRowReduce<SumOp>(a, smem, phase);
+    if constexpr (KIND == kLayer) b = BlockRowReduce<SumOp>(b, smem, phase);
     if (static_cast<int>(threadIdx.x) < C) {
       fz::push_send(&parts[2 * rank], &bar, threadIdx.x, a);
       if constexpr (KIND == kLayer) fz::push_send(&parts[2 * rank + 1], &bar, threadIdx.x, b);
@@ -324,7 +324,9 @@ __global__ void __cluster_dims__(target::kRowSplitBlocks, 1, 1) __launch_bounds_
 // place of x in shared memory and stores it in its first pass (the residual row is wholly staged
 // before, so an in-place sum over the residual stays read-before-write). The output pass is compiled
 // per row shift (DispatchShift), so the weight and bias come as two aligned 16-byte loads a vector
-// (ShiftedColumn). Each thread handles the same vectors in every pass.
+// (ShiftedColumn). Each thread handles the same vectors in every pass but the output pass's edge
+// vectors, which a thread at the block's far end writes: the reductions' barriers (at least 128
+// threads a stage block, target::kRowStageMinThreads) order add_rms_norm's in-place sum before them.
 template <class T, int KIND>
 __global__ void __launch_bounds__(target::kRowStageMaxThreads) NormStageKernel(NormParams<T> p) {
   PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
@@ -363,7 +365,7 @@ __global__ void __launch_bounds__(target::kRowStageMaxThreads) NormStageKernel(N
         if (kFull || InRowVector<N>(v, j, s, p.cols)) acc += KIND == kLayer ? f : f * f;
       }
     });
-    acc = RowReduce<SumOp>(acc, tpb, smem, phase);
+    acc = BlockRowReduce<SumOp>(acc, smem, phase);
     float mean = 0.0f, inv;
     if constexpr (KIND == kLayer) {
       mean = acc * p.inv_cols;
@@ -376,49 +378,69 @@ __global__ void __launch_bounds__(target::kRowStageMaxThreads) NormStageKernel(N
           if (decltype(full)::value || InRowVector<N>(v, j, s, p.cols)) acc += d * d;
         }
       });
-      inv = rsqrtf(RowReduce<SumOp>(acc, tpb, smem, phase) * p.inv_cols + p.eps);
+      inv = rsqrtf(BlockRowReduce<SumOp>(acc, smem, phase) * p.inv_cols + p.eps);
     } else {
       inv = rsqrtf(acc * p.inv_cols + p.eps);
     }
-    // The output pass, two vectors a step: both vectors' weight (and layer_norm's bias) loads — from
-    // L2, the staged windows leaving little L1 — are in flight before either is used; the operands
-    // are read into registers once, and only layer_norm has a bias and a mean. Out-of-row columns of
-    // the edge vectors compute a value that StoreRowPack does not store.
+    // The output pass. Window vectors [lo, hi) lie inside the row, and the weight and bias columns
+    // they need inside the operands (two aligned 16-byte vectors each, ShiftedColumn): those
+    // run without a column test, two vectors a step so both vectors' operand loads — from L2, the
+    // staged windows leaving little L1 — are in flight before either is used, the weight's and
+    // bias's presence hoisted out of the loop (WithOperands). The rest — the first vector of a
+    // shifted row and the row's last one or two — are at most three, one thread each, element by
+    // element from the far end of the block.
     const T* const w = p.w;
     const T* const bias = KIND == kLayer ? p.b : nullptr;
     const int cols = p.cols;
-    T* const yrow = p.y + base;
+    const int lo = g.full0, hi = min(g.full1, cols / N);
+    // one output element: (x - mean) * inv (* w) (+ b), layer_norm's mean only
+    auto value = [&](float x, bool has_w, float wj, bool has_b, float bj) {
+      float y = (KIND == kLayer ? x - mean : x) * inv;
+      if (has_w) y *= wj;
+      if (has_b) y += bj;
+      return y;
+    };
     DispatchShift<N>(s, [&](auto s_c) {
       constexpr int S = decltype(s_c)::value;
-      for (int v = tid; v < nv; v += 2 * tpb) {
-        Pack<T, N> xk[2];
-        float wk[2][N], bk[2][KIND == kLayer ? N : 1];  // (bias: layer_norm only)
-        (void)bk;
-#pragma unroll
-        for (int k = 0; k < 2; ++k) {
-          const int vk = v + k * tpb;
-          if (vk < nv) {
-            xk[k] = LoadPack<T, N>(xs + vk * N);
-            if (w) ShiftedColumn<T, N, S>(w, vk, cols, wk[k]);
-            if constexpr (KIND == kLayer)
-              if (bias) ShiftedColumn<T, N, S>(bias, vk, cols, bk[k]);
-          }
-        }
-#pragma unroll
-        for (int k = 0; k < 2; ++k) {
-          const int vk = v + k * tpb;
-          if (vk >= nv) break;
+      T* const yw = p.y + base - S;  // the window's first element, 16-byte aligned
+      WithOperands(w != nullptr, bias != nullptr, [&](auto has_w, auto has_b) {
+        constexpr bool kW = decltype(has_w)::value, kB = KIND == kLayer && decltype(has_b)::value;
+        auto load = [&](int v, Pack<T, N>& xv, float (&wv)[N], float (&bv)[N]) {
+          xv = LoadPack<T, N>(xs + v * N);
+          if constexpr (kW) ShiftedColumn<T, N, S>(w, v, wv);
+          if constexpr (kB) ShiftedColumn<T, N, S>(bias, v, bv);
+        };
+        auto store = [&](int v, const Pack<T, N>& xv, const float (&wv)[N], const float (&bv)[N]) {
           float o[N];
 #pragma unroll
-          for (int j = 0; j < N; ++j) {
-            float y = (KIND == kLayer ? xk[k].get(j) - mean : xk[k].get(j)) * inv;
-            if (w) y *= wk[k][j];
-            if constexpr (KIND == kLayer)
-              if (bias) y += bk[k][j];
-            o[j] = y;
-          }
-          if (vk >= g.full0 && vk < g.full1) StoreGlobalPack<T, N>(yrow + vk * N - S, MakePack<T, N>(o));
-          else StoreRowPack<T, N, true, true>(yrow, vk * N - S, cols, MakePack<T, N>(o));
+          for (int j = 0; j < N; ++j) o[j] = value(xv.get(j), kW, wv[j], kB, bv[j]);
+          StoreGlobalPack<T, N>(yw + v * N, MakePack<T, N>(o));
+        };
+        int v = tid < lo ? tid + tpb : tid;  // (vector 0 of a shifted row is an edge vector)
+        for (; v + tpb < hi; v += 2 * tpb) {
+          Pack<T, N> x0, x1;
+          float w0[N], w1[N], b0[N], b1[N];
+          load(v, x0, w0, b0);
+          load(v + tpb, x1, w1, b1);
+          store(v, x0, w0, b0);
+          store(v + tpb, x1, w1, b1);
+        }
+        if (v < hi) {
+          Pack<T, N> x0;
+          float w0[N], b0[N];
+          load(v, x0, w0, b0);
+          store(v, x0, w0, b0);
+        }
+      });
+      const int tail = max(hi, lo), edges = lo + nv - tail, k = tpb - 1 - tid;
+      if (k < edges) {
+        const int ev = k < lo ? 0 : tail + k - lo;
+        const Pack<T, N> xv = LoadPack<T, N>(xs + ev * N);
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+          const int c = ev * N - S + j;
+          if (c < 0 || c >= cols) continue;
+          yw[ev * N + j] = FromF<T>(value(xv.get(j), w != nullptr, w ? ToF(w[c]) : 0.0f, bias != nullptr, bias ? ToF(bias[c]) : 0.0f));
         }
       }
     });

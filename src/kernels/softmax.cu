@@ -345,7 +345,7 @@ __device__ __forceinline__ void SoftmaxSplitRow(const SoftmaxParams<T, T>& p) {
   if (raw_max) mx = fmaxf(mx, rm.Value() * p.s2);
   // the exchanges are pushed (device_common.cuh): threads 0 .. C - 1 write this block's partial into
   // block k's slot [rank]; each block waits on its own mbarrier and combines in rank order
-  mx = RowReduce<MaxOp>(mx, tpb, smem, phase);
+  mx = BlockRowReduce<MaxOp>(mx, smem, phase);
   if (static_cast<int>(threadIdx.x) < C) fz::push_send(&pmax[rank], &bars[0], threadIdx.x, mx);
   fz::push_wait(&bars[0]);
   float gmx = NegInf();
@@ -365,7 +365,7 @@ __device__ __forceinline__ void SoftmaxSplitRow(const SoftmaxParams<T, T>& p) {
       sum += e[it][j];
     }
   }
-  sum = RowReduce<SumOp>(sum, tpb, smem, phase);
+  sum = BlockRowReduce<SumOp>(sum, smem, phase);
   if (static_cast<int>(threadIdx.x) < C) fz::push_send(&psum[rank], &bars[1], threadIdx.x, sum);
   fz::push_wait(&bars[1]);
   float gsum = 0.0f;
@@ -438,7 +438,7 @@ __global__ void __launch_bounds__(target::kRowStageMaxThreads) SoftmaxStageKerne
       }
     });
     if (raw_max) mx = fmaxf(mx, rm.Value() * p.s2);
-    mx = RowReduce<MaxOp>(mx, tpb, smem, phase);
+    mx = BlockRowReduce<MaxOp>(mx, smem, phase);
     const bool dead = mx == NegInf();  // every key masked: zeros
     float sum = 0.0f;
     if (!dead)
@@ -447,7 +447,7 @@ __global__ void __launch_bounds__(target::kRowStageMaxThreads) SoftmaxStageKerne
 #pragma unroll
         for (int j = 0; j < N; ++j) sum += Exp2((decltype(full)::value ? xv.get(j) * p.s2 : zval(xv, v, j)) - mx);
       });
-    sum = RowReduce<SumOp>(sum, tpb, smem, phase);
+    sum = BlockRowReduce<SumOp>(sum, smem, phase);
     const float inv = dead ? 0.0f : __frcp_rn(sum);
     const int live1 = dead ? 0 : g.live1;
     for (int v = tid; v < nv; v += tpb) {

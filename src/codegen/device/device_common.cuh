@@ -70,7 +70,9 @@ __device__ __forceinline__ float warp_reduce(float v, int width) {
 // double-buffered shared array — one __syncthreads, safe because a buffer is rewritten only two
 // reductions later, after every reader passed the barrier between. Every thread of the block calls
 // it equally often (it may contain a barrier); `smem` holds 64 floats; `phase` counts the calls.
-template <class Op>
+// WHOLE: the group is the whole block (tpr == blockDim.x), so every warp reads the block's partials
+// from the start, with no division for its group's first warp.
+template <class Op, bool WHOLE = false>
 __device__ __forceinline__ float row_reduce(float v, int tpr, float* smem, int& phase) {
   v = warp_reduce<Op>(v, tpr < 32 ? tpr : 32);
   if (tpr <= 32) return v;
@@ -79,7 +81,7 @@ __device__ __forceinline__ float row_reduce(float v, int tpr, float* smem, int& 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wpr = tpr >> 5;
   if (lane == 0) buf[warp] = v;
   __syncthreads();
-  const float s = lane < wpr ? buf[(warp / wpr) * wpr + lane] : Op::identity();
+  const float s = lane < wpr ? buf[(WHOLE ? 0 : (warp / wpr) * wpr) + lane] : Op::identity();
   return warp_reduce<Op>(s, 32);
 }
 
@@ -242,7 +244,7 @@ __device__ __forceinline__ void push_wait(unsigned long long* bar) {
 template <class Op>
 __device__ __forceinline__ float cluster_reduce(float v, int tpb, float* smem, int& phase, float* parts,
                                                 unsigned long long* bar, int cl) {
-  v = row_reduce<Op>(v, tpb, smem, phase);
+  v = row_reduce<Op, true>(v, tpb, smem, phase);
   if (static_cast<int>(threadIdx.x) < cl) push_send(parts + cluster_rank(), bar, threadIdx.x, v);
   push_wait(bar);
   float t = Op::identity();
