@@ -138,6 +138,9 @@ class Emitter {
     else if (!out.decode_function.empty())
       s += fmt::format("// {} threads per block, one vector per thread; decode {}: {} threads, one {}-element pack per thread\n",
                        threads_, out.decode_function, out.decode_threads, out.decode_vec);
+    else if (stream_vec_)
+      s += fmt::format("// {} threads per block, one row per block, streamed: {} vectors of {} in flight a thread{}\n", threads_,
+                       StreamUnroll(), stream_vec_, stream_window_ ? " over each row's aligned window (window mode)" : "");
     else
       s += fmt::format("// {} threads per block{}\n", threads_, k_.is_row() ? ", one row per block" : ", one vector per thread");
     for (size_t i = 0; i < k_.inputs.size(); ++i)
@@ -158,10 +161,16 @@ class Emitter {
         EmitDecodeFunction(s, out.decode_function, out.decode_threads, decode_vec_, out.PdlIn(out.decode_function),
                            [&](std::string& b) { EmitRowRegisters(b, tpr_d_, vpt_d_, out.decode_rows_per_block, true); });
     } else {
+      out.stream = stream_vec_ > 0;
+      const int saved_vec = vec_;
+      if (out.stream) vec_ = stream_vec_;
+      stream_now_ = out.stream;
       EmitFunction(s, out.function, threads_, out.PdlIn(out.function), [&](std::string& b) {
         if (k_.is_row()) EmitRowLooped(b);
         else EmitPointwise(b, false);
       });
+      stream_now_ = false;
+      vec_ = saved_vec;
       if (!stage_inputs_.empty()) {
         out.stage_function = out.function + "_stage";
         out.stage_bytes = stage_bytes_;
@@ -246,6 +255,32 @@ class Emitter {
     s += "}\n";
   }
 
+  // The looped function streams (target::kRowStreamThreads; EmittedKernel::stream) where the kernel
+  // writes one value per row, reads its rows in one pass (an online max and sum counts as one), the
+  // pointers are 16-byte aligned and its vectors are 16 bytes — the width's own, or the row's aligned
+  // window's (window mode) —: stream_vec_ is that vector, stream_window_ says which.
+  void ChooseStream() {
+    if (!o_.aligned || !RowOutputsOnly() || CachedInputs().empty() || ReadPasses() != 1) return;
+    const int wv = WindowVec();
+    if (vec_ * max_size_ >= 16) {
+      stream_vec_ = vec_;
+    } else if (wv > vec_ && wv <= 8) {
+      stream_vec_ = wv;
+      stream_window_ = true;
+    } else {
+      return;
+    }
+    threads_ = target::kRowStreamThreads;
+  }
+
+  // The looped function's reads of the row: its passes, a max and sum-of-exp pair taken online as one.
+  int ReadPasses() const {
+    int n = 0;
+    for (int p = 1; p <= k_.num_passes; ++p, ++n)
+      if (FindOnlineMaxSum(p).max_rd >= 0) ++p;
+    return n;
+  }
+
   // The stage function (static widths past the register path, EmitOptions::stage, 16-byte aligned
   // pointers): every full-shape input's row window (target::RowStageWindowBytes) in shared memory at
   // a static offset, the windows' total and the widest window's 16-byte vectors for the launcher's
@@ -301,7 +336,19 @@ class Emitter {
   // —: vectors of 16 bytes at columns v x W - sh, so the first and last vector of a row reach outside
   // it (loads of other operands and stores guarded by column, reductions skip those columns).
   bool Windowed() const {
-    return (stage_now_ && window_vec_ > 0) || (reg_now_ && reg_window_) || (split_now_ && split_vec_ > 0);
+    return (stage_now_ && window_vec_ > 0) || (reg_now_ && reg_window_) || (split_now_ && split_vec_ > 0) ||
+           (stream_now_ && stream_window_);
+  }
+
+  // The looped functions' row start past the 16-byte boundary in window mode: the stage function's
+  // first staged input's (they share it: one element size, aligned bases), the stream's `sh`.
+  std::string ShiftName() const { return stage_now_ ? fmt::format("sh{}", stage_inputs_.begin()->first) : "sh"; }
+
+  // The streamed looped function's vectors in flight a thread: kRowStreamUnroll, fewer where the
+  // inputs' packs of a step would pass kLoopedRowFloats words.
+  int StreamUnroll() const {
+    const int inputs = std::max<int>(1, static_cast<int>(CachedInputs().size()));
+    return std::clamp(kLoopedRowFloats / (4 * inputs), 1, target::kRowStreamUnroll);
   }
 
   // Every output is one value a row (a row reduction: logsumexp).
@@ -414,6 +461,7 @@ class Emitter {
       // still has its bytes in flight; 16-byte vectors keep max_threads, so more rows share an SM
       // (blocks of 1024 left a last partial wave of rows and measured slower; docs/BENCHMARKS.md).
       if (vec_ * max_size_ < 16) threads_ = kLoopedRowThreads;
+      ChooseStream();
       if (o_.clusters) {
         // Rows off the 16-byte grid (1-element vectors, aligned bases): the split function in window
         // mode — 16-byte vectors over each row's aligned window, as the library's split kernels —
@@ -429,7 +477,7 @@ class Emitter {
         }
         if (!split_) split_ = target::PlanRowSplit(c.value, vec_, vec_ * max_size_, SplitWordsPerVector(), kSplitMaxVpt);
       }
-      ChooseStage();
+      if (!stream_vec_) ChooseStage();
       return;
     }
     tpr_p_ = tpr;
@@ -626,7 +674,7 @@ class Emitter {
     const bool staged = stage_now_ && stage_inputs_.count(in);
     s += fmt::format("    unsigned accw{} = fz_max2<{}>::kInit;  // the max of each element pair so far (raw words)\n", rd, ct);
     s += fmt::format("    for ({2} c0 = ({2})threadIdx.x * {0}{1}; c0 < C; c0 += ({2})blockDim.x * {0}) {{\n", vec_,
-                     Windowed() ? fmt::format(" - sh{}", stage_inputs_.begin()->first) : "", ix_);
+                     Windowed() ? " - " + ShiftName() : "", ix_);
     s += fmt::format("      if (c0 >= 0 && c0 + {} <= C) {{\n", vec_);
     s += fmt::format("        fz_pack<{}, {}> q;\n", ct, vec_);
     s += staged ? fmt::format("        q.load(xs{0}, sh{0} + (c0));\n", in) : fmt::format("        q.load(in{}, {});\n", in, Index(in, "r", "c0"));
@@ -1268,21 +1316,41 @@ class Emitter {
     // 16-byte vectors keep one per thread per step: the unroll measured slower for them and faster
     // for narrower vectors (odd widths) (docs/BENCHMARKS.md, the untuned sweep).
     // The stage function reads shared memory: one vector per step.
-    const int U = vec_ * max_size_ >= 16 || stage_now_ ? 1
-                                         : std::clamp(kLoopedRowFloats / std::max(1, vec_ * static_cast<int>(used.size())), 1, kLoopedUnroll);
-    // Column indices: ix_ (the stage function's rows fit shared memory, so 32-bit ints there).
+    // The stream (stream_now_): StreamUnroll() 16-byte vectors a step, the row's inputs held as raw
+    // packs until used (4 registers a vector), edge vectors of the window column by column.
+    const int U = stream_now_ ? StreamUnroll()
+                  : vec_ * max_size_ >= 16 || stage_now_
+                      ? 1
+                      : std::clamp(kLoopedRowFloats / std::max(1, vec_ * static_cast<int>(used.size())), 1, kLoopedUnroll);
+    const std::set<int> packed = stream_now_ ? CachedInputs() : std::set<int>{};
+    // Column indices: ix_ (the stage function's rows fit shared memory, so 32-bit ints there), the
+    // stream's ColType() (32-bit for static widths; the row offset stays 64-bit).
+    const std::string ix = stream_now_ ? ColType() : ix_;
     s += fmt::format("    for ({3} cb = ({3})threadIdx.x * {0}{2}; cb < C; cb += ({3})blockDim.x * {1}) {{\n", vec_, vec_ * U,
-                     Windowed() ? fmt::format(" - sh{}", stage_inputs_.begin()->first) : "", ix_);
-    for (int in : used) s += fmt::format("      float xu{}[{}][{}];\n", in, U, vec_);
+                     Windowed() ? " - " + ShiftName() : "", ix);
+    for (int in : used)
+      s += packed.count(in) ? fmt::format("      fz_pack<{}, {}> xq{}[{}];\n", CType(k_.inputs[in].type.dtype), vec_, in, U)
+                            : fmt::format("      float xu{}[{}][{}];\n", in, U, vec_);
     s += fmt::format("#pragma unroll\n      for (int u = 0; u < {}; ++u) {{\n", U);
-    s += fmt::format("        const {1} c0 = cb + ({1})u * blockDim.x * {0};\n", vec_, ix_);
+    s += fmt::format("        const {1} c0 = cb + ({1})u * blockDim.x * {0};\n", vec_, ix);
     s += "        if (c0 < C) {\n";
-    for (int in : used) s += fmt::format("          {}\n", LoadVec(in, fmt::format("xu{}[u]", in), "r", "c0"));
+    for (int in : used) {
+      if (!packed.count(in)) {
+        s += fmt::format("          {}\n", LoadVec(in, fmt::format("xu{}[u]", in), "r", "c0"));
+      } else if (Windowed()) {
+        s += fmt::format("          if (c0 >= 0 && c0 + {} <= C) xq{}[u].load_ef(in{}, {}, pol);\n", vec_, in, in, Index(in, "r", "c0"));
+        s += fmt::format("          else xq{}[u].load_cols(in{}, {}, c0, C);\n", in, in, Index(in, "r", "c0"));
+      } else {
+        s += fmt::format("          xq{}[u].load_ef(in{}, {}, pol);\n", in, in, Index(in, "r", "c0"));
+      }
+    }
     s += "        }\n      }\n";
     s += fmt::format("#pragma unroll\n      for (int u = 0; u < {}; ++u) {{\n", U);
-    s += fmt::format("        const {1} c0 = cb + ({1})u * blockDim.x * {0};\n", vec_, ix_);
+    s += fmt::format("        const {1} c0 = cb + ({1})u * blockDim.x * {0};\n", vec_, ix);
     s += "        if (c0 >= C) break;\n";
-    for (int in : used) s += fmt::format("        const float* x{0} = xu{0}[u];\n", in);
+    for (int in : used)
+      s += packed.count(in) ? fmt::format("        float x{0}[{1}];\n#pragma unroll\n        for (int j = 0; j < {1}; ++j) x{0}[j] = xq{0}[u].get(j);\n", in, vec_)
+                            : fmt::format("        const float* x{0} = xu{0}[u];\n", in);
     EmitRotHalfLoads(s, targets, "        ");
     pre(s);
     auto elements = [&](const std::string& ind) { EmitElementLoop(s, ind, targets, {}, inner); };
@@ -1402,7 +1470,11 @@ class Emitter {
       s += "  if (twin && blockIdx.x < R) issue(blockIdx.x, 0);\n";
       s += "  fz::cp_async_commit();\n";
     }
+    // the stream's rows are read once: evict-first loads (as the decode function's row inputs)
+    if (stream_now_) s += "  const unsigned long long pol = fz::evict_first();\n";
     s += "  for (long long r = blockIdx.x; r < R; r += gridDim.x) {\n";
+    if (stream_now_ && Windowed())
+      s += fmt::format("    const int sh = (int)((r * C) & {});  // the row start past the 16-byte boundary (elements)\n", vec_ - 1);
     if (stage_now_) {
       s += "    if (!twin) issue(r, 0);\n    else if (r + gridDim.x < R) issue(r + gridDim.x, buf ^ 1);\n";
       s += "    fz::cp_async_commit();  // (an empty group past the last row keeps the count)\n";
@@ -1433,7 +1505,9 @@ class Emitter {
       }
       s += fmt::format("    // pass {}: {} reduction{}\n", p, reds.size(), reds.size() == 1 ? "" : "s");
       const RawMax raw = RawMaxInput(reds);
-      if (raw.input >= 0 && (stage_now_ ? stage_inputs_.count(raw.input) > 0 : !Windowed())) EmitRawMaxLoopedPass(s, reds[0], raw);
+      // (not in the stream: its max pass is one read of the row with its loads in flight, EmitLoopedLoop)
+      if (raw.input >= 0 && !stream_now_ && (stage_now_ ? stage_inputs_.count(raw.input) > 0 : !Windowed()))
+        EmitRawMaxLoopedPass(s, reds[0], raw);
       else EmitLoopedLoop(s, args, [](std::string&) {}, [&](std::string& b) {
         const std::string guard = Windowed() && edge_now_ ? "if (c >= 0 && c < C) " : "";
         for (int rd : reds) {
@@ -1485,6 +1559,9 @@ class Emitter {
   bool reg_now_ = false;                                    // emitting a register-path function (not the split one)
   bool edge_now_ = false;                                   // window mode: emitting the edge vectors' element loop
   bool stage_now_ = false;                                  // emitting the stage function
+  int stream_vec_ = 0;                                      // the looped function streams, in vectors of this (ChooseStream)
+  bool stream_window_ = false;                              // ... of the row's aligned window (window mode)
+  bool stream_now_ = false;                                 // emitting the streamed looped function
   int split_slot_ = 0;                                      // the split function's next share[] slot
   int max_size_ = 1;                                         // widest element (bytes) of the full / per-column tensors
   int tpr_now_ = 0, vpt_now_ = 0;                           // the register-path function being emitted

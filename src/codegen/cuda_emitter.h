@@ -46,7 +46,7 @@
 
 namespace opfuse::codegen {
 
-inline constexpr int kEmitterVersion = 24;
+inline constexpr int kEmitterVersion = 25;
 // Looped row kernels (rows wider than the register path, static width): threads per block where the
 // vectors are narrower than 16 bytes (one block per row), and the vectors per thread per step (loads
 // first): at most kLoopedUnroll, as many as keep kLoopedRowFloats loaded values per thread. A block's
@@ -127,6 +127,11 @@ struct EmittedKernel {
   // window (window mode: rows off the 16-byte grid), split_vpt of them per thread over a window of
   // cols + split_window_vec - 1 columns; 0: vectors of `vec` over the row.
   int split_window_vec = 0;
+  // Rows past the register path of a kernel that writes one value per row and reads each row once
+  // (target::kRowStreamThreads): `function` streams them — one block per row, kRowStreamUnroll
+  // 16-byte loads in flight a thread over the row's aligned window — and the launcher takes it from
+  // target::RowStreamMinRows rows, the split function below that. Such a kernel has no stage function.
+  bool stream = false;
   // Rows past the register path, static width, EmitOptions::stage, aligned: `stage_function` runs the
   // looped function's passes over the row windows of every full-shape input staged in shared memory
   // (stage_bytes of dynamic shared memory, at static offsets; the widest window stage_vectors 16-byte

@@ -109,6 +109,11 @@ class Lowering {
         KernelOutput o;
         o.tensor = Tensor(v);
         o.expr = value_expr_.at(v);
+        // A reduction's [1, ..., 1] output over a space of one row ([1, C]) is that row's value: a row
+        // output (its row kernels' forms — window mode, the stream — are those of any row count).
+        if (o.tensor.access == Access::kScalar && o.tensor.type.shape.size() == space.size() && !IsOne(space.back()) &&
+            k_.exprs[o.expr].row_level && k_.exprs[o.expr].kind != ExprKind::kConst)
+          o.tensor.access = Access::kRowScalar;
         if (o.tensor.access == Access::kGeneral)
           return Unimplemented(fmt::format("output '{}' {} is a partial broadcast of the iteration space {}", o.tensor.name,
                                            ShapeToString(o.tensor.type.shape), ShapeToString(space)));

@@ -233,6 +233,11 @@ std::optional<RowStage> RowStageFor(int64_t rows, int64_t stage_bytes, int64_t r
   return st;
 }
 
+int64_t RowStreamMinRows(const DeviceInfo& dev) {
+  constexpr int64_t kBlockBytes = int64_t{kRowStreamThreads} * kRowStreamUnroll * 16;
+  return int64_t{std::max(dev.sm_count, 1)} * CeilDiv(kRowStreamBytesPerSm, kBlockBytes);
+}
+
 bool StageGivesWayToSplit(const RowStage& st, bool no_overlap_too) {
   return st.wave_efficiency < kRowStageMinWaveEfficiency || (no_overlap_too && !st.twin && st.blocks_per_sm == 1);
 }

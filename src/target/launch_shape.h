@@ -175,6 +175,22 @@ bool UseRowSplit(int64_t rows, const DeviceInfo& dev, bool many_rows);
 std::optional<RowSplit> ChooseRowSplit(int64_t rows, int64_t cols, int elem_bytes, const DeviceInfo& dev, int words_per_vec,
                                        bool many_rows);
 
+// A row kernel that writes one value per row and reads each row once (a row reduction: logsumexp's
+// max and sum of exp as one online pass) *streams* its rows past the register path instead of staging
+// them: one block per row of kRowStreamThreads threads, each with kRowStreamUnroll 16-byte loads in
+// flight over the row's aligned window (only the window's first and last vector masked), a running
+// reduction in registers. Staging such a row only adds a pass over shared memory (the staged JIT
+// logsumexp ran at 0.56 of the copy where the stream runs at 0.95; docs/BENCHMARKS.md). A block has
+// kRowStreamThreads x kRowStreamUnroll x 16 bytes in flight; rows take the stream where every SM gets
+// the blocks that put kRowStreamBytesPerSm in flight on it — one block: logsumexp over 200 rows of
+// 59669 columns ran 1.7x slower per row split than streamed at 264 — and fewer rows spread each row
+// over a cluster (the split).
+inline constexpr int kRowStreamThreads = 256;
+inline constexpr int kRowStreamUnroll = 4;
+inline constexpr int64_t kRowStreamBytesPerSm = 16 * 1024;
+// Rows from which a streamed row kernel takes the stream rather than the split.
+int64_t RowStreamMinRows(const DeviceInfo& dev);
+
 // Rows past the register path with every SM busy take a *staged* row where it fits: a block copies
 // the row's aligned 16-byte window of every input it re-reads (x; add_rms_norm's residual too) into
 // shared memory with asynchronous copies, all in flight at once, then reduces and writes from there —

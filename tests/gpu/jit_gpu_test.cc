@@ -362,34 +362,31 @@ TEST_F(JitGpuCases, RandomSweepNormsAndPointwiseMatchCpu) {
 
 // Staged rows on the JIT: a row per SM or more past the register path, aligned — the stage function
 // (every full-shape input's row window in shared memory; target::RowStageFor), odd and even widths,
-// a generic reduction, a generic softmax, rms_norm with a weight, add_rms_norm (two staged inputs).
-// Where the staged rows fill the blocks unevenly the split is taken instead (16-byte vectors, window
-// mode over the odd widths too: target::StageGivesWayToSplit on sm_90), except for a row reduction
-// over shifted rows (EmittedKernel::stage_gives_way); each case's function is the one that rule
-// names for this device, and both kinds run.
+// a generic softmax, rms_norm with a weight, add_rms_norm (two staged inputs). Where the staged rows
+// fill the blocks unevenly the split is taken instead (16-byte vectors, window mode over the odd
+// widths too: target::StageGivesWayToSplit on sm_90); each case's function is the one that rule names
+// for this device, and both kinds run. (Row reductions stream instead: StreamedRowReductionsMatchCpu.)
 TEST_F(JitGpuCases, StagedRowsMatchCpu) {
 #ifdef OPFUSE_WITH_CUDA
   auto dev = cuda::QueryDevice();
   ASSERT_TRUE(dev.ok()) << dev.status().message();
   const int sms = dev->sm_count;
-  const std::string lse = "m = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\nl = log(s)\ny = add(l, m)\noutput y\n";
   const std::string sm = "m = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\ny = div(e, s)\noutput y\n";
   struct Case {
     const char* dt;
     int64_t extra_rows, cols;
     int staged_inputs;  // full-shape inputs with a window in shared memory
     std::string params, body;
-    bool row_outputs_only = false;  // a row reduction (logsumexp)
   };
   const Case cases[] = {
-      {"bf16", 8, 16411, 1, "", lse, true},  // uneven, but a row reduction over shifted rows: staged
       {"f32", 1, 20001, 1, "", sm},
       // odd widths past the register path in window mode too (rms_norm: 1024 threads x 4 vectors of 8)
       {"bf16", 18, 33001, 1, "param w: bf16[33001]\n", "y = rms_norm(x, w)\noutput y\n"},
       {"f16", 68, 9001, 1, "", sm},
-      {"bf16", -3, 16400, 1, "", lse, true},  // rows that fill the blocks (3 an SM): staged
-      {"bf16", -3, 16411, 1, "", sm},         // the same at an odd width
-      {"bf16", 8, 16400, 1, "", lse, true},   // uneven, aligned: the split
+      {"bf16", -3, 16400, 1, "", sm},   // rows that fill the blocks (3 an SM): staged
+      {"bf16", -3, 16411, 1, "", sm},   // the same at an odd width
+      {"f16", -3, 17003, 1, "", sm},
+      {"bf16", 8, 16400, 1, "", sm},    // uneven, aligned: the split
       {"bf16", 3, 16411, 2, "input r: bf16[{R}, 16411]\nparam w: bf16[16411]\n", "y, h = add_rms_norm(x, r, w)\noutput y, h\n"},
   };
   int staged = 0, split = 0, want_staged = 0;
@@ -404,8 +401,7 @@ TEST_F(JitGpuCases, StagedRowsMatchCpu) {
     const int64_t window = target::RowStageWindowBytes(c.cols, esize);
     auto st = target::RowStageFor(rows, window * c.staged_inputs, window / 16, *dev);
     ASSERT_TRUE(st.has_value()) << "the case should fit the stage";
-    const bool shifted = (c.cols * esize) % 16 != 0;
-    const bool want_stage = dev->major < 9 || (shifted && c.row_outputs_only) || !target::StageGivesWayToSplit(*st, false);
+    const bool want_stage = dev->major < 9 || !target::StageGivesWayToSplit(*st, false);
     want_staged += want_stage;
     std::string fn;
     RunCase(JitCase{name.c_str(), text.c_str(), {}}, true, &fn);
@@ -423,10 +419,66 @@ TEST_F(JitGpuCases, StagedRowsMatchCpu) {
 #endif
 }
 
+// Row reductions past the register path (one value a row, one online read of the row) stream: the
+// looped function, one block per row, 16-byte loads over each row's aligned window (odd widths) or
+// the width's own vectors, from target::RowStreamMinRows rows; fewer rows take the split on sm_90.
+// logsumexp at odd, even and vocabulary widths in bf16, f16 and f32, a sum of squares and a max
+// (single-pass reductions), and a two-input reduction; each case's function is the one the rule names.
+TEST_F(JitGpuCases, StreamedRowReductionsMatchCpu) {
+#ifdef OPFUSE_WITH_CUDA
+  auto dev = cuda::QueryDevice();
+  ASSERT_TRUE(dev.ok()) << dev.status().message();
+  const int64_t stream_rows = target::RowStreamMinRows(*dev);
+  const std::string lse = "m = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\nl = log(s)\ny = add(l, m)\noutput y\n";
+  struct Case {
+    const char* dt;
+    int64_t rows, cols;  // rows < 0: that many past RowStreamMinRows
+    std::string params, body;
+  };
+  const Case cases[] = {
+      {"bf16", -3, 16411, "", lse},
+      {"bf16", -1, 16400, "", lse},
+      {"f16", -7, 9001, "", lse},
+      {"f32", -2, 20001, "", lse},
+      {"f32", -2, 20000, "", lse},
+      {"bf16", -5, 59669, "", lse},
+      {"bf16", 0, 131072, "", lse},  // exactly RowStreamMinRows
+      {"bf16", 9, 25867, "", lse},   // few rows: the split on sm_90
+      {"bf16", 1, 141761, "", lse},  // one static row: a row output too (window-mode split)
+      {"f32", 1, 50021, "", lse},
+      {"bf16", -2, 17389, "", "q = mul(x, x)\ns = sum(q)\noutput s\n"},
+      {"f32", -2, 12347, "", "m = max(x)\noutput m\n"},
+      {"bf16", -2, 16387, "input z: bf16[{R}, 16387]\n",
+       "a = mul(x, z)\nm = max(a)\nd = sub(a, m)\ne = exp(d)\ns = sum(e)\nl = log(s)\ny = add(l, m)\noutput y\n"},
+  };
+  int streamed = 0;
+  for (const Case& c : cases) {
+    const int64_t rows = c.rows < 0 ? stream_rows - c.rows - 1 : c.rows == 0 ? stream_rows : c.rows;
+    std::string params = c.params;
+    if (auto at = params.find("{R}"); at != std::string::npos) params.replace(at, 3, std::to_string(rows));
+    const std::string name = fmt::format("stream_{}x{}_{}", rows, c.cols, c.dt);
+    const std::string text = fmt::format("graph g\ninput x: {}[{}, {}]\n{}{}", c.dt, rows, c.cols, params, c.body);
+    SCOPED_TRACE(name);
+    std::string fn;
+    RunCase(JitCase{name.c_str(), text.c_str(), {}}, true, &fn);
+    if (HasFatalFailure()) return;
+    const bool split = fn.size() > 6 && fn.compare(fn.size() - 6, 6, "_split") == 0;
+    const bool want_split = dev->major >= 9 && rows < stream_rows;
+    EXPECT_EQ(split, want_split) << fn;
+    EXPECT_EQ(fn.find("_stage"), std::string::npos) << fn;
+    streamed += !split;
+    // the unaligned variant: no stream (1-element vectors), the same answer
+    if (c.cols == 16411) RunCase(JitCase{name.c_str(), text.c_str(), {}}, false);
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_GE(streamed, 9);
+#endif
+}
+
 // Odd rows too wide to stage (a 16-bit window of 120011 columns is past a block's shared memory)
 // with every SM busy: the split function in window mode on sm_90 (split_many_rows; the looped
-// function read them in 1-element loads), the looped function on older GPUs. A generic reduction
-// (logsumexp: its looped function merges the max and sum passes), a generic softmax and rms_norm.
+// function read them in 1-element loads), the looped function on older GPUs. A generic softmax and
+// rms_norm; a generic reduction (logsumexp) streams there instead (from target::RowStreamMinRows rows).
 TEST_F(JitGpuCases, WideOddRowsSplitWithEverySmBusy) {
 #ifdef OPFUSE_WITH_CUDA
   auto dev = cuda::QueryDevice();
@@ -441,14 +493,16 @@ TEST_F(JitGpuCases, WideOddRowsSplitWithEverySmBusy) {
   };
   int b = 0;
   for (const std::string& body : bodies) {
-    const std::string name = fmt::format("wide_odd_{}x{}_{}", rows, cols, b++);
+    const int index = b++;
+    const std::string name = fmt::format("wide_odd_{}x{}_{}", rows, cols, index);
     const std::string text = fmt::format("graph g\ninput x: bf16[{}, {}]\n{}", rows, cols, body);
     SCOPED_TRACE(name);
     std::string fn;
     RunCase(JitCase{name.c_str(), text.c_str(), {}}, true, &fn);
     if (HasFatalFailure()) return;
     const bool split = fn.size() > 6 && fn.compare(fn.size() - 6, 6, "_split") == 0;
-    EXPECT_EQ(split, dev->major >= 9) << fn;
+    const bool streams = index == 0 && rows >= target::RowStreamMinRows(*dev);  // the row reduction
+    EXPECT_EQ(split, dev->major >= 9 && !streams) << fn;
   }
 #endif
 }

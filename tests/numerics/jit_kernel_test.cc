@@ -823,7 +823,7 @@ TEST(JitKernel, StageFunctionForRowsPastTheRegisterPath) {
     int64_t cols;
   };
   const Case cases[] = {
-      {"graph g\ninput x: bf16[T, 25101]\nm = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\nl = log(s)\ny = add(l, m)\noutput y\n",
+      {"graph g\ninput x: bf16[T, 25101]\nm = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\ny = div(e, s)\noutput y\n",
        {2}, 25101},
       {"graph g\ninput x: f32[T, 20001]\nm = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\ny = div(e, s)\noutput y\n", {4}, 20001},
       {"graph g\ninput x: bf16[T, 47059]\ninput r: bf16[T, 47059]\nparam w: bf16[47059]\ny, s = add_rms_norm(x, r, w)\noutput y, s\n",
@@ -895,6 +895,85 @@ std::string FunctionText(const std::string& source, const std::string& name) {
   if (at == std::string::npos) return "";
   const size_t next = source.find("extern \"C\"", at);
   return source.substr(at, next == std::string::npos ? std::string::npos : next - at);
+}
+
+// A row kernel that writes one value per row and reads each row once (logsumexp's online max and
+// sum, a sum, a max) streams rows past the register path: the looped function in blocks of
+// target::kRowStreamThreads, kRowStreamUnroll raw 16-byte packs in flight a thread (evict-first
+// loads), over each row's aligned window where the width is off the 16-byte grid (the window's edge
+// vectors column by column); no stage function. Unaligned pointers, a row output (softmax) or two
+// reads of the row (a variance) keep the looped / stage functions. Every case compiles.
+TEST(JitKernel, RowReductionsStreamPastTheRegisterPath) {
+  const std::string lse = "m = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\nl = log(s)\ny = add(l, m)\noutput y\n";
+  struct Case {
+    std::string graph;
+    bool aligned, stream, window;
+    int vec, unroll;
+  };
+  const Case cases[] = {
+      {"graph g\ninput x: bf16[T, 25101]\n" + lse, true, true, true, 8, 4},
+      {"graph g\ninput x: bf16[T, 65536]\n" + lse, true, true, false, 8, 4},
+      {"graph g\ninput x: f32[T, 20001]\n" + lse, true, true, true, 4, 4},
+      {"graph g\ninput x: f16[T, 40002]\n" + lse, true, true, true, 8, 4},
+      {"graph g\ninput x: bf16[T, 70001]\nq = mul(x, x)\ns = sum(q)\noutput s\n", true, true, true, 8, 4},
+      {"graph g\ninput x: bf16[T, 70001]\ninput z: bf16[T, 70001]\na = mul(x, z)\ns = sum(a)\noutput s\n", true, true, true, 8, 4},
+      {"graph g\ninput x: bf16[T, 25101]\n" + lse, false, false, false, 0, 0},
+      {"graph g\ninput x: bf16[T, 25101]\nm = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\ny = div(e, s)\noutput y\n", true,
+       false, false, 0, 0},
+      // a variance: the mean, then the sum of squared differences (two reads)
+      {"graph g\ninput x: bf16[T, 70001]\nm = mean(x)\nd = sub(x, m)\nq = mul(d, d)\nv = mean(q)\noutput v\n", true, false, false, 0, 0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.graph);
+    codegen::EmitOptions o;
+    o.aligned = c.aligned;
+    o.clusters = true;
+    o.stage = true;
+    auto e = EmitWholeGraph(c.graph, o);
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    ASSERT_FALSE(e->row_in_registers);
+    EXPECT_EQ(e->stream, c.stream) << e->source;
+    const std::string main_fn = FunctionText(e->source, e->function);
+    if (c.stream) {
+      EXPECT_TRUE(e->stage_function.empty());
+      EXPECT_FALSE(e->split_function.empty());
+      EXPECT_NE(e->source.find(fmt::format("__launch_bounds__({}) {}(", target::kRowStreamThreads, e->function)), std::string::npos);
+      EXPECT_NE(main_fn.find(fmt::format("[{}];", c.unroll)), std::string::npos) << main_fn;
+      const char* type = c.vec == 4 ? "float" : c.graph.find("x: f16[") != std::string::npos ? "fz_f16" : "fz_bf16";
+      EXPECT_NE(main_fn.find(fmt::format("fz_pack<{}, {}> xq0[{}];", type, c.vec, c.unroll)), std::string::npos) << main_fn;
+      EXPECT_NE(main_fn.find("].load_ef(in0"), std::string::npos) << main_fn;
+      EXPECT_EQ(main_fn.find("].load_cols(in0") != std::string::npos, c.window) << main_fn;
+      EXPECT_EQ(main_fn.find("const int sh = ") != std::string::npos, c.window) << main_fn;
+      // one read of the row: one loop over it, a block reduction a result
+      EXPECT_EQ(Count(main_fn, "for (int u = 0; u < "), 2u) << main_fn;
+      if (c.graph.find("max(x)") != std::string::npos) {
+        EXPECT_EQ(Count(main_fn, "fz::block_reduce<fz::MaxOp>"), 1u) << main_fn;
+        EXPECT_EQ(Count(main_fn, "fz::block_reduce<fz::SumOp>"), 1u) << main_fn;
+      }
+    } else {
+      EXPECT_EQ(main_fn.find("load_ef"), std::string::npos) << main_fn;
+    }
+    ExpectCompiles(e->source, e->function, "sm_90");
+  }
+  // One static row: its [1, 1] output is a row output (not a broadcast scalar), so the split over
+  // the cluster computes in window mode, and the stream serves it as at any row count.
+  for (const char* dt : {"bf16", "f32"}) {
+    SCOPED_TRACE(dt);
+    auto g = ParseGraph(fmt::format("graph g\ninput x: {}[1, 141761]\n{}", dt, lse));
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    auto k = testing_cases::WholeGraphKernel(*g);
+    ASSERT_TRUE(k.ok()) << k.status().message();
+    ASSERT_EQ(k->outputs.size(), 1u);
+    EXPECT_EQ(k->outputs[0].tensor.access, codegen::Access::kRowScalar);
+    codegen::EmitOptions o;
+    o.clusters = true;
+    o.stage = true;
+    auto e = codegen::EmitCuda(*k, o);
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    EXPECT_TRUE(e->stream);
+    EXPECT_EQ(e->split_window_vec, std::string(dt) == "f32" ? 4 : 8);
+    ExpectCompiles(e->source, e->function, "sm_90");
+  }
 }
 
 // A max reduction over a 16-bit input's own elements, or over them times a positive constant

@@ -375,5 +375,24 @@ TEST(LaunchShape, RowStage) {
   }
 }
 
+// Streamed row reductions: from the rows at which every SM holds the blocks whose 16-byte loads in
+// flight (threads x unroll x 16 bytes a block) cover kRowStreamBytesPerSm — on 132 SMs with 16 KiB a
+// block and 16 KiB an SM, a row an SM; proportional to the SMs.
+TEST(LaunchShape, RowStreamMinRows) {
+  auto dev = FakeH200();
+  const int64_t block = int64_t{target::kRowStreamThreads} * target::kRowStreamUnroll * 16;
+  EXPECT_EQ(block, 16 * 1024);
+  EXPECT_EQ(target::RowStreamMinRows(dev), 132);
+  for (int sms : {1, 7, 78, 114, 132}) {
+    dev.sm_count = sms;
+    const int64_t rows = target::RowStreamMinRows(dev);
+    EXPECT_EQ(rows % sms, 0);
+    EXPECT_GE(rows / sms * block, target::kRowStreamBytesPerSm);
+    EXPECT_LT((rows / sms - 1) * block, target::kRowStreamBytesPerSm);
+  }
+  dev.sm_count = 0;
+  EXPECT_GE(target::RowStreamMinRows(dev), 1);
+}
+
 }  // namespace
 }  // namespace opfuse

@@ -4,7 +4,8 @@
 // ceil(rows / rows per block) blocks. Rows past the register path: the split function (a cluster of
 // blocks per row, exactly rows x blocks per cluster) where target::UseRowSplit takes it (few rows,
 // or 16-byte vectors), but from a row per SM up the stage function first where target::RowStageFor
-// takes it (the row windows in shared memory), else the looped function, one block per row. Pointwise kernels: one
+// takes it (the row windows in shared memory), else the looped function, one block per row — a
+// streamed one (a row reduction) from target::RowStreamMinRows rows before the split. Pointwise kernels: one
 // thread per vector, blocks of `threads` (256) for large tensors and 64 for small ones (fewer than
 // 1024 vectors per SM: more SMs busy), as the library's glu kernel; tensors of at most
 // kPointwiseDecodeBlocksPerSm blocks of 128 per SM run the pointwise decode function (4-byte packs),
@@ -136,8 +137,9 @@ StatusOr<LoadedKernel::Geometry> LoadedKernel::LaunchGeometry(const std::vector<
     dev.shared_mem_per_sm = smem_per_sm_;
     dev.max_threads_per_sm = sm_threads_;
     dev.regs_per_sm = sm_regs_;
+    // a streamed looped function (EmittedKernel::stream) from target::RowStreamMinRows rows on
     const bool split_ok = split_kernel_ && em.split_vpt > 0 && target::UseRowSplit(rows, dev, em.split_many_rows) &&
-                          rows <= kMaxGrid / target::kRowSplitBlocks;
+                          rows <= kMaxGrid / target::kRowSplitBlocks && !(em.stream && rows >= target::RowStreamMinRows(dev));
     if (stage_kernel_) {
       // where its windows fit (target::RowStageFor): persistent blocks, double-buffered where two fit
       auto st = target::RowStageFor(rows, em.stage_bytes, em.stage_vectors, dev, stage_regs_);
