@@ -115,7 +115,7 @@ int RunE2e(const E2eArgs& a) {
   std::map<std::string, std::map<std::string, int>> kernels_per_step;  // strategy -> case -> kernels
   // always_fuse's and smart_schedule's compiled graphs per case (decode, prefill): the plan check
   std::map<std::string, std::pair<Graph, Graph>> always_graphs, smart_graphs;
-  int64_t context_used = 0;
+  std::map<std::string, int64_t> smart_plan_length;  // the prompt length smart's prefill plan was scheduled at
   Progress progress;
   const int total = static_cast<int>(strategies.size() * cases.size());
   int done = 0;
@@ -180,9 +180,12 @@ int RunE2e(const E2eArgs& a) {
         totals.push_back(g->prefill_ms + g->decode_ms);
       }
       const int kps = e.kernels_per_decode_step();
-      context_used = e.context();
-      if (s == llama::Strategy::kAlwaysFuse) always_graphs[c.label] = {e.decode_graph(), e.prefill_graph()};
-      if (s == llama::Strategy::kSmartSchedule) smart_graphs[c.label] = {e.decode_graph(), e.prefill_graph()};
+      // the prefill plan this case's prompts ran (smart_schedule: the plan of the nearest prompt length)
+      if (s == llama::Strategy::kAlwaysFuse) always_graphs[c.label] = {e.decode_graph(), e.prefill_graph(c.prefill)};
+      if (s == llama::Strategy::kSmartSchedule) {
+        smart_graphs[c.label] = {e.decode_graph(), e.prefill_graph(c.prefill)};
+        smart_plan_length[c.label] = e.prefill_plan_length(c.prefill);
+      }
       kernels_per_step[sname][c.label] = kps;
       const double mpt = Median(per_tok);
       results[sname][c.label] = {{"total_ms", Median(totals)},
@@ -208,7 +211,9 @@ int RunE2e(const E2eArgs& a) {
       details[sname][c.label] = {{"prefill_runs_ms", prefill},
                                  {"decode_ms_per_token_runs", per_tok},
                                  {"decode_groups", GroupSummary(e.decode_graph())},
-                                 {"prefill_groups", GroupSummary(e.prefill_graph())}};
+                                 {"prefill_groups", GroupSummary(e.prefill_graph(c.prefill))},
+                                 {"prefill_plans", e.prefill_plans()},
+                                 {"prefill_plan_length", e.prefill_plan_length(c.prefill)}};
     }
   }
   progress.Clear();
@@ -269,8 +274,8 @@ int RunE2e(const E2eArgs& a) {
       if (sg == smart_graphs.end()) continue;
       for (auto& line : bench::IgnoredProfileChoices(ag.first, sg->second.first, *profile, {}, smart_config))
         ignored.push_back(label + " decode: " + line);
-      for (auto& line : bench::IgnoredProfileChoices(ag.second, sg->second.second, *profile,
-                                                     llama::PrefillScheduleHint(context_used), smart_config))
+      const Bindings at = {{"T", smart_plan_length.at(label)}};
+      for (auto& line : bench::IgnoredProfileChoices(ag.second, sg->second.second, *profile, at, smart_config))
         ignored.push_back(label + " prefill: " + line);
     }
     if (!ignored.empty())

@@ -65,7 +65,7 @@ TEST(BenchE2eCli, FailsWhenStrategiesRanTheSamePlan) {
 }
 
 // smart_schedule with a profile (hand-written numbers) where the tiny model's SwiGLU is faster op by op
-// at decode (1 row) and at the prefill hint (128 rows): smart runs it unfused, always fused, the JSON
+// at decode (1 row) and at 128 rows (so at the prefill plans' lengths): smart runs it unfused, always fused, the JSON
 // lists each strategy's groups, and the run confirms that smart ran its profile's choice
 // (bench/plan_check.h; the failing side is PlanCheck.SmartThatIgnoresItsProfileIsReported).
 TEST(BenchE2eCli, SmartRunsItsProfilesChoiceAndSaysSo) {
@@ -89,6 +89,12 @@ TEST(BenchE2eCli, SmartRunsItsProfilesChoiceAndSaysSo) {
     EXPECT_FALSE(smart[phase].contains("pattern:swiglu (fused library)")) << smart[phase].dump();
     EXPECT_FALSE(smart[phase].contains("pattern:swiglu (fused jit)")) << smart[phase].dump();
   }
+  // the 4-token prompts ran smart's plan for the shortest length of its ladder (engine.h); always
+  // has one plan, scheduled at no length
+  EXPECT_EQ(smart["prefill_plan_length"], 32) << smart.dump();
+  EXPECT_GE(smart["prefill_plans"].get<int>(), 1);
+  EXPECT_EQ(always["prefill_plan_length"], 0);
+  EXPECT_EQ(always["prefill_plans"], 1);
 }
 
 TEST(BenchE2eCli, BadInputExits2) {

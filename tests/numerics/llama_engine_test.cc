@@ -6,10 +6,16 @@
 //  * sampling is deterministic per seed; context overflow and bad input are InvalidArgument.
 // Agreement with Hugging Face itself is llama_family_test.cc (LlamaHfFixture).
 #include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <tuple>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "model/llama/engine.h"
+#include "scheduler/should_fuse.h"
 #include "rel_error.h"
 
 namespace opfuse::llama {
@@ -114,6 +120,95 @@ TEST(LlamaEngine, SeededSamplingIsDeterministic) {
   auto greedy = e->Generate({kPrompt}, g);
   ASSERT_TRUE(greedy.ok());
   EXPECT_NE(greedy->tokens, a->tokens);
+}
+
+// The prompt-length ladder and the nearest plan (log2; the shorter on a tie).
+TEST(LlamaEngine, PrefillPlanLengths) {
+  EXPECT_EQ(PrefillPlanLengths(64), (std::vector<int64_t>{32}));
+  EXPECT_EQ(PrefillPlanLengths(20), (std::vector<int64_t>{20}));
+  EXPECT_EQ(PrefillPlanLengths(2048), (std::vector<int64_t>{32, 128, 512, 2048}));
+  EXPECT_EQ(PrefillPlanLengths(100000), (std::vector<int64_t>{32, 128, 512, 2048, 8192}));
+  const std::vector<int64_t> l = {32, 128, 512, 2048};
+  EXPECT_EQ(NearestPrefillPlan(l, 1), 0u);
+  EXPECT_EQ(NearestPrefillPlan(l, 64), 0u);   // 2^6: as far from 2^5 as from 2^7 — the shorter
+  EXPECT_EQ(NearestPrefillPlan(l, 65), 1u);
+  EXPECT_EQ(NearestPrefillPlan(l, 300), 2u);  // 2^8.2
+  EXPECT_EQ(NearestPrefillPlan(l, 1500), 3u);
+  EXPECT_EQ(NearestPrefillPlan(l, 100000), 3u);
+}
+
+// smart_schedule decides the prefill graph per prompt length: with a profile in which a group's
+// ops one by one are faster at 32 rows and its fused kernel at 128, the engine holds two prefill
+// plans — the group unfused in the 32-token one, fused in the 128-token one —, runs each prompt on
+// the plan of its nearest length, and both give always_fuse's tokens. Without such a profile the
+// lengths share one plan where their verdicts agree.
+TEST(LlamaEngine, SmartPrefillPlanPerPromptLength) {
+  auto plain = Make(Strategy::kSmartSchedule, 1, 256);
+  ASSERT_TRUE(plain);
+  const Graph& g128 = plain->prefill_graph(128);
+  const FusionGroup* target = nullptr;
+  scheduler::GroupShape shape;
+  for (const auto& grp : g128.groups) {
+    if (!grp.decision.fuse) continue;
+    shape = scheduler::DescribeGroup(g128, grp, {{"T", 128}});
+    if (!shape.pattern.empty() && shape.rows == 128 && shape.cols) {
+      target = &grp;
+      break;
+    }
+  }
+  ASSERT_NE(target, nullptr) << "a fused prefill group with a profile key and T rows";
+  const std::vector<int> nodes = target->nodes;
+  std::string entries;
+  for (auto [rows, unfused, fused] : {std::tuple{32, 1.0, 10.0}, std::tuple{128, 10.0, 1.0}})
+    entries += fmt::format(R"({}{{"pattern": "{}", "dtype": "{}", "shape": {{"rows": {}, "cols": {}}},
+        "variants_us": {{"unfused": {}, "library": {}, "jit": {}}}, "samples": 10}})",
+                           entries.empty() ? "" : ",", shape.pattern, shape.dtype, rows, *shape.cols, unfused, fused, fused);
+  const std::string path = ::testing::TempDir() + "/opfuse_prefill_plans_profile.json";
+  {
+    std::ofstream f(path);
+    f << fmt::format(R"({{"schema": 1, "device": {{"name": "Test GPU", "sm": "9.0", "driver": "hand-written",
+        "copy_gbps": 4000, "launch_us": 2.5}}, "entries": [{}]}})", entries);
+  }
+  EngineOptions o;
+  o.backend = "cpu";
+  o.strategy = Strategy::kSmartSchedule;
+  o.max_context = 256;
+  o.profile_path = path;
+  auto e = Engine::Create(o);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_EQ((*e)->prefill_plans(), 2);
+  EXPECT_EQ((*e)->prefill_plan_length(8), 32);
+  EXPECT_EQ((*e)->prefill_plan_length(100), 128);
+  auto fused_in = [&](const Graph& g) {
+    for (const auto& grp : g.groups)
+      if (grp.nodes == nodes) return std::optional<bool>(grp.decision.fuse);
+    return std::optional<bool>();
+  };
+  const std::optional<bool> short_plan = fused_in((*e)->prefill_graph(8));
+  const std::optional<bool> long_plan = fused_in((*e)->prefill_graph(100));
+  ASSERT_TRUE(short_plan.has_value() && long_plan.has_value());
+  EXPECT_FALSE(*short_plan) << (*e)->prefill_graph(8).groups.size();
+  EXPECT_TRUE(*long_plan);
+  // each plan runs, and gives always_fuse's tokens
+  auto always = Make(Strategy::kAlwaysFuse, 1, 256);
+  ASSERT_TRUE(always);
+  std::vector<int32_t> long_prompt;
+  for (int i = 0; i < 100; ++i) long_prompt.push_back((i * 37 + 11) % 256);
+  GenerateOptions gen;
+  gen.max_new_tokens = 4;
+  for (const auto& prompt : {kPrompt, long_prompt}) {
+    (*e)->Reset();
+    always->Reset();
+    auto a = always->Generate({prompt}, gen);
+    auto b = (*e)->Generate({prompt}, gen);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->tokens, b->tokens) << prompt.size() << " tokens";
+    EXPECT_GT((*e)->kernels_per_prefill(), 0);
+  }
+  // the plain engine (no profile): its lengths' plans where the cost model's verdicts agree are one
+  EXPECT_GE(plain->prefill_plans(), 1);
+  EXPECT_LE(plain->prefill_plans(), 2);
+  std::remove(path.c_str());
 }
 
 TEST(LlamaEngine, ContextAndInputErrors) {

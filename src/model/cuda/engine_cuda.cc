@@ -68,12 +68,20 @@ class CudaRunner final : public Runner {
     cuda::ExecutorOptions eo;
     eo.config = s.fusion;
     // smart_schedule: the schedule pass runs should_fuse with the profile (an empty one: the cost
-    // model with default constants) at the prefill hint's T; the decode graph's shapes are static.
+    // model with default constants) at each prefill plan's prompt length (PrefillPlanLengths), one
+    // executable per distinct plan; the decode graph's shapes are static.
     eo.profile = s.profile;
-    eo.schedule_bindings = s.prefill_hint;
     eo.background_compile = s.background_compile;
     eo.comm = comm;
-    OPFUSE_ASSIGN_OR_RETURN(r->prefill_, CudaExecutable::Create(s.prefill, eo));
+    OPFUSE_ASSIGN_OR_RETURN(
+        r->plan_set_, CompilePrefillPlans(
+                          s.prefill_lengths,
+                          [&](const Bindings& b) {
+                            cuda::ExecutorOptions pe = eo;
+                            pe.schedule_bindings = b;
+                            return CudaExecutable::Create(s.prefill, pe);
+                          },
+                          [](const std::unique_ptr<CudaExecutable>& ex) -> const Graph& { return ex->graph(); }, &r->prefills_));
     eo.schedule_bindings = {};
     OPFUSE_ASSIGN_OR_RETURN(r->decode_, CudaExecutable::Create(s.decode, eo));
     r->compile_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -104,10 +112,11 @@ class CudaRunner final : public Runner {
 
   std::string device() const override { return device_; }
   double compile_ms() const override { return compile_ms_; }
-  const Graph& prefill_graph() const override { return prefill_->graph(); }
+  const Graph& prefill_graph(int64_t tokens) const override { return prefills_[plan_set_.For(tokens)]->graph(); }
+  int prefill_plans() const override { return static_cast<int>(prefills_.size()); }
   const Graph& decode_graph() const override { return decode_->graph(); }
   int kernels_per_decode_step() const override { return graph_ ? graph_->kernels() : -1; }
-  int kernels_per_prefill() const override { return prefill_runs_ ? prefill_->kernels_per_run() : -1; }
+  int kernels_per_prefill() const override { return prefill_runs_ ? prefills_[last_plan_]->kernels_per_run() : -1; }
 
   Status Prefill(int64_t row, std::span<const int32_t> ids, std::vector<float>* logits) override {
     OPFUSE_CUDA_CHECK(cudaSetDevice(device_ordinal_));
@@ -127,8 +136,10 @@ class CudaRunner final : public Runner {
     for (int64_t l = 0; l < c_.num_hidden_layers; ++l)
       for (const std::string& name : {CacheKeyName(l), CacheValueName(l)})
         in[name] = static_cast<const char*>(bufs_.at(name).get()) + row * row_bytes_;
-    OPFUSE_ASSIGN_OR_RETURN(auto ptrs, Pointers(*prefill_, in));
-    OPFUSE_RETURN_IF_ERROR(prefill_->Run(ptrs, {d_prefill_logits_.get()}, {{"T", T}}, stream_));
+    last_plan_ = plan_set_.For(T);
+    CudaExecutable& prefill = *prefills_[last_plan_];
+    OPFUSE_ASSIGN_OR_RETURN(auto ptrs, Pointers(prefill, in));
+    OPFUSE_RETURN_IF_ERROR(prefill.Run(ptrs, {d_prefill_logits_.get()}, {{"T", T}}, stream_));
     const int64_t V = c_.vocab_size;
     OPFUSE_CUDA_CHECK(cudaMemcpyAsync(h_logits_.p, d_prefill_logits_.get(), V * sizeof(float), cudaMemcpyDeviceToHost, stream_));
     OPFUSE_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -220,7 +231,10 @@ class CudaRunner final : public Runner {
   cudaStream_t stream_ = nullptr;
   cuda::CachingAllocator* alloc_ = nullptr;
   std::string device_;
-  std::unique_ptr<CudaExecutable> prefill_, decode_;
+  std::vector<std::unique_ptr<CudaExecutable>> prefills_;  // one per distinct plan (PrefillPlanSet)
+  PrefillPlanSet plan_set_;
+  size_t last_plan_ = 0;
+  std::unique_ptr<CudaExecutable> decode_;
   std::unique_ptr<cuda::CudaGraph> graph_;
   double compile_ms_ = 0;
   std::map<std::string, DeviceBuffer> bufs_;  // weights, rope tables, caches

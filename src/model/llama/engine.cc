@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <thread>
@@ -104,7 +105,32 @@ StatusOr<Strategy> ParseStrategy(std::string_view s) {
   return InvalidArgument(fmt::format("unknown strategy '{}' (expected never, always or smart)", s));
 }
 
-Bindings PrefillScheduleHint(int64_t context) { return {{"T", std::min<int64_t>(128, context)}}; }
+std::vector<int64_t> PrefillPlanLengths(int64_t context) {
+  std::vector<int64_t> v;
+  for (int64_t n : kPrefillPlanLengths)
+    if (n <= context) v.push_back(n);
+  if (v.empty()) v.push_back(std::max<int64_t>(context, 1));
+  return v;
+}
+
+size_t NearestPrefillPlan(std::span<const int64_t> lengths, int64_t tokens) {
+  const double t = std::log2(static_cast<double>(std::max<int64_t>(tokens, 1)));
+  size_t best = 0;
+  for (size_t i = 1; i < lengths.size(); ++i)
+    if (std::abs(std::log2(static_cast<double>(lengths[i])) - t) < std::abs(std::log2(static_cast<double>(lengths[best])) - t)) best = i;
+  return best;
+}
+
+std::string PrefillPlanSignature(const Graph& compiled) {
+  std::string s;
+  for (const Node& n : compiled.nodes) s += fmt::format("{},", OpName(n.op));
+  for (const FusionGroup& grp : compiled.groups) {
+    s += fmt::format("|{}:{}:{}:{}:", grp.kind, grp.decision.fuse, VariantName(grp.variant),
+                     grp.matmul ? grp.matmul->gemv_max_rows : 0);
+    for (int n : grp.nodes) s += fmt::format("{},", n);
+  }
+  return s;
+}
 
 FusionConfig StrategyConfig(Strategy s, FusionConfig base) {
   switch (s) {
@@ -221,7 +247,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opts) {
       OPFUSE_ASSIGN_OR_RETURN(profile, scheduler::ProfileDb::Load(opts.profile_path));
     }
     s.profile = &profile;
-    s.prefill_hint = PrefillScheduleHint(e->context_);
+    s.prefill_lengths = PrefillPlanLengths(e->context_);
   } else if (!opts.profile_path.empty()) {
     return InvalidArgument(fmt::format("a profile only applies to the smart strategy, not {}", StrategyName(opts.strategy)));
   }
@@ -269,7 +295,13 @@ double Engine::collective_ms() const { return runner_->collective_ms(); }
 StatusOr<std::map<std::string, double>> Engine::DecodeAllReduceUs() {
   return runner_->AllReduceUs(batch(), config_.hidden_size, dtype_);
 }
-const Graph& Engine::prefill_graph() const { return runner_->prefill_graph(); }
+const Graph& Engine::prefill_graph(int64_t tokens) const { return runner_->prefill_graph(tokens); }
+int64_t Engine::prefill_plan_length(int64_t tokens) const {
+  if (opts_.strategy != Strategy::kSmartSchedule) return 0;
+  const std::vector<int64_t> lengths = PrefillPlanLengths(context_);
+  return lengths[NearestPrefillPlan(lengths, tokens)];
+}
+int Engine::prefill_plans() const { return runner_->prefill_plans(); }
 const Graph& Engine::decode_graph() const { return runner_->decode_graph(); }
 void Engine::Reset() { std::fill(lengths_.begin(), lengths_.end(), 0); }
 

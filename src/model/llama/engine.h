@@ -41,9 +41,18 @@ const char* StrategyName(Strategy s);  // "never_fuse" | "always_fuse" | "smart_
 StatusOr<Strategy> ParseStrategy(std::string_view s);
 // The pipeline config of a strategy, starting from `base` (kill switches from OPFUSE_DISABLE).
 FusionConfig StrategyConfig(Strategy s, FusionConfig base = {});
-// The token count smart_schedule schedules the prefill graph for (its groups are chosen once, at
-// engine creation): min(128, context). The decode graph's shapes are static (the batch).
-Bindings PrefillScheduleHint(int64_t context);
+// Prefill plans per prompt length (smart_schedule): the schedule pass decides each group at a prompt
+// length (the bindings' T), and a choice made at 128 tokens can be the wrong one at 2048 (a group's
+// library and JIT kernels, or its fused form and its ops one by one, cross over in between; a short
+// chat prompt's groups are a decode batch's). The engine compiles the prefill graph at each length of
+// PrefillPlanLengths — kPrefillPlanLengths up to the context, or the context alone where it is
+// shorter than the first — keeps one executable per distinct plan (PrefillPlanSignature), and runs a prompt of T tokens on the plan of the length
+// nearest T in log2 (NearestPrefillPlan: the profile interpolates in log(rows) too). The decode
+// graph's shapes are static (the batch). The other strategies have one plan and no size hint.
+inline constexpr int64_t kPrefillPlanLengths[] = {32, 128, 512, 2048, 8192};
+std::vector<int64_t> PrefillPlanLengths(int64_t context);
+// The index into `lengths` (ascending, non-empty) nearest `tokens` in log2; the shorter one on a tie.
+size_t NearestPrefillPlan(std::span<const int64_t> lengths, int64_t tokens);
 
 struct EngineOptions {
   std::string model_dir;        // a Hugging Face model directory; "" = a built-in config
@@ -117,7 +126,13 @@ class Engine {
   // CPU: node groups the reference runs), per rank with tensor parallelism. -1 before the first step.
   int kernels_per_decode_step() const;
   int kernels_per_prefill() const;                     // the last prefill's
-  const Graph& prefill_graph() const;                  // after the pipeline (rank 0's with tensor parallelism)
+  // The prefill plan a prompt of `tokens` tokens runs, after the pipeline (rank 0's with tensor
+  // parallelism); tokens <= 0: the plan of the shortest length.
+  const Graph& prefill_graph(int64_t tokens = 0) const;
+  // The prompt length that plan was scheduled at (smart_schedule; 0: no size hint) and the distinct
+  // prefill plans the engine holds.
+  int64_t prefill_plan_length(int64_t tokens) const;
+  int prefill_plans() const;
   const Graph& decode_graph() const;
 
   // Forgets every sequence (lengths back to 0). Cache slots are always written before they are read.

@@ -26,11 +26,18 @@ class CpuRunner final : public Runner {
     const auto t0 = std::chrono::steady_clock::now();
     PassContext ctx;
     ctx.config = s.fusion;
-    ctx.bindings = s.prefill_hint;
     ctx.profile = s.profile;
-    r->prefill_ = std::move(s.prefill);
-    OPFUSE_RETURN_IF_ERROR(RunPipeline(r->prefill_, ctx));
-    ctx.bindings = {};
+    OPFUSE_ASSIGN_OR_RETURN(
+        r->plan_set_, CompilePrefillPlans(
+                          s.prefill_lengths,
+                          [&](const Bindings& b) -> StatusOr<Graph> {
+                            Graph g = s.prefill;
+                            PassContext c = ctx;
+                            c.bindings = b;
+                            OPFUSE_RETURN_IF_ERROR(RunPipeline(g, c));
+                            return g;
+                          },
+                          [](const Graph& g) -> const Graph& { return g; }, &r->prefills_));
     r->decode_ = std::move(s.decode);
     OPFUSE_RETURN_IF_ERROR(RunPipeline(r->decode_, ctx));
     r->compile_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -51,10 +58,11 @@ class CpuRunner final : public Runner {
 
   std::string device() const override { return "cpu (reference, f32 accumulation)"; }
   double compile_ms() const override { return compile_ms_; }
-  const Graph& prefill_graph() const override { return prefill_; }
+  const Graph& prefill_graph(int64_t tokens) const override { return prefills_[plan_set_.For(tokens)]; }
+  int prefill_plans() const override { return static_cast<int>(prefills_.size()); }
   const Graph& decode_graph() const override { return decode_; }
   int kernels_per_decode_step() const override { return decode_runs_ ? Steps(decode_) : -1; }
-  int kernels_per_prefill() const override { return prefill_runs_ ? Steps(prefill_) : -1; }
+  int kernels_per_prefill() const override { return prefill_runs_ ? Steps(prefills_[last_plan_]) : -1; }
 
   Status Prefill(int64_t row, std::span<const int32_t> ids, std::vector<float>* logits) override {
     const int64_t T = static_cast<int64_t>(ids.size());
@@ -72,7 +80,8 @@ class CpuRunner final : public Runner {
     inputs_["last_index"] = std::move(last);
     const size_t row_bytes = row_cache_.begin()->second.data.size();
     for (auto& [name, t] : row_cache_) std::memcpy(t.data.data(), cache_.at(name).data.data() + row * row_bytes, row_bytes);
-    auto out = RunGraphCpu(prefill_, inputs_, CpuRunOptions{{}, true, &row_cache_});
+    last_plan_ = plan_set_.For(T);
+    auto out = RunGraphCpu(prefills_[last_plan_], inputs_, CpuRunOptions{{}, true, &row_cache_});
     EraseStepInputs();
     OPFUSE_RETURN_IF_ERROR(out.status());
     for (auto& [name, t] : row_cache_) std::memcpy(cache_.at(name).data.data() + row * row_bytes, t.data.data(), row_bytes);
@@ -115,7 +124,10 @@ class CpuRunner final : public Runner {
     for (const char* n : {"input_ids", "position_ids", "cache_pos", "last_index"}) inputs_.erase(n);
   }
 
-  Graph prefill_, decode_;  // after the pipeline
+  std::vector<Graph> prefills_;  // after the pipeline: one per distinct plan (PrefillPlanSet)
+  PrefillPlanSet plan_set_;
+  size_t last_plan_ = 0;
+  Graph decode_;
   double compile_ms_ = 0;
   LlamaConfig c_;
   int64_t batch_ = 1, S_ = 0;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/llama/config.h"
+#include "model/llama/engine.h"
 #include "opfuse/config.h"
 #include "opfuse/graph.h"
 #include "ir/host_tensor.h"
@@ -26,7 +27,9 @@ struct RunnerSetup {
   int64_t kv_heads = 0;    // KV heads the caches hold: the graphs' (LocalKvHeads with tensor parallelism)
   FusionConfig fusion;     // the strategy's pipeline config
   const scheduler::ProfileDb* profile = nullptr;  // smart_schedule: the scheduler consults it (may be empty)
-  Bindings prefill_hint;   // symbol sizes the scheduler may assume for prefill (smart_schedule)
+  // smart_schedule: the prompt lengths the prefill graph is scheduled at (PrefillPlanLengths, engine.h);
+  // empty: one plan, no size hint
+  std::vector<int64_t> prefill_lengths;
   bool background_compile = false;  // cuda: ExecutorOptions::background_compile
   int device = -1;                  // cuda: the GPU ordinal (-1: the current device)
   std::map<std::string, HostTensor> params;  // every param of both graphs, in the model dtype
@@ -37,7 +40,8 @@ class Runner {
   virtual ~Runner() = default;
   virtual std::string device() const = 0;
   virtual double compile_ms() const = 0;
-  virtual const Graph& prefill_graph() const = 0;  // after the pipeline
+  virtual const Graph& prefill_graph(int64_t tokens) const = 0;  // the plan a prompt of `tokens` runs, after the pipeline
+  virtual int prefill_plans() const = 0;                          // distinct prefill plans
   virtual const Graph& decode_graph() const = 0;
   virtual int kernels_per_decode_step() const = 0;
   virtual int kernels_per_prefill() const = 0;
@@ -56,6 +60,41 @@ class Runner {
     return Unimplemented("not tensor parallel");
   }
 };
+
+// What a compiled graph runs: its nodes' ops and each group's nodes, kind, fusion verdict, variant
+// and GEMV rows — equal for two compilations exactly when they launch the same plan.
+std::string PrefillPlanSignature(const Graph& compiled);
+
+// A runner's prefill plans (engine.h, PrefillPlanLengths): the plan index of each prompt length.
+struct PrefillPlanSet {
+  std::vector<int64_t> lengths;        // ascending; {0}: one plan, no size hint
+  std::vector<size_t> plan_of_length;  // parallel to lengths
+  size_t For(int64_t tokens) const { return plan_of_length[NearestPrefillPlan(lengths, tokens)]; }
+};
+
+// Compiles the prefill plans of `lengths` (empty: one, no size hint): `compile(bindings)` compiles a
+// copy of the prefill graph scheduled at {T: length} and returns a Plan, `graph_of(plan)` its
+// compiled graph; a plan equal to an earlier length's (PrefillPlanSignature) is dropped and that
+// length runs the earlier one. The kept plans go to `plans`, in order.
+template <class Plan, class Compile, class GraphOf>
+StatusOr<PrefillPlanSet> CompilePrefillPlans(const std::vector<int64_t>& lengths, Compile&& compile, GraphOf&& graph_of,
+                                             std::vector<Plan>* plans) {
+  PrefillPlanSet set;
+  set.lengths = lengths.empty() ? std::vector<int64_t>{0} : lengths;
+  std::vector<std::string> signatures;
+  for (int64_t n : set.lengths) {
+    OPFUSE_ASSIGN_OR_RETURN(Plan p, compile(n > 0 ? Bindings{{"T", n}} : Bindings{}));
+    const std::string sig = PrefillPlanSignature(graph_of(p));
+    size_t i = 0;
+    while (i < signatures.size() && signatures[i] != sig) ++i;
+    if (i == signatures.size()) {
+      signatures.push_back(sig);
+      plans->push_back(std::move(p));
+    }
+    set.plan_of_length.push_back(i);
+  }
+  return set;
+}
 
 StatusOr<std::unique_ptr<Runner>> MakeCpuRunner(RunnerSetup s);
 // Tensor parallelism on the CPU (engine_tp.cc): `ranks` (rank r's runner at index r, each built

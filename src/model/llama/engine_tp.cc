@@ -36,7 +36,8 @@ class TensorParallelRunner final : public Runner {
     for (const auto& r : ranks_) ms += r->compile_ms();
     return ms;
   }
-  const Graph& prefill_graph() const override { return ranks_[0]->prefill_graph(); }
+  const Graph& prefill_graph(int64_t tokens) const override { return ranks_[0]->prefill_graph(tokens); }
+  int prefill_plans() const override { return ranks_[0]->prefill_plans(); }
   const Graph& decode_graph() const override { return ranks_[0]->decode_graph(); }
   int kernels_per_decode_step() const override { return ranks_[0]->kernels_per_decode_step(); }
   int kernels_per_prefill() const override { return ranks_[0]->kernels_per_prefill(); }
@@ -49,7 +50,7 @@ class TensorParallelRunner final : public Runner {
   Status Prefill(int64_t row, std::span<const int32_t> ids, std::vector<float>* logits) override {
     std::vector<std::vector<float>> rank_logits(ranks_.size());
     OPFUSE_RETURN_IF_ERROR(RunAll([&](size_t r) { return ranks_[r]->Prefill(row, ids, r == 0 ? logits : &rank_logits[r]); }));
-    collectives_ += CountCollectives(prefill_graph());
+    collectives_ += CountCollectives(prefill_graph(static_cast<int64_t>(ids.size())));
     return Status::Ok();
   }
 
