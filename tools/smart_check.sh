@@ -7,7 +7,8 @@
 # GEMV's GPU tests (fused groups up to 4 rows, profile-declined groups) and memcheck on them.
 # Carry build/carry.tar.xz (tools/build_carry.sh).
 #   device: bash tools/smart_check.sh
-# Env: ROWS (layer row counts), HEAD_ROWS, E2E_CASES (';'-separated), E2E_RUNS (default 7),
+# Env: ROWS (layer row counts), HEAD_ROWS, E2E_CASES (';'-separated; prefill 512 and 2048 run smart's
+# prefill plans of those lengths: each e2e JSON case has prefill_plan_length), E2E_RUNS (default 7),
 # MODELS (default "tinyllama llama32"), TEST_FILTER (empty: no tests), SWEEP=0 (skip build/gemv_sweep,
 # dev/gemv_sweep: the GEMV's forms beside cuBLASLt on plain matmuls; carry it to run it).
 # Everything lands in $OUT (profile_*.json, e2e_*.json, smart.tgz with the logs); tables last.
@@ -35,7 +36,7 @@ if [ -x build/gemv_sweep ] && [ "${SWEEP:-1}" = 1 ]; then
   echo "gemv_sweep rc $? ($((SECONDS - t)) s): $(tail -1 "$W/gemv_sweep.md")"
   cp "$W/gemv_sweep.json" "$W/gemv_sweep.md" "${OUT:-/tmp}/" 2>/dev/null
 fi
-IFS=';' read -r -a cases <<< "${E2E_CASES:-[prefill=128, decode=32];[prefill=128, decode=32, batch=2];[prefill=128, decode=32, batch=4];[prefill=128, decode=32, batch=8];[prefill=128, decode=32, batch=32];[prefill=2048, decode=0]}"
+IFS=';' read -r -a cases <<< "${E2E_CASES:-[prefill=128, decode=32];[prefill=128, decode=32, batch=2];[prefill=128, decode=32, batch=4];[prefill=128, decode=32, batch=8];[prefill=128, decode=32, batch=32];[prefill=512, decode=0];[prefill=2048, decode=0]}"
 args=()
 for c in "${cases[@]}"; do args+=(--cases "$c"); done
 for m in ${MODELS:-tinyllama llama32}; do
