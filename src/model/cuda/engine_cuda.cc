@@ -82,7 +82,6 @@ class CudaRunner final : public Runner {
                             return CudaExecutable::Create(s.prefill, pe);
                           },
                           [](const std::unique_ptr<CudaExecutable>& ex) -> const Graph& { return ex->graph(); }, &r->prefills_));
-    eo.schedule_bindings = {};
     OPFUSE_ASSIGN_OR_RETURN(r->decode_, CudaExecutable::Create(s.decode, eo));
     r->compile_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     r->alloc_ = &cuda::CachingAllocator::ForDevice(r->decode_->device().ordinal);

@@ -247,7 +247,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opts) {
       OPFUSE_ASSIGN_OR_RETURN(profile, scheduler::ProfileDb::Load(opts.profile_path));
     }
     s.profile = &profile;
-    s.prefill_lengths = PrefillPlanLengths(e->context_);
+    s.prefill_lengths = e->prefill_lengths_ = PrefillPlanLengths(e->context_);
   } else if (!opts.profile_path.empty()) {
     return InvalidArgument(fmt::format("a profile only applies to the smart strategy, not {}", StrategyName(opts.strategy)));
   }
@@ -297,9 +297,7 @@ StatusOr<std::map<std::string, double>> Engine::DecodeAllReduceUs() {
 }
 const Graph& Engine::prefill_graph(int64_t tokens) const { return runner_->prefill_graph(tokens); }
 int64_t Engine::prefill_plan_length(int64_t tokens) const {
-  if (opts_.strategy != Strategy::kSmartSchedule) return 0;
-  const std::vector<int64_t> lengths = PrefillPlanLengths(context_);
-  return lengths[NearestPrefillPlan(lengths, tokens)];
+  return prefill_lengths_.empty() ? 0 : prefill_lengths_[NearestPrefillPlan(prefill_lengths_, tokens)];
 }
 int Engine::prefill_plans() const { return runner_->prefill_plans(); }
 const Graph& Engine::decode_graph() const { return runner_->decode_graph(); }

@@ -46,9 +46,10 @@ FusionConfig StrategyConfig(Strategy s, FusionConfig base = {});
 // library and JIT kernels, or its fused form and its ops one by one, cross over in between; a short
 // chat prompt's groups are a decode batch's). The engine compiles the prefill graph at each length of
 // PrefillPlanLengths — kPrefillPlanLengths up to the context, or the context alone where it is
-// shorter than the first — keeps one executable per distinct plan (PrefillPlanSignature), and runs a prompt of T tokens on the plan of the length
-// nearest T in log2 (NearestPrefillPlan: the profile interpolates in log(rows) too). The decode
-// graph's shapes are static (the batch). The other strategies have one plan and no size hint.
+// shorter than the first — keeps one executable per distinct plan (PrefillPlanSignature,
+// engine_runner.h), and runs a prompt of T tokens on the plan of the length nearest T in log2
+// (NearestPrefillPlan: the profile interpolates in log(rows) too). The decode graph's shapes are
+// static (the batch). The other strategies have one plan and no size hint.
 inline constexpr int64_t kPrefillPlanLengths[] = {32, 128, 512, 2048, 8192};
 std::vector<int64_t> PrefillPlanLengths(int64_t context);
 // The index into `lengths` (ascending, non-empty) nearest `tokens` in log2; the shorter one on a tie.
@@ -154,6 +155,7 @@ class Engine {
   DType dtype_ = DType::kF32;
   int64_t context_ = 0;
   bool context_capped_ = false;
+  std::vector<int64_t> prefill_lengths_;  // the runner's (RunnerSetup::prefill_lengths): smart_schedule's ladder, else empty
   MemoryEstimate memory_;
   double compile_ms_ = 0, load_ms_ = 0;
   std::vector<int64_t> lengths_;
