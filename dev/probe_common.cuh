@@ -1,6 +1,7 @@
-// Shared by the dev/ scratch probes (launch_gap), which are built by hand with nvcc (the
-// commands are in their headers) and run on the device: the CUDA check, the spin kernels that stand
-// before a timed sample, the deep L2 flush, and driver entry points without linking libcuda.
+// Shared by the dev/ scratch probes (launch_gap, the row probes), which are built by hand with nvcc
+// (the commands are in their headers) and run on the device: the CUDA check, the spin kernels that
+// stand before a timed sample, the deep L2 flush, the 16-byte copy the row probes measure against,
+// and driver entry points without linking libcuda.
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -9,6 +10,12 @@
 #include <cstdlib>
 
 #include "cuda_ck.h"
+
+// The same-size copy of the row probes (lse_stream, stage_pipeline, grid_split): n 16-byte vectors,
+// grid-stride, one a thread a step.
+__global__ void Copy16(const uint4* __restrict__ a, uint4* __restrict__ b, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) b[i] = a[i];
+}
 
 // opfuse's bench spin (src/bench/cuda/bench_kernels.cu): wait on %globaltimer, polling every 200 ns.
 __global__ void SpinSleep(unsigned long long ns) {

@@ -14,7 +14,6 @@
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 dev/grid_split/grid_split.cu -o build/grid_split
 //   device: build/grid_split            (a table: op, shape, blocks a row, µs, the copy's µs, of copy)
 // Not yet run on a GPU.
-#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -25,6 +24,7 @@
 #include <vector>
 
 #include "../graph_time.h"
+#include "../probe_common.cuh"
 
 using bf16 = __nv_bfloat16;
 
@@ -191,10 +191,6 @@ __global__ void __launch_bounds__(kThreads) GridSplit(const bf16* __restrict__ x
     const float s = BlockSum(p.x == -INFINITY ? 0.0f : p.y * __expf(p.x - m), red);
     if (k == 0 && threadIdx.x == 0) lse[r] = m + logf(s);
   }
-}
-
-__global__ void Copy16(const uint4* __restrict__ a, uint4* __restrict__ b, long long n) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) b[i] = a[i];
 }
 
 template <int MODE>

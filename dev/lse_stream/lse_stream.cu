@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../graph_time.h"
+#include "../probe_common.cuh"
 
 using bf16 = __nv_bfloat16;
 
@@ -101,10 +102,6 @@ __global__ void __launch_bounds__(1024) LseStream(const bf16* __restrict__ x, fl
     WarpCombine(m, s);
     if (lane == 0) out[blockIdx.x] = (m + log2f(s)) / kLog2e;
   }
-}
-
-__global__ void Copy16(const uint4* __restrict__ a, uint4* __restrict__ b, long long n) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) b[i] = a[i];
 }
 
 }  // namespace

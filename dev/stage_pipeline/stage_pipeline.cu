@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "../graph_time.h"
+#include "../probe_common.cuh"
 
 using bf16 = __nv_bfloat16;
 
@@ -306,10 +307,6 @@ __global__ void __launch_bounds__(1024) StagedShifted(const bf16* __restrict__ x
     });
     __syncthreads();
   }
-}
-
-__global__ void Copy16(const uint4* __restrict__ a, uint4* __restrict__ b, long long n) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) b[i] = a[i];
 }
 
 template <int NBUF, int MODE>
