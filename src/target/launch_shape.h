@@ -180,11 +180,11 @@ std::optional<RowSplit> ChooseRowSplit(int64_t rows, int64_t cols, int elem_byte
 // them: one block per row of kRowStreamThreads threads, each with kRowStreamUnroll 16-byte loads in
 // flight over the row's aligned window (only the window's first and last vector masked), a running
 // reduction in registers. Staging such a row only adds a pass over shared memory (the staged JIT
-// logsumexp ran at 0.56 of the copy where the stream runs at 0.95; docs/BENCHMARKS.md). A block has
-// kRowStreamThreads x kRowStreamUnroll x 16 bytes in flight; rows take the stream where every SM gets
-// the blocks that put kRowStreamBytesPerSm in flight on it — one block: logsumexp over 200 rows of
-// 59669 columns ran 1.7x slower per row split than streamed at 264 — and fewer rows spread each row
-// over a cluster (the split).
+// logsumexp measured well below the stream; docs/BENCHMARKS.md, "Row reductions streamed"). A block
+// has kRowStreamThreads x kRowStreamUnroll x 16 bytes in flight; rows take the stream where every SM
+// gets the blocks that put kRowStreamBytesPerSm in flight on it — one block: from a row an SM the
+// stream measured faster per row than the split — and fewer rows spread each row over a cluster
+// (the split).
 inline constexpr int kRowStreamThreads = 256;
 inline constexpr int kRowStreamUnroll = 4;
 inline constexpr int64_t kRowStreamBytesPerSm = 16 * 1024;
