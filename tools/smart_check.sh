@@ -10,12 +10,14 @@
 # Env: ROWS (layer row counts), HEAD_ROWS, E2E_CASES (';'-separated; prefill 512 and 2048 run smart's
 # prefill plans of those lengths: each e2e JSON case has prefill_plan_length), E2E_RUNS (default 7),
 # MODELS (default "tinyllama llama32"), TEST_FILTER (empty: no tests), SWEEP=0 (skip build/gemv_sweep,
-# dev/gemv_sweep: the GEMV's forms beside cuBLASLt on plain matmuls; carry it to run it).
+# dev/gemv_sweep: the GEMV's forms beside cuBLASLt on plain matmuls; carry it to run it), ORDER_AB=0
+# (skip the order A/B: TinyLlama's prefills 128 and 512 with --strategies always,smart and then
+# smart,always, 15 runs each — with interleaved runs the two orders must agree).
 # Everything lands in $OUT (profile_*.json, e2e_*.json, smart.tgz with the logs); tables last.
 set -uo pipefail
 . "$(dirname "$0")/device_common.sh"
 opfuse_device_work smart || exit 1
-ROWS=${ROWS:-1,2,3,4,8,16,32,64,128,512,2048}
+ROWS=${ROWS:-1,2,3,4,8,16,32,48,64,96,128,512,2048}
 HEAD_ROWS=${HEAD_ROWS:-1,2,3,4,8,16,32,64}
 TEST_FILTER=${TEST_FILTER-GemvTest.*}
 if [ -n "$TEST_FILTER" ]; then
@@ -67,10 +69,21 @@ for m in ${MODELS:-tinyllama llama32}; do
   grep -v '^\[' "$W/e2e_${m}_stderr.log" | tail -3
   cp "$P" "$W/e2e_$m.json" "${OUT:-/tmp}/" 2>/dev/null
 done
+if [ "${ORDER_AB:-1}" = 1 ] && [ -f "$W/profile_tinyllama.json" ]; then
+  for order in always,smart smart,always; do
+    "$B/opfuse" bench e2e --model builtin --strategies "$order" --profile "$W/profile_tinyllama.json" \
+      --cases '[prefill=128, decode=0]' --cases '[prefill=512, decode=0]' --runs 15 --output "$W/order_$order.json" \
+      > "$W/order_$order.md" 2> "$W/order_${order}_stderr.log"
+    echo "order $order rc $?"
+  done
+fi
 tar -C "$W" -czf "${OUT:-/tmp/smart}/smart.tgz" --exclude='*.safetensors' .
 for m in ${MODELS:-tinyllama llama32}; do
   echo "== $m"
   for part in layer head patterns; do echo "$part: $(sed -n 3p "$W/validation_${m}_$part.md")"; done
   grep -E '^\|' "$W/e2e_$m.md" | cut -d'|' -f2-5
   grep -E 'smart_schedule ran' "$W/e2e_$m.md"
+done
+for order in always,smart smart,always; do
+  [ -f "$W/order_$order.md" ] && { echo "== order $order"; grep -E '^\| (always|smart)' "$W/order_$order.md" | cut -d'|' -f2-4; }
 done

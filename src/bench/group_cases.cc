@@ -19,7 +19,7 @@ std::string GroupKey::ToString() const {
 }
 
 const std::vector<int64_t>& DefaultProfileRows() {
-  static const std::vector<int64_t> k = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
+  static const std::vector<int64_t> k = {1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 256, 512, 1024, 2048, 4096};
   return k;
 }
 

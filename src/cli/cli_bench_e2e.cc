@@ -2,7 +2,8 @@
 // "Llama-family engine", issue 6): for each strategy (never_fuse / always_fuse / smart_schedule)
 // and each case "[prefill=P, decode=D(, batch=B)]", an Engine is compiled (compile_ms measured),
 // warmed up with one untimed generation, then `--runs` generations of P prompt tokens + D greedy
-// decode steps are timed; the medians go to DESIGN.md's JSON and a table. Every figure is
+// decode steps are timed, the strategies' runs of a case interleaved (--order); the medians go to
+// DESIGN.md's JSON and a table. Every figure is
 // measured (none derived from another run): prefill_ms and decode ms per step are the engine's
 // wall-clock timings including the device synchronisation, total_ms their sum. The table also
 // shows kernels launched per decode step and per prefill — the proof that the strategies ran
@@ -33,6 +34,7 @@ namespace {
 
 struct E2eArgs {
   std::string model = "builtin", backend = "cuda", strategies = "never,always,smart", output, dtype, profile;
+  std::string order = "interleaved";
   std::vector<std::string> cases;
   int runs = 3;
   uint64_t seed = 1;
@@ -116,104 +118,140 @@ int RunE2e(const E2eArgs& a) {
   // always_fuse's and smart_schedule's compiled graphs per case (decode, prefill): the plan check
   std::map<std::string, std::pair<Graph, Graph>> always_graphs, smart_graphs;
   std::map<std::string, int64_t> smart_plan_length;  // the prompt length smart's prefill plan was scheduled at
+  // One case at a time. Interleaved (the default): every strategy's engine of the case is alive at
+  // once and the timed runs go round-robin, the first strategy of a round rotating, so that the
+  // process's state (device memory handed out so far, the allocator's caches, clocks, whatever an
+  // earlier engine left) weighs on each strategy alike; engines created one after another measured
+  // a drift of several percent between identical launch-bound cases. Sequential: one engine at a
+  // time, for models too large to hold one copy per strategy.
+  struct Slot {
+    llama::Strategy s;
+    std::string name;
+    std::unique_ptr<llama::Engine> engine;
+    std::vector<double> prefill, per_tok, totals, coll_ms;
+    int64_t coll_count = 0;
+    std::vector<int32_t> first_tokens;
+  };
   Progress progress;
   const int total = static_cast<int>(strategies.size() * cases.size());
   int done = 0;
   for (llama::Strategy s : strategies) {
-    const std::string sname = llama::StrategyName(s);
-    results[sname] = nlohmann::json::object();
-    details[sname] = nlohmann::json::object();
-    for (const auto& c : cases) {
-      progress.Start(done++, total, sname + " " + c.label);
-      llama::EngineOptions eo;
-      if (a.model != "builtin") eo.model_dir = a.model;
-      eo.backend = a.backend;
-      eo.strategy = s;
-      eo.batch = c.batch;
-      eo.dtype = a.dtype;
-      if (s == llama::Strategy::kSmartSchedule) eo.profile_path = a.profile;  // the others take no profile
-      eo.max_context = a.max_context;
-      eo.tensor_parallel = a.tensor_parallel;
-      auto engine = llama::Engine::Create(eo);
-      if (!engine.ok()) {
-        progress.Clear();
-        return Fail("bench e2e", engine.status());
-      }
-      llama::Engine& e = **engine;
-      device = e.device();
-      model_name = e.model_name();
-      dtype_name = DTypeName(e.dtype());
+    results[llama::StrategyName(s)] = nlohmann::json::object();
+    details[llama::StrategyName(s)] = nlohmann::json::object();
+  }
+  auto create = [&](Slot& sl, const E2eCase& c) -> Status {
+    progress.Start(done++, total, sl.name + " " + c.label);
+    llama::EngineOptions eo;
+    if (a.model != "builtin") eo.model_dir = a.model;
+    eo.backend = a.backend;
+    eo.strategy = sl.s;
+    eo.batch = c.batch;
+    eo.dtype = a.dtype;
+    if (sl.s == llama::Strategy::kSmartSchedule) eo.profile_path = a.profile;  // the others take no profile
+    eo.max_context = a.max_context;
+    eo.tensor_parallel = a.tensor_parallel;
+    OPFUSE_ASSIGN_OR_RETURN(sl.engine, llama::Engine::Create(eo));
+    device = sl.engine->device();
+    model_name = sl.engine->model_name();
+    dtype_name = DTypeName(sl.engine->dtype());
+    return Status::Ok();
+  };
+  // Run r of one engine; run 0 is the warm-up (plans, CUDA-graph capture), untimed.
+  auto run = [&](Slot& sl, const E2eCase& c, const std::vector<std::vector<int32_t>>& prompts, int r) -> Status {
+    llama::Engine& e = *sl.engine;
+    llama::GenerateOptions go;
+    go.max_new_tokens = c.decode;
+    e.Reset();
+    const double coll_ms0 = e.collective_ms();
+    const int64_t coll0 = e.collectives();
+    OPFUSE_ASSIGN_OR_RETURN(llama::GenerateResult g, e.Generate(prompts, go));
+    if (r == 0) {
+      sl.first_tokens = g.tokens.empty() ? std::vector<int32_t>{} : g.tokens[0];
+      return Status::Ok();
+    }
+    if (!g.tokens.empty() && g.tokens[0] != sl.first_tokens)
+      return Internal(fmt::format("{} {}: run {} generated other tokens than the warm-up run (greedy decoding must be "
+                                  "deterministic)", sl.name, c.label, r));
+    sl.coll_ms.push_back(e.collective_ms() - coll_ms0);
+    sl.coll_count = e.collectives() - coll0;
+    sl.prefill.push_back(g.prefill_ms);
+    sl.per_tok.push_back(g.ms_per_token());
+    sl.totals.push_back(g.prefill_ms + g.decode_ms);
+    return Status::Ok();
+  };
+  auto record = [&](Slot& sl, const E2eCase& c) {
+    llama::Engine& e = *sl.engine;
+    const llama::Strategy s = sl.s;
+    const std::string& sname = sl.name;
+    const int kps = e.kernels_per_decode_step();
+    // the prefill plan this case's prompts ran (smart_schedule: the plan of the nearest prompt length)
+    if (s == llama::Strategy::kAlwaysFuse) always_graphs[c.label] = {e.decode_graph(), e.prefill_graph(c.prefill)};
+    if (s == llama::Strategy::kSmartSchedule) {
+      smart_graphs[c.label] = {e.decode_graph(), e.prefill_graph(c.prefill)};
+      smart_plan_length[c.label] = e.prefill_plan_length(c.prefill);
+    }
+    kernels_per_step[sname][c.label] = kps;
+    const double mpt = Median(sl.per_tok);
+    results[sname][c.label] = {{"total_ms", Median(sl.totals)},
+                               {"prefill_ms", Median(sl.prefill)},
+                               {"decode_ms_per_token", mpt},
+                               {"kernels_per_decode_step", kps},
+                               {"compile_ms", e.compile_ms()},
+                               {"kernels_per_prefill", e.kernels_per_prefill()},
+                               {"decode_tokens_per_s", mpt > 0 ? 1000.0 * static_cast<double>(c.batch) / mpt : 0.0},
+                               {"batch", c.batch},
+                               {"tensor_parallel", e.tensor_parallel()}};
+    if (e.tensor_parallel() > 1) {  // rank 0's collectives of one generation (prefill + decode)
+      auto& r = results[sname][c.label];
+      r["collectives_per_run"] = sl.coll_count;
+      // the host's view (the CPU's in-process communicator, waits included); null on GPUs
+      r["collective_ms_per_run"] = e.collective_ms() >= 0 ? nlohmann::json(Median(sl.coll_ms)) : nlohmann::json();
+      // GPUs: one all_reduce of the decode step's message, device µs, every rank at once
+      // {"one_shot", "nccl", "used", "fused_add_rms_norm", "nccl_then_add_rms_norm", "group_then_add_rms_norm", ...}; a failed
+      // measurement is reported, not dropped
+      if (auto us = e.DecodeAllReduceUs(); us.ok()) r["decode_all_reduce_us"] = *us;
+      else if (us.status().code() != StatusCode::kUnimplemented) r["decode_all_reduce_error"] = us.status().message();
+    }
+    details[sname][c.label] = {{"prefill_runs_ms", sl.prefill},
+                               {"decode_ms_per_token_runs", sl.per_tok},
+                               {"decode_groups", GroupSummary(e.decode_graph())},
+                               {"prefill_groups", GroupSummary(e.prefill_graph(c.prefill))},
+                               {"prefill_plans", e.prefill_plans()},
+                               {"prefill_plan_length", e.prefill_plan_length(c.prefill)}};
+  };
+  auto case_status = [&](const E2eCase& c) -> Status {
+    std::vector<std::vector<int32_t>> prompts(c.batch);
+    {
       std::mt19937_64 rng(a.seed);
-      std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(e.config().vocab_size - 1));
-      std::vector<std::vector<int32_t>> prompts(c.batch);
+      std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(config->vocab_size - 1));
       for (auto& p : prompts) {
         p.resize(c.prefill);
         for (auto& t : p) t = tok(rng);
       }
-      llama::GenerateOptions go;
-      go.max_new_tokens = c.decode;
-      std::vector<double> prefill, per_tok, totals, coll_ms;
-      int64_t coll_count = 0;
-      std::vector<int32_t> first_tokens;
-      for (int r = 0; r <= a.runs; ++r) {  // run 0 is the warm-up (plans, CUDA-graph capture)
-        e.Reset();
-        const double coll_ms0 = e.collective_ms();
-        const int64_t coll0 = e.collectives();
-        auto g = e.Generate(prompts, go);
-        if (!g.ok()) {
-          progress.Clear();
-          return Fail("bench e2e", g.status());
-        }
-        if (r == 0) {
-          first_tokens = g->tokens.empty() ? std::vector<int32_t>{} : g->tokens[0];
-          continue;
-        }
-        if (!g->tokens.empty() && g->tokens[0] != first_tokens) {
-          progress.Clear();
-          return Fail("bench e2e", Internal(fmt::format("{} {}: run {} generated other tokens than the warm-up run "
-                                                        "(greedy decoding must be deterministic)", sname, c.label, r)));
-        }
-        coll_ms.push_back(e.collective_ms() - coll_ms0);
-        coll_count = e.collectives() - coll0;
-        prefill.push_back(g->prefill_ms);
-        per_tok.push_back(g->ms_per_token());
-        totals.push_back(g->prefill_ms + g->decode_ms);
+    }
+    std::vector<Slot> slots;
+    for (llama::Strategy s : strategies) slots.push_back(Slot{s, llama::StrategyName(s), nullptr, {}, {}, {}, {}, 0, {}});
+    if (a.order == "sequential") {
+      for (Slot& sl : slots) {
+        OPFUSE_RETURN_IF_ERROR(create(sl, c));
+        for (int r = 0; r <= a.runs; ++r) OPFUSE_RETURN_IF_ERROR(run(sl, c, prompts, r));
+        record(sl, c);
+        sl.engine.reset();
       }
-      const int kps = e.kernels_per_decode_step();
-      // the prefill plan this case's prompts ran (smart_schedule: the plan of the nearest prompt length)
-      if (s == llama::Strategy::kAlwaysFuse) always_graphs[c.label] = {e.decode_graph(), e.prefill_graph(c.prefill)};
-      if (s == llama::Strategy::kSmartSchedule) {
-        smart_graphs[c.label] = {e.decode_graph(), e.prefill_graph(c.prefill)};
-        smart_plan_length[c.label] = e.prefill_plan_length(c.prefill);
-      }
-      kernels_per_step[sname][c.label] = kps;
-      const double mpt = Median(per_tok);
-      results[sname][c.label] = {{"total_ms", Median(totals)},
-                                 {"prefill_ms", Median(prefill)},
-                                 {"decode_ms_per_token", mpt},
-                                 {"kernels_per_decode_step", kps},
-                                 {"compile_ms", e.compile_ms()},
-                                 {"kernels_per_prefill", e.kernels_per_prefill()},
-                                 {"decode_tokens_per_s", mpt > 0 ? 1000.0 * static_cast<double>(c.batch) / mpt : 0.0},
-                                 {"batch", c.batch},
-                                 {"tensor_parallel", e.tensor_parallel()}};
-      if (e.tensor_parallel() > 1) {  // rank 0's collectives of one generation (prefill + decode)
-        auto& r = results[sname][c.label];
-        r["collectives_per_run"] = coll_count;
-        // the host's view (the CPU's in-process communicator, waits included); null on GPUs
-        r["collective_ms_per_run"] = e.collective_ms() >= 0 ? nlohmann::json(Median(coll_ms)) : nlohmann::json();
-        // GPUs: one all_reduce of the decode step's message, device µs, every rank at once
-        // {"one_shot", "nccl", "used", "fused_add_rms_norm", "nccl_then_add_rms_norm", "group_then_add_rms_norm", ...}; a failed
-        // measurement is reported, not dropped
-        if (auto us = e.DecodeAllReduceUs(); us.ok()) r["decode_all_reduce_us"] = *us;
-        else if (us.status().code() != StatusCode::kUnimplemented) r["decode_all_reduce_error"] = us.status().message();
-      }
-      details[sname][c.label] = {{"prefill_runs_ms", prefill},
-                                 {"decode_ms_per_token_runs", per_tok},
-                                 {"decode_groups", GroupSummary(e.decode_graph())},
-                                 {"prefill_groups", GroupSummary(e.prefill_graph(c.prefill))},
-                                 {"prefill_plans", e.prefill_plans()},
-                                 {"prefill_plan_length", e.prefill_plan_length(c.prefill)}};
+      return Status::Ok();
+    }
+    for (Slot& sl : slots) OPFUSE_RETURN_IF_ERROR(create(sl, c));
+    for (Slot& sl : slots) OPFUSE_RETURN_IF_ERROR(run(sl, c, prompts, 0));
+    const size_t n = slots.size();
+    for (int r = 1; r <= a.runs; ++r)
+      for (size_t i = 0; i < n; ++i) OPFUSE_RETURN_IF_ERROR(run(slots[(i + static_cast<size_t>(r)) % n], c, prompts, r));
+    for (Slot& sl : slots) record(sl, c);
+    return Status::Ok();
+  };
+  for (const auto& c : cases) {
+    if (Status st = case_status(c); !st.ok()) {
+      progress.Clear();
+      return Fail("bench e2e", st);
     }
   }
   progress.Clear();
@@ -223,12 +261,14 @@ int RunE2e(const E2eArgs& a) {
                           {"device", device},
                           {"dtype", dtype_name},
                           {"runs", a.runs},
+                          {"order", a.order},
                           {"backend", a.backend},
                           {"tensor_parallel", a.tensor_parallel},
                           {"command", CommandLine("opfuse bench e2e")},
                           {"date", UtcNow()},
                           {"timing", "wall clock per Engine call including the device sync; median of runs after one "
-                                     "warm-up generation; decode = greedy, argmax on the device"}}},
+                                     "warm-up generation, the strategies' runs of a case interleaved unless order is "
+                                     "sequential; decode = greedy, argmax on the device"}}},
                         {"results", results},
                         {"details", details}};
   if (!a.output.empty()) {
@@ -302,6 +342,12 @@ void RegisterBenchE2e(CLI::App& bench) {
                   "prefill=128/decode=32, prefill=CONTEXT/decode=0 (the whole context), prefill=128/decode=32/batch=8, "
                   "shortened to fit a smaller context)");
   cmd->add_option("--runs", a->runs, "timed runs per case (after one warm-up); medians are reported")->capture_default_str();
+  cmd->add_option("--order", a->order,
+                  "interleaved: every strategy's engine of a case alive at once, the timed runs round-robin (the first "
+                  "strategy of a round rotating); sequential: one engine at a time (a model too large for one copy "
+                  "per strategy)")
+      ->check(CLI::IsMember({"interleaved", "sequential"}))
+      ->capture_default_str();
   cmd->add_option("--output", a->output, "write the JSON (DESIGN.md format, plus details) here");
   cmd->add_option("--dtype", a->dtype, "f32, f16 or bf16 (default: the checkpoint's; built-in: bf16 on cuda, f32 on cpu)");
   cmd->add_option("--profile", a->profile, "profile_result.json for smart_schedule (default: its cost model)");

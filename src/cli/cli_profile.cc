@@ -212,7 +212,7 @@ void RegisterProfile(CLI::App& app) {
       "profile", "Measure every fusible group of a model under each variant on the GPU; write the fusion profile database");
   cmd->add_option("--graph", a->graph, "model graph (.ofg); default: the built-in TinyLlama-1.1B decoder layer");
   cmd->add_option("--symbol", a->symbol, "the graph's row symbol (tokens)")->capture_default_str();
-  cmd->add_option("--rows", a->rows, "values of the row symbol, comma-separated (default: 1,2,...,64 decode and 128,...,4096 prefill)");
+  cmd->add_option("--rows", a->rows, "values of the row symbol, comma-separated (default: 1,2,4,...,64 with 48 and 96 at the decode/prefill crossover, then 128,...,4096)");
   cmd->add_option("--dtypes", a->dtypes, "float dtypes the graph is profiled in, comma-separated (bf16,f16,f32)")->capture_default_str();
   cmd->add_option("--variants", a->variants, "variants to time")->capture_default_str();
   cmd->add_option("--out", a->out, "the profile database to write (and resume)")->capture_default_str();

@@ -23,6 +23,7 @@ TEST(BenchE2eCli, CpuTinyAllStrategies) {
   ASSERT_EQ(c.code, 0) << c.err;
   auto j = nlohmann::json::parse(opfuse::testing::ReadTextFile(out));
   EXPECT_EQ(j["config"]["runs"], 2);
+  EXPECT_EQ(j["config"]["order"], "interleaved");
   EXPECT_EQ(j["config"]["dtype"], "f32");
   EXPECT_NE(j["config"]["model"].get<std::string>().find("tiny"), std::string::npos);
   for (const char* s : {"never_fuse", "always_fuse", "smart_schedule"})
@@ -44,6 +45,27 @@ TEST(BenchE2eCli, CpuTinyAllStrategies) {
   EXPECT_TRUE(j["details"]["never_fuse"][k]["decode_groups"].empty()) << j["details"]["never_fuse"][k].dump();
   EXPECT_FALSE(j["details"]["always_fuse"][k]["decode_groups"].empty());
   EXPECT_NE(c.out.find("| always_fuse | [prefill=6, decode=3] |"), std::string::npos) << c.out;
+}
+
+// --order sequential (one engine at a time) reports the same cases and runs; an unknown order is exit 2
+// before any engine is built, and no output is written.
+TEST(BenchE2eCli, SequentialOrderAndBadOrder) {
+  const std::string out = ::testing::TempDir() + "opfuse_e2e_seq.json";
+  std::remove(out.c_str());
+  CliResult c = RunCli("bench e2e --backend cpu --runs 3 --order sequential --strategies never,always --cases "
+                       "'[prefill=5, decode=2]' --output " + out);
+  ASSERT_EQ(c.code, 0) << c.err;
+  auto j = nlohmann::json::parse(opfuse::testing::ReadTextFile(out));
+  EXPECT_EQ(j["config"]["order"], "sequential");
+  for (const char* s : {"never_fuse", "always_fuse"}) {
+    EXPECT_EQ(j["details"][s]["[prefill=5, decode=2]"]["prefill_runs_ms"].size(), 3u) << s;
+    EXPECT_EQ(j["details"][s]["[prefill=5, decode=2]"]["decode_ms_per_token_runs"].size(), 3u) << s;
+  }
+  std::remove(out.c_str());
+  CliResult bad = RunCli("bench e2e --backend cpu --order random --cases '[prefill=5, decode=2]' --output " + out);
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--order"), std::string::npos) << bad.err;
+  EXPECT_FALSE(std::ifstream(out).good());
 }
 
 // With every fusion pass switched off, always_fuse runs never_fuse's plan: the benchmark must fail

@@ -21,6 +21,7 @@
 #include "runtime/cpu/cpu_executor.h"
 #include "cuda/cuda_check.h"
 #include "runtime/cuda/executor.h"
+#include "runtime/cuda/stream.h"
 
 namespace opfuse::bench {
 namespace {
@@ -765,7 +766,7 @@ StatusOr<BenchReport> RunOpBench(const OpSuite& suite, const OpBenchOptions& o) 
   OPFUSE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   struct StreamGuard {
     cudaStream_t s;
-    ~StreamGuard() { cudaStreamDestroy(s); }
+    ~StreamGuard() { (void)cuda::DestroyStream(s); }
   } guard{stream};
   cuda::CachingAllocator& alloc = cuda::CachingAllocator::ForDevice(dev.ordinal);
   OPFUSE_ASSIGN_OR_RETURN(auto harness, Harness::Create(dev, stream, alloc));

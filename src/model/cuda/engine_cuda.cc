@@ -27,6 +27,7 @@
 #include "cuda/device.h"
 #include "runtime/cuda/executor.h"
 #include "runtime/cuda/nccl_comm.h"
+#include "runtime/cuda/stream.h"
 #include "model/llama/engine_tp.h"
 
 namespace opfuse::llama {
@@ -51,7 +52,7 @@ class CudaRunner final : public Runner {
   ~CudaRunner() override {
     if (device_ordinal_ >= 0) cudaSetDevice(device_ordinal_);
     graph_.reset();
-    if (stream_) cudaStreamDestroy(stream_);
+    (void)cuda::DestroyStream(stream_);  // with its cuBLASLt workspace and cached blocks
   }
 
   // `comm`: the rank's transport under tensor parallelism (nullptr: one GPU).

@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <vector>
 
 #include "cuda/cuda_check.h"
 
@@ -109,9 +111,42 @@ Status CachingAllocator::Free(void* ptr) {
   live_.erase(it);
   stats_.bytes_in_use -= static_cast<int64_t>(b.size);
   stats_.bytes_requested -= static_cast<int64_t>(b.requested);
+  if (b.retired) {
+    DeviceGuard guard(device_);
+    stats_.num_device_frees++;
+    OPFUSE_CUDA_CHECK(cudaFree(ptr));
+    return Status::Ok();
+  }
   stats_.bytes_cached += static_cast<int64_t>(b.size);
   free_[{b.stream, b.size}].push_back(ptr);
   return Status::Ok();
+}
+
+Status CachingAllocator::ReleaseStream(cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [p, b] : live_)
+    if (b.stream == stream) b.retired = true;
+  DeviceGuard guard(device_);
+  bool synced = false;
+  Status first;
+  for (auto it = free_.begin(); it != free_.end();) {
+    if (it->first.first != stream) {
+      ++it;
+      continue;
+    }
+    if (!synced) {
+      OPFUSE_CUDA_CHECK(cudaStreamSynchronize(stream));
+      synced = true;
+    }
+    for (void* p : it->second) {
+      cudaError_t e = cudaFree(p);
+      if (e != cudaSuccess && first.ok()) first = CudaStatus(e, "cudaFree(cached block)");
+      stats_.num_device_frees++;
+      stats_.bytes_cached -= static_cast<int64_t>(it->first.second);
+    }
+    it = free_.erase(it);
+  }
+  return first;
 }
 
 Status CachingAllocator::EmptyCache() {
@@ -143,11 +178,32 @@ AllocatorStats CachingAllocator::stats() const {
   return stats_;
 }
 
+namespace {
+std::mutex allocators_mu;
+std::map<int, CachingAllocator*>& Allocators() {
+  static auto* all = new std::map<int, CachingAllocator*>();  // leaked on purpose: no teardown-order issues at exit
+  return *all;
+}
+}  // namespace
+
+Status CachingAllocator::ReleaseStreamEverywhere(cudaStream_t stream) {
+  std::vector<CachingAllocator*> all;
+  {
+    std::lock_guard<std::mutex> lock(allocators_mu);
+    for (auto& [dev, a] : Allocators())
+      if (a) all.push_back(a);
+  }
+  Status first;
+  for (CachingAllocator* a : all) {
+    Status s = a->ReleaseStream(stream);
+    if (!s.ok() && first.ok()) first = s;
+  }
+  return first;
+}
+
 CachingAllocator& CachingAllocator::ForDevice(int device) {
-  static std::mutex mu;
-  static std::map<int, CachingAllocator*> all;  // leaked on purpose: no teardown-order issues at exit
-  std::lock_guard<std::mutex> lock(mu);
-  auto& a = all[device];
+  std::lock_guard<std::mutex> lock(allocators_mu);
+  auto& a = Allocators()[device];
   if (!a) {
     DeviceGuard guard(device);
     a = new CachingAllocator();

@@ -59,6 +59,12 @@ class CachingAllocator {
   Status Free(void* ptr);
   // Returns every cached block to the device (synchronises the device first).
   Status EmptyCache();
+  // `stream` is about to be destroyed: its cached blocks go back to the device (after its queued
+  // work), and its live blocks are returned to the device when freed instead of being cached under
+  // a stream that no longer exists (a handle the driver may hand out again).
+  Status ReleaseStream(cudaStream_t stream);
+  // ReleaseStream on every device's allocator created so far.
+  static Status ReleaseStreamEverywhere(cudaStream_t stream);
 
   AllocatorStats stats() const;
   static size_t RoundSize(size_t bytes);  // the size class a request is rounded to
@@ -71,6 +77,7 @@ class CachingAllocator {
     size_t size = 0;       // class size (what cudaMalloc got)
     size_t requested = 0;
     cudaStream_t stream = nullptr;
+    bool retired = false;  // its stream was released: Free returns it to the device
   };
   Status EmptyCacheLocked();
 

@@ -1,6 +1,8 @@
 // See cublaslt_matmul.h for the design (row-major via Cᵀ = op(B)ᵀ·Aᵀ in column-major).
 #include "runtime/cuda/cublaslt_matmul.h"
 
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "cuda/cuda_check.h"
@@ -78,13 +80,19 @@ StatusOr<std::unique_ptr<MatmulEngine>> MatmulEngine::Create() {
   return e;
 }
 
+namespace {
+std::mutex engines_mu;
+std::map<int, MatmulEngine*>& Engines() {
+  static auto* engines = new std::map<int, MatmulEngine*>();  // leaked on purpose: no teardown at process exit
+  return *engines;
+}
+}  // namespace
+
 StatusOr<MatmulEngine*> MatmulEngine::ForCurrentDevice() {
-  static std::mutex mu;
-  static std::map<int, MatmulEngine*> engines;  // leaked on purpose: no teardown at process exit
   int dev = 0;
   OPFUSE_CUDA_CHECK(cudaGetDevice(&dev));
-  std::lock_guard<std::mutex> lock(mu);
-  auto& e = engines[dev];
+  std::lock_guard<std::mutex> lock(engines_mu);
+  auto& e = Engines()[dev];
   if (!e) {
     OPFUSE_ASSIGN_OR_RETURN(std::unique_ptr<MatmulEngine> created, Create());
     e = created.release();
@@ -96,6 +104,41 @@ MatmulEngine::~MatmulEngine() {
   plans_.clear();
   for (auto& [s, p] : workspaces_) cudaFree(p);
   if (handle_) cublasLtDestroy(handle_);
+}
+
+size_t MatmulEngine::workspaces() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return workspaces_.size();
+}
+
+Status MatmulEngine::ReleaseStream(cudaStream_t stream) {
+  void* p = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = workspaces_.find(stream);
+    if (it == workspaces_.end()) return Status::Ok();
+    p = it->second;
+    workspaces_.erase(it);
+  }
+  // cudaFree waits for the device, so queued matmuls still reading the workspace finish first.
+  OPFUSE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  OPFUSE_CUDA_CHECK(cudaFree(p));
+  return Status::Ok();
+}
+
+Status MatmulEngine::ReleaseStreamEverywhere(cudaStream_t stream) {
+  std::vector<MatmulEngine*> all;
+  {
+    std::lock_guard<std::mutex> lock(engines_mu);
+    for (auto& [dev, e] : Engines())
+      if (e) all.push_back(e);
+  }
+  Status first;
+  for (MatmulEngine* e : all) {
+    Status s = e->ReleaseStream(stream);
+    if (!s.ok() && first.ok()) first = s;
+  }
+  return first;
 }
 
 size_t MatmulEngine::cached_plans() const {

@@ -12,7 +12,9 @@
 //    has the output's dtype.
 //  * Reuse: one MatmulEngine per device holds the cuBLASLt handle and a 32 MiB workspace per
 //    stream (allocated on the first matmul on that stream; do one call per stream before CUDA-graph
-//    capture, since cudaMalloc cannot be captured). Matmul descriptor, the three layouts, the
+//    capture, since cudaMalloc cannot be captured). The workspace lives until the stream's owner
+//    retires it (ReleaseStream, through cuda::DestroyStream): the engine is process-wide, its
+//    streams are not, and a workspace kept for a destroyed stream is device memory lost. Matmul descriptor, the three layouts, the
 //    preference and the heuristic's algorithm are cached per key (dtype, M, N, K, transpose_b,
 //    epilogue, bias, pointer alignment of A/B/C) so a repeated shape costs one descriptor
 //    attribute write (the bias pointer) and the cublasLtMatmul call.
@@ -64,6 +66,12 @@ class MatmulEngine {
 
   size_t cached_plans() const;
   int64_t plan_misses() const;  // heuristic queries so far
+  size_t workspaces() const;    // streams holding a workspace
+
+  // Frees `stream`'s workspace after the work queued on it (a no-op for a stream without one).
+  Status ReleaseStream(cudaStream_t stream);
+  // ReleaseStream on every device's engine created so far.
+  static Status ReleaseStreamEverywhere(cudaStream_t stream);
 
  private:
   struct Plan;

@@ -33,6 +33,7 @@
 #include "runtime/cpu/cpu_executor.h"
 #include "runtime/cuda/allocator.h"
 #include "runtime/cuda/cublaslt_matmul.h"
+#include "runtime/cuda/stream.h"
 #include "cuda/cuda_check.h"
 #include "jit/background_compiler.h"
 
@@ -647,7 +648,7 @@ StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::Create(const Graph& in
 }
 
 CudaExecutable::~CudaExecutable() {
-  if (impl_ && impl_->capture_stream) cudaStreamDestroy(impl_->capture_stream);
+  if (impl_) (void)DestroyStream(impl_->capture_stream);
 }
 
 // ------------------------------------------------------------------ plans
