@@ -20,7 +20,9 @@ std::string PlanName(const FusionGroup& grp, const FusionDecision& d, Variant v,
                   : v == Variant::kLibrary ? std::string("ops one by one (library)")
                                            : std::string(VariantName(v));
   if (grp.matmul && d.fuse)
-    s += rows ? (*rows <= gemv_rows ? " as one GEMV launch" : " with its matmuls on cuBLASLt") : fmt::format(" gemv<={}", gemv_rows);
+    s += rows ? (*rows <= gemv_rows ? " as one GEMV launch" : " with its matmuls on cuBLASLt")
+         : gemv_rows == 0 ? std::string(" with its matmuls on cuBLASLt")
+                          : fmt::format(" gemv<={}", gemv_rows);
   return s;
 }
 

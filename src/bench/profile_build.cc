@@ -12,6 +12,9 @@
 namespace opfuse::bench {
 
 bool VariantApplies(const GroupCase& gc, const std::string& variant) {
+  // a fuse_matmul group has no JIT form; its cuBLASLt form differs from its ops one by one only where
+  // those run the GEMV (up to kDecodeGemvMaxRows rows)
+  if (variant == "cublaslt") return gc.c.unfused_is_library_ops && gc.key.rows <= kDecodeGemvMaxRows;
   return !(gc.c.unfused_is_library_ops && variant == "jit");
 }
 
@@ -38,9 +41,10 @@ std::optional<scheduler::ProfileEntry> ProfileEntryFor(const GroupCase& gc, cons
     if (v.name == "unfused") e.unfused_us = v.us;
     else if (v.name == "library") e.library_us = v.us;
     else if (v.name == "jit") e.jit_us = v.us;
+    else if (v.name == "cublaslt") e.cublaslt_us = v.us;
     samples = samples < 0 ? v.samples : std::min<int64_t>(samples, v.samples);
   }
-  if (!e.unfused_us && !e.library_us && !e.jit_us) {
+  if (!e.unfused_us && !e.library_us && !e.jit_us && !e.cublaslt_us) {
     if (warnings) warnings->push_back(fmt::format("{}: no variant measured correctly; no profile entry", r.id));
     return std::nullopt;
   }
@@ -65,7 +69,8 @@ namespace {
 
 const std::optional<double>& Get(const scheduler::ProfileEntry& e, const std::string& v) {
   static const std::optional<double> none;
-  return v == "unfused" ? e.unfused_us : v == "library" ? e.library_us : v == "jit" ? e.jit_us : none;
+  return v == "unfused" ? e.unfused_us : v == "library" ? e.library_us : v == "jit" ? e.jit_us
+         : v == "cublaslt" ? e.cublaslt_us : none;
 }
 
 const scheduler::ProfileEntry* Find(const scheduler::ProfileDb& db, const GroupKey& k) {
@@ -116,7 +121,8 @@ StatusOr<Validation> ValidateProfile(const Graph& model, const GroupCaseOptions&
     row.unfused_us = e->unfused_us;
     row.library_us = e->library_us;
     row.jit_us = e->jit_us;
-    for (const char* v : {"unfused", "library", "jit"}) {
+    row.cublaslt_us = e->cublaslt_us;
+    for (const char* v : {"unfused", "library", "jit", "cublaslt"}) {
       const auto& t = Get(*e, v);
       if (t && (row.best.empty() || *t < row.best_us)) row.best = v, row.best_us = *t;
     }
@@ -136,9 +142,12 @@ StatusOr<Validation> ValidateProfile(const Graph& model, const GroupCaseOptions&
     const auto in = scheduler::ShouldFuse(g, grp, b, o.config, in_opts);
     const auto out = scheduler::ShouldFuse(g, grp, b, o.config, loo_opts);
     // A fuse_matmul group declined runs its ops one by one on their library kernels: the profile's
-    // "unfused" of that group (OpCase::unfused_is_library_ops).
+    // "unfused" of that group (OpCase::unfused_is_library_ops); kept with gemv_max_rows 0, its
+    // matmuls on cuBLASLt: the profile's "cublaslt".
     auto measured_as = [&](const scheduler::FusionChoice& ch) -> std::string {
-      return grp.matmul && !ch.decision.fuse ? "unfused" : scheduler::VariantName(ch.variant);
+      if (grp.matmul && !ch.decision.fuse) return "unfused";
+      if (grp.matmul && ch.gemv_max_rows == 0) return "cublaslt";
+      return scheduler::VariantName(ch.variant);
     };
     row.smart = measured_as(in);
     row.smart_loo = measured_as(out);
@@ -152,7 +161,11 @@ StatusOr<Validation> ValidateProfile(const Graph& model, const GroupCaseOptions&
     const std::optional<double> fused_best =
         e->library_us && e->jit_us ? std::optional<double>(std::min(*e->library_us, *e->jit_us))
                                    : e->library_us ? e->library_us : e->jit_us;
-    if (e->unfused_us && fused_best && *e->unfused_us < *fused_best)
+    if (e->cublaslt_us && fused_best && *e->cublaslt_us < *fused_best &&
+        !(e->unfused_us && *e->unfused_us < *e->cublaslt_us))
+      row.fusion_loses = fmt::format("its matmuls on cuBLASLt {:.2f} us beat the fused group ({:.2f} us)", *e->cublaslt_us,
+                                     *fused_best);
+    else if (e->unfused_us && fused_best && *e->unfused_us < *fused_best)
       row.fusion_loses = fmt::format("unfused {:.2f} us beats every fused variant ({:.2f} us)", *e->unfused_us, *fused_best);
     else if (e->library_us && e->jit_us && *e->jit_us > 1.10 * *e->library_us)
       row.fusion_loses = fmt::format("jit {:.2f} us is {:.0f}% slower than library {:.2f} us", *e->jit_us,
@@ -177,11 +190,12 @@ std::string ValidationMarkdown(const Validation& v) {
       "smart vs the fastest measured variant at {} points: in-sample {}/{} within {:.2f}x (worst {:.3f}x); "
       "leave-one-out {}/{} within {:.2f}x (worst {:.3f}x)\n\n",
       v.points, v.within, v.points, v.limit, v.worst_ratio, v.within_loo, v.points, v.limit, v.worst_ratio_loo);
-  s += "| group | dtype | rows | cols | unfused µs | library µs | jit µs | best | smart | smart (left out) | ratio | ratio (left out) | fusion loses |\n";
-  s += "|---|---|---:|---:|---:|---:|---:|---|---|---|---:|---:|---|\n";
+  s += "| group | dtype | rows | cols | unfused µs | library µs | jit µs | cublaslt µs | best | smart | smart (left out) | ratio | ratio (left out) | fusion loses |\n";
+  s += "|---|---|---:|---:|---:|---:|---:|---:|---|---|---|---:|---:|---|\n";
   for (const auto& r : v.rows)
-    s += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ({}) | {:.3f} | {:.3f} | {} |\n", r.key.pattern,
-                     r.key.dtype, r.key.rows, r.key.cols, Us(r.unfused_us), Us(r.library_us), Us(r.jit_us), r.best,
+    s += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ({}) | {:.3f} | {:.3f} | {} |\n", r.key.pattern,
+                     r.key.dtype, r.key.rows, r.key.cols, Us(r.unfused_us), Us(r.library_us), Us(r.jit_us),
+                     Us(r.cublaslt_us), r.best,
                      r.smart, r.smart_loo, r.source_loo, r.ratio, r.ratio_loo, r.fusion_loses);
   return s;
 }
@@ -192,7 +206,7 @@ nlohmann::json ValidationJson(const Validation& v) {
   for (const auto& r : v.rows)
     rows.push_back({{"pattern", r.key.pattern}, {"dtype", r.key.dtype}, {"rows", r.key.rows}, {"cols", r.key.cols},
                     {"group", r.group}, {"unfused_us", opt(r.unfused_us)}, {"library_us", opt(r.library_us)},
-                    {"jit_us", opt(r.jit_us)}, {"best", r.best}, {"best_us", r.best_us}, {"smart", r.smart},
+                    {"jit_us", opt(r.jit_us)}, {"cublaslt_us", opt(r.cublaslt_us)}, {"best", r.best}, {"best_us", r.best_us}, {"smart", r.smart},
                     {"smart_us", opt(r.smart_us)}, {"ratio", r.ratio}, {"smart_leave_one_out", r.smart_loo},
                     {"smart_leave_one_out_us", opt(r.smart_loo_us)}, {"ratio_leave_one_out", r.ratio_loo},
                     {"source_leave_one_out", r.source_loo}, {"reason_leave_one_out", r.reason_loo},

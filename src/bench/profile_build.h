@@ -46,7 +46,7 @@ std::vector<GroupCase> RemainingCases(const std::vector<GroupCase>& all, const s
 struct ValidationRow {
   GroupKey key;
   std::string group;                 // the group label
-  std::optional<double> unfused_us, library_us, jit_us;
+  std::optional<double> unfused_us, library_us, jit_us, cublaslt_us;
   std::string best;                  // fastest measured variant
   double best_us = 0;
   std::string smart, smart_loo;      // ShouldFuse's variant: whole profile / this point left out

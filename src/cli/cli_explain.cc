@@ -183,6 +183,9 @@ int ExplainMain(const ExplainOptions& o) {
     std::cout << fmt::format("      {}\n", grp.decision.ToString());
     if (grp.matmul && !grp.decision.fuse)  // declined: its ops one by one, each on its library kernel
       std::cout << fmt::format("      variant: {}  kernels: its ops one by one\n", VariantName(grp.variant));
+    else if (grp.matmul && grp.matmul->gemv_max_rows == 0)
+      std::cout << fmt::format("      variant: {}  kernels: its matmuls on cuBLASLt, the norm, RoPE and SwiGLU kernels around them\n",
+                               VariantName(grp.variant));
     else if (grp.matmul)
       std::cout << fmt::format("      variant: {}  kernel: {} (one GEMV launch up to {} rows)\n", VariantName(grp.variant), grp.name,
                                grp.matmul->gemv_max_rows);

@@ -39,7 +39,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ProfileArgs {
-  std::string graph, symbol = "T", rows, dtypes = "bf16", variants = "unfused,library,jit";
+  std::string graph, symbol = "T", rows, dtypes = "bf16", variants = "unfused,library,jit,cublaslt";
   std::string out = "profile_result.json", bench_dir;
   std::vector<std::string> disable;
   bool list_cases = false, fresh = false, validate = false, quick = false, json = false;
@@ -84,8 +84,8 @@ StatusOr<Setup> Prepare(const ProfileArgs& a) {
   }
   OPFUSE_ASSIGN_OR_RETURN(s.variants, SplitList(a.variants, "--variants"));
   for (const auto& v : s.variants)
-    if (v != "unfused" && v != "library" && v != "jit")
-      return InvalidArgument(fmt::format("--variants: '{}' is not one of unfused, library, jit", v));
+    if (v != "unfused" && v != "library" && v != "jit" && v != "cublaslt")
+      return InvalidArgument(fmt::format("--variants: '{}' is not one of unfused, library, jit, cublaslt", v));
   if (!(a.margin >= 0 && a.margin < 1)) return InvalidArgument("--margin must be in [0, 1)");
   OPFUSE_ASSIGN_OR_RETURN(s.cases, bench::ExtractGroupCases(s.model, s.opts));
   return s;
@@ -228,8 +228,10 @@ void RegisterProfile(CLI::App& app) {
   cmd->footer(
       "Every case is one fused group cut out of the graph at one row count; each variant (unfused, library, jit)\n"
       "is checked against the CPU reference and timed like `opfuse bench ops` (events / CUDA-graph replay, L2 flushed,\n"
-      "rotated inputs). A fuse_matmul group (a GEMV with its norm prologue, RoPE or SwiGLU epilogue) has two: library =\n"
-      "the fused group (one GEMV launch up to 4 rows), unfused = its ops one by one on their library kernels; no jit.\n"
+      "rotated inputs). A fuse_matmul group (a GEMV with its norm prologue, RoPE or SwiGLU epilogue) has up to three:\n"
+      "library = the fused group (one GEMV launch up to the GEMV's capacity), unfused = its ops one by one on their\n"
+      "library kernels, cublaslt (up to 2 rows, where the others run the GEMV) = its matmuls on cuBLASLt with the\n"
+      "norm, RoPE and SwiGLU kernels around them; no jit. Pattern groups: unfused, library, jit.\n"
       "--disable fuse_matmul profiles the pattern groups on their own. Several --graph runs into one --out merge.\n"
       "Only correct, measured variants enter the profile. The file is saved after every case; a rerun\n"
       "resumes. A profile from another device is refused. Last, the table of smart's choice vs the fastest variant.\n"

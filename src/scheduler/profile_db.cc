@@ -95,10 +95,12 @@ Status ParseEntry(const Ctx& c, const Json& e, const std::string& path, ProfileE
   auto var = e.find("variants_us");
   if (var == e.end()) return c.Err(path + ".variants_us", "missing");
   if (!var->is_object()) return c.Err(path + ".variants_us", "must be an object");
-  OPFUSE_RETURN_IF_ERROR(CheckKeys(c, *var, path + ".variants_us", {"unfused", "library", "jit"}));
+  OPFUSE_RETURN_IF_ERROR(CheckKeys(c, *var, path + ".variants_us", {"unfused", "library", "jit", "cublaslt"}));
   if (var->empty()) return c.Err(path + ".variants_us", "no variant measured");
+  if (var->contains("cublaslt") && out->pattern.rfind("matmul:", 0) != 0)
+    return c.Err(path + ".variants_us.cublaslt", "only a fuse_matmul group (pattern \"matmul:...\") has a cuBLASLt form");
   for (auto [key, dst] : {std::pair{"unfused", &out->unfused_us}, std::pair{"library", &out->library_us},
-                          std::pair{"jit", &out->jit_us}}) {
+                          std::pair{"jit", &out->jit_us}, std::pair{"cublaslt", &out->cublaslt_us}}) {
     if (!var->contains(key)) continue;
     double d = 0;
     OPFUSE_RETURN_IF_ERROR(GetNumber(c, (*var)[key], path + ".variants_us." + key, &d));
@@ -163,6 +165,7 @@ std::string ProfileDb::ToJson() const {
     if (e.unfused_us) v["unfused"] = *e.unfused_us;
     if (e.library_us) v["library"] = *e.library_us;
     if (e.jit_us) v["jit"] = *e.jit_us;
+    if (e.cublaslt_us) v["cublaslt"] = *e.cublaslt_us;
     j["entries"].push_back({{"pattern", e.pattern},
                             {"dtype", e.dtype},
                             {"shape", {{"rows", e.rows}, {"cols", e.cols}}},

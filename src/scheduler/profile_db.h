@@ -34,6 +34,10 @@ struct ProfileEntry {
   std::string dtype;      // "bf16"
   int64_t rows = 0, cols = 0;
   std::optional<double> unfused_us, library_us, jit_us;   // a variant not measured is absent
+  // fuse_matmul groups ("matmul:..." patterns) only: the group with its matmuls on cuBLASLt and the
+  // norm, RoPE and SwiGLU kernels around them, where the GEMV would run them (up to
+  // kDecodeGemvMaxRows rows; above that, its ops one by one already are this form).
+  std::optional<double> cublaslt_us;
   int64_t samples = 0;
 };
 

@@ -65,7 +65,7 @@ std::optional<int64_t> Bytes(const Graph& g, int v, const Bindings& b) {
 
 // A profile point: measured (or interpolated) variant times and how it was obtained.
 struct Point {
-  std::optional<double> unfused, library, jit;
+  std::optional<double> unfused, library, jit, cublaslt;
   std::string how;
 };
 
@@ -74,7 +74,9 @@ std::optional<double> Lerp(const std::optional<double>& a, const std::optional<d
   return *a + (*b - *a) * t;
 }
 
-Point FromEntry(const ProfileEntry& e, const std::string& how) { return {e.unfused_us, e.library_us, e.jit_us, how}; }
+Point FromEntry(const ProfileEntry& e, const std::string& how) {
+  return {e.unfused_us, e.library_us, e.jit_us, e.cublaslt_us, how};
+}
 
 // Nearest measured rows per DESIGN.md: exact, interpolated in log(rows), or the nearest end within 2x.
 std::optional<Point> Lookup(const ProfileDb& db, const GroupShape& s, std::string* why_not) {
@@ -98,6 +100,7 @@ std::optional<Point> Lookup(const ProfileDb& db, const GroupShape& s, std::strin
       const ProfileEntry& lo = *series[i - 1];
       const double t = (std::log(double(r)) - std::log(double(lo.rows))) / (std::log(double(e.rows)) - std::log(double(lo.rows)));
       return Point{Lerp(lo.unfused_us, e.unfused_us, t), Lerp(lo.library_us, e.library_us, t), Lerp(lo.jit_us, e.jit_us, t),
+                   Lerp(lo.cublaslt_us, e.cublaslt_us, t),
                    fmt::format("interpolated in log(rows) between {} rows={} and rows={} (t={:.2f})", key, lo.rows, e.rows, t)};
     }
   }
@@ -110,7 +113,7 @@ std::optional<Point> Lookup(const ProfileDb& db, const GroupShape& s, std::strin
   // Below the range fixed costs dominate and nothing scales: the cost model decides there.
   const double f = static_cast<double>(r) / static_cast<double>(last.rows);
   auto scaled = [f](const std::optional<double>& t) { return t ? std::optional<double>(*t * f) : std::nullopt; };
-  return Point{scaled(last.unfused_us), scaled(last.library_us), scaled(last.jit_us),
+  return Point{scaled(last.unfused_us), scaled(last.library_us), scaled(last.jit_us), scaled(last.cublaslt_us),
                fmt::format("profile point {} rows={} scaled by rows to rows={} (above the profiled range: its "
                            "measured ranking holds)",
                            key, last.rows, r)};
@@ -295,15 +298,17 @@ FusionChoice ShouldFuse(const Graph& g, const FusionGroup& grp, const Bindings& 
                         const ShouldFuseOptions& opts) {
   FusionChoice out;
   if (grp.kind.rfind("matmul:", 0) == 0 && grp.decision.fuse) {
-    // fuse_matmul's groups: `library` is the fused group — one GEMV launch with its norm prologue,
-    // RoPE or SwiGLU epilogue up to kDecodeGemvMaxRows rows, or up to the GEMV's capacity
-    // (kGemvCapacityRows) where the profile measured it there; above that the executor runs its
-    // matmuls through cuBLASLt one by one — and the alternative is its ops one by one, each on its own
-    // library kernel (matmuls on the GEMV or cuBLASLt, the norm, RoPE and SwiGLU kernels): `unfused`
-    // in the profile, run as the group's library nodes. The fused group is the default: it is
-    // declined only where its ops one by one measured faster by more than the margin. Without a
-    // profile, or where it has no point for the group: the fused group (there is no cost model for
-    // matmul groups).
+    // fuse_matmul's groups have up to three forms, each a variant of the profile: `library`, the fused
+    // group — one GEMV launch with its norm prologue, RoPE or SwiGLU epilogue up to kDecodeGemvMaxRows
+    // rows, or up to the GEMV's capacity (kGemvCapacityRows) where the profile measured it there;
+    // above that the executor runs its matmuls through cuBLASLt one by one —; `unfused`, its ops one
+    // by one, each on its own library kernel (matmuls on the GEMV or cuBLASLt, the norm, RoPE and
+    // SwiGLU kernels), run as the group's library nodes; and `cublaslt` (measured up to
+    // kDecodeGemvMaxRows rows, where the other two run the GEMV), the group with its matmuls on
+    // cuBLASLt at every row count (gemv_max_rows 0) and the norm, RoPE and SwiGLU kernels around them.
+    // The fused group is the default: another form is taken only where it measured faster by more
+    // than the margin (the faster of the two where both are). Without a profile, or where it has no
+    // point for the group: the fused group (there is no cost model for matmul groups).
     out.decision = grp.decision;
     out.variant = out.run_now = Variant::kLibrary;
     if (!opts.profile) return out;
@@ -322,16 +327,27 @@ FusionChoice ShouldFuse(const Graph& g, const FusionGroup& grp, const Bindings& 
     out.source = DecisionSource::kProfile;
     out.evidence = p->how;
     const double fused = *p->library, ops = *p->unfused;
-    const double frac = fused > 0 ? (fused - ops) / fused : 0;
-    const std::string terms = fmt::format("ops one by one {}, fused group {}", Us(ops), Us(fused));
-    if (frac > opts.margin) {
+    // the cuBLASLt form where it was measured (and the GEMV would otherwise run: at most
+    // kDecodeGemvMaxRows rows; above, the ops one by one are that form)
+    const std::optional<double> lt = *shape.rows <= kDecodeGemvMaxRows ? p->cublaslt : std::nullopt;
+    const bool lt_best = lt && *lt < ops;
+    const double alt = lt_best ? *lt : ops;
+    const double frac = fused > 0 ? (fused - alt) / fused : 0;
+    const std::string terms = fmt::format("ops one by one {}, fused group {}{}", Us(ops), Us(fused),
+                                          lt ? ", matmuls on cuBLASLt " + Us(*lt) : "");
+    if (frac > opts.margin && lt_best) {
+      out.gemv_max_rows = 0;  // the group's matmuls on cuBLASLt at every row count
+      out.expected_us_saved = fused - *lt;
+      out.decision = FusionDecision::Yes(fmt::format("{}: {}; its matmuls on cuBLASLt save {} ({:.1f}%) > margin {:.0f}%",
+                                                     p->how, terms, Us(fused - *lt), 100 * frac, 100 * opts.margin));
+    } else if (frac > opts.margin) {
       out.decision = FusionDecision::No(fmt::format("{}: {}; its ops one by one save {} ({:.1f}%) > margin {:.0f}%", p->how,
                                                     terms, Us(fused - ops), 100 * frac, 100 * opts.margin));
     } else {
       out.gemv_max_rows = kGemvCapacityRows;  // measured as one GEMV launch up to the GEMV's capacity
       out.expected_us_saved = std::max(0.0, ops - fused);
-      out.decision = FusionDecision::Yes(fmt::format("{}: {}; the fused group (its ops one by one save no more than margin {:.0f}%)",
-                                                     p->how, terms, 100 * opts.margin));
+      out.decision = FusionDecision::Yes(fmt::format("{}: {}; the fused group (its ops one by one{} save no more than margin {:.0f}%)",
+                                                     p->how, terms, lt ? " and its matmuls on cuBLASLt" : "", 100 * opts.margin));
     }
     return out;  // variant library either way: the group's kernel, or its ops' library kernels
   }

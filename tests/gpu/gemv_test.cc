@@ -242,18 +242,19 @@ TEST_F(GemvTest, NormPrologueGroups) {
 // fused groups keeps one GEMV launch each.
 TEST_F(GemvTest, NormPrologueGroupsDeclinedByTheProfileRunTheirOpsOneByOne) {
   // keys (should_fuse's DescribeGroup): kind:k512, cols = the matmuls' columns together
-  auto profile_for = [](double unfused, double library) {
+  auto profile_for = [](double unfused, double library, double cublaslt = 0) {
     std::string entries;
     for (const auto& [kind, cols] : std::vector<std::pair<std::string, int>>{
              {"matmul:norm_siblings:k512", 512 + 64}, {"matmul:norm_swiglu:k512", 2 * 1408}, {"matmul:norm:k512", 1000}})
       for (int m : {1, 2, 4})
         entries += fmt::format(R"({}{{"pattern": "{}", "dtype": "bf16", "shape": {{"rows": {}, "cols": {}}},
-            "variants_us": {{"unfused": {}, "library": {}}}, "samples": 10}})",
-                               entries.empty() ? "" : ",", kind, m, cols, unfused, library);
+            "variants_us": {{"unfused": {}, "library": {}{}}}, "samples": 10}})",
+                               entries.empty() ? "" : ",", kind, m, cols, unfused, library,
+                               cublaslt > 0 && m <= kDecodeGemvMaxRows ? fmt::format(", \"cublaslt\": {}", cublaslt) : "");
     return scheduler::ProfileDb::Parse(fmt::format(R"({{"schema": 1, "device": {{"name": "test", "sm": "9.0",
         "driver": "hand-written", "copy_gbps": 3000, "launch_us": 2}}, "entries": [{}]}})", entries));
   };
-  auto split = profile_for(5.0, 10.0), fused = profile_for(10.0, 5.0);
+  auto split = profile_for(5.0, 10.0), fused = profile_for(10.0, 5.0), lt = profile_for(10.0, 10.0, 2.0);
   ASSERT_TRUE(split.ok()) << split.status().message();
   ASSERT_TRUE(fused.ok()) << fused.status().message();
   // a profile with no point for these groups (another model's K): the default rows, kDecodeGemvMaxRows
@@ -268,6 +269,27 @@ TEST_F(GemvTest, NormPrologueGroupsDeclinedByTheProfileRunTheirOpsOneByOne) {
     EXPECT_EQ(RunAndCompare(fmt::format("kept m={}", m), kNormed, {{"M", m}}, true, {}, &*fused), 3) << m;
     EXPECT_EQ(RunAndCompare(fmt::format("unmeasured m={}", m), kNormed, {{"M", m}}, true, {}, &*other),
               m <= kDecodeGemvMaxRows ? 3 : 9) << m;
+  }
+  // the cuBLASLt form (measured up to kDecodeGemvMaxRows rows): each group kept with gemv_max_rows 0,
+  // its norm, its matmuls on cuBLASLt one by one and its SwiGLU — 9 kernels, against the CPU reference
+  ASSERT_TRUE(lt.ok()) << lt.status().message();
+  for (int64_t m = 1; m <= kDecodeGemvMaxRows; ++m) {
+    EXPECT_EQ(RunAndCompare(fmt::format("cublaslt form m={}", m), kNormed, {{"M", m}}, true, {}, &*lt), 9) << m;
+    auto g = ParseGraph(kNormed);
+    ASSERT_TRUE(g.ok());
+    cuda::ExecutorOptions o;
+    o.profile = &*lt;
+    o.schedule_bindings = {{"M", m}};
+    auto ex = cuda::CudaExecutable::Create(*g, o);
+    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+    int kept = 0;
+    for (const auto& grp : (*ex)->graph().groups)
+      if (grp.matmul) {
+        EXPECT_TRUE(grp.decision.fuse) << grp.decision.reason;
+        EXPECT_EQ(grp.matmul->gemv_max_rows, 0) << grp.decision.reason;
+        kept += grp.decision.fuse && grp.matmul->gemv_max_rows == 0;
+      }
+    EXPECT_EQ(kept, 3) << m;
   }
 }
 

@@ -65,6 +65,31 @@ TEST(PlanCheck, SmartThatIgnoresItsProfileIsReported) {
   }
 }
 
+// The cuBLASLt form (gemv_max_rows 0) is a plan of its own: at 1 row the profile picks it, smart
+// runs it, and always's plan (one GEMV launch) is reported where smart ran that instead.
+TEST(PlanCheck, CublasltFormIsTold) {
+  const std::string text = testing_graphs::NormedBlock("bf16", 256, 512, false);
+  auto prof = ProfileDb::Parse(R"({"schema": 1, "device": {"name": "Test GPU", "sm": "9.0"}, "entries": [
+    {"pattern": "matmul:norm_swiglu:k256", "dtype": "bf16", "shape": {"rows": 1, "cols": 1408},
+     "variants_us": {"unfused": 12.0, "library": 10.0, "cublaslt": 6.0}, "samples": 10}]})");
+  ASSERT_TRUE(prof.ok()) << prof.status().message();
+  const Bindings b = {{"M", 1}};
+  const FusionConfig config;
+  const Graph always = Compile(text, b, nullptr);
+  const Graph smart = Compile(text, b, &*prof);
+  EXPECT_TRUE(bench::IgnoredProfileChoices(always, smart, *prof, b, config).empty());
+  const auto ignored = bench::IgnoredProfileChoices(always, always, *prof, b, config);
+  ASSERT_EQ(ignored.size(), 1u);
+  EXPECT_NE(ignored[0].find("the profile picks fused library with its matmuls on cuBLASLt"), std::string::npos) << ignored[0];
+  int lt = 0;
+  for (const auto& grp : smart.groups)
+    if (grp.matmul && grp.matmul->gemv_max_rows == 0) {
+      ++lt;
+      EXPECT_EQ(bench::GroupPlanName(grp), "fused library with its matmuls on cuBLASLt");
+    }
+  EXPECT_EQ(lt, 1);
+}
+
 TEST(PlanCheck, GroupPlanNames) {
   const Graph g = Compile(testing_graphs::NormedBlock("bf16", 256, 512, false), {{"M", 1}}, nullptr);
   int matmul = 0;

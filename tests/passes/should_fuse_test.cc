@@ -302,6 +302,66 @@ TEST(SchedulePass, MatmulGroupsFollowTheProfile) {
   }
 }
 
+// The third form of a matmul group (issue 31): its matmuls on cuBLASLt with the norm and SwiGLU
+// kernels around them, measured where the others run the GEMV (up to kDecodeGemvMaxRows rows). Where it
+// beats the fused group by more than the margin and is faster than the ops one by one, the group is
+// kept with gemv_max_rows 0 (the executor's member-by-member path, matmuls on cuBLASLt); where the ops
+// one by one are faster still, they win; above kDecodeGemvMaxRows rows a cublaslt time is not used
+// (the ops one by one are that form there); within the margin the fused group stays.
+TEST(SchedulePass, MatmulGroupsTakeTheirCublasltFormWhereMeasuredFaster) {
+  const std::string text = testing_graphs::NormedBlock("bf16", 256, 512, false);  // gate/up: key cols 1408
+  auto prof = ProfileDb::Parse(R"({"schema": 1,
+    "device": {"name": "NVIDIA H200", "sm": "9.0", "driver": "test fixture"},
+    "entries": [
+      {"pattern": "matmul:norm_swiglu:k256", "dtype": "bf16", "shape": {"rows": 1, "cols": 1408},
+       "variants_us": {"unfused": 12.0, "library": 10.0, "cublaslt": 8.0}, "samples": 10},
+      {"pattern": "matmul:norm_swiglu:k256", "dtype": "bf16", "shape": {"rows": 2, "cols": 1408},
+       "variants_us": {"unfused": 7.0, "library": 10.0, "cublaslt": 8.0}, "samples": 10},
+      {"pattern": "matmul:norm_swiglu:k256", "dtype": "bf16", "shape": {"rows": 4, "cols": 1408},
+       "variants_us": {"unfused": 12.0, "library": 10.0, "cublaslt": 1.0}, "samples": 10},
+      {"pattern": "matmul:norm:k256", "dtype": "bf16", "shape": {"rows": 1, "cols": 512},
+       "variants_us": {"unfused": 12.0, "library": 10.0, "cublaslt": 9.9}, "samples": 10}]})");
+  ASSERT_TRUE(prof.ok()) << prof.status().message();
+  struct Want { int64_t m; const char* kind; bool fuse; int64_t gemv_rows; const char* says; };
+  for (const Want& w : std::vector<Want>{
+           {1, "matmul:norm_swiglu", true, 0, "its matmuls on cuBLASLt save 2.00 us (20.0%) > margin 3%"},
+           {2, "matmul:norm_swiglu", false, kDecodeGemvMaxRows, "its ops one by one save 3.00 us (30.0%)"},
+           {4, "matmul:norm_swiglu", true, kGemvCapacityRows, "the fused group (its ops one by one save no more"},
+           {1, "matmul:norm", true, kGemvCapacityRows, "the fused group (its ops one by one and its matmuls on cuBLASLt save no more"}}) {
+    SCOPED_TRACE(fmt::format("M = {} {}", w.m, w.kind));
+    PipelineRun smart;
+    auto parsed = ParseGraph(text);
+    ASSERT_TRUE(parsed.ok());
+    smart.g = *parsed;
+    smart.ctx.bindings = {{"M", w.m}};
+    smart.ctx.profile = &*prof;
+    ASSERT_TRUE(RunPipeline(smart.g, smart.ctx).ok());
+    ASSERT_EQ(smart.Kind(w.kind).size(), 1u) << smart.Dump();
+    const FusionGroup& s = *smart.Kind(w.kind)[0];
+    EXPECT_EQ(s.decision.fuse, w.fuse) << s.decision.reason;
+    EXPECT_EQ(s.variant, Variant::kLibrary);
+    ASSERT_TRUE(s.matmul.has_value());
+    EXPECT_EQ(s.matmul->gemv_max_rows, w.gemv_rows) << s.decision.reason;
+    EXPECT_NE(s.decision.reason.find(w.says), std::string::npos) << s.decision.reason;
+    if (w.m <= kDecodeGemvMaxRows)
+      EXPECT_NE(s.decision.reason.find("matmuls on cuBLASLt "), std::string::npos) << s.decision.reason;
+    else  // above the GEMV's rows the cublaslt time is not a term
+      EXPECT_EQ(s.decision.reason.find("matmuls on cuBLASLt"), std::string::npos) << s.decision.reason;
+  }
+  // A cuBLASLt form is a fuse_matmul group's only: on a pattern entry it is an error naming the key.
+  auto bad = ProfileDb::Parse(R"({"schema": 1, "device": {"name": "X", "sm": "9.0"}, "entries": [
+    {"pattern": "swiglu", "dtype": "bf16", "shape": {"rows": 1, "cols": 64}, "variants_us": {"cublaslt": 1.0}}]})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("entries[0].variants_us.cublaslt"), std::string::npos) << bad.status().message();
+  // and it round-trips through the writer
+  auto again = ProfileDb::Parse(prof->ToJson());
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  ASSERT_EQ(again->entries.size(), 4u);
+  ASSERT_TRUE(again->entries[0].cublaslt_us.has_value());
+  EXPECT_EQ(*again->entries[0].cublaslt_us, 8.0);
+  EXPECT_FALSE(again->entries[0].jit_us.has_value());
+}
+
 // ---------------------------------------------------------------- compile cost
 
 TEST(BackgroundCompiler, SwapsInWhenTheJobFinishes) {

@@ -619,7 +619,17 @@ Status RunVariant(const OpCase& c, const Graph& graph, const CaseBuffers& b, con
     call = [&](const std::vector<void*>& in, const std::vector<void*>& out) { return cand.launch(in, out, s); };
     run = [&](int i) { return cand.launch(b.in[i % b.sets], b.out[i % b.sets], s); };
   } else {
-    auto variant = cuda::ParseVariant(v.name);
+    // `cublaslt`: a fuse_matmul group with its matmuls on cuBLASLt and its other ops' library kernels
+    // around them (the GEMV off), the form smart_schedule runs as gemv_max_rows 0.
+    const bool lt_form = v.name == "cublaslt";
+    if (lt_form && (!c.unfused_is_library_ops || c.rows > kDecodeGemvMaxRows)) {
+      v.error = c.unfused_is_library_ops
+                    ? fmt::format("not measured: above {} rows the group's ops one by one are its cuBLASLt form",
+                                  kDecodeGemvMaxRows)
+                    : "not measured: only a fuse_matmul group has a cuBLASLt form";
+      return Status::Ok();
+    }
+    auto variant = cuda::ParseVariant(lt_form ? "library" : v.name);
     if (!variant.ok()) {
       v.error = variant.status().message();
       return Status::Ok();
@@ -636,6 +646,7 @@ Status RunVariant(const OpCase& c, const Graph& graph, const CaseBuffers& b, con
     cuda::ExecutorOptions eo = BenchExecutorOptions(vconfig, *variant);
     // the fused group as smart_schedule may run it: one GEMV launch up to the GEMV's capacity
     if (c.unfused_is_library_ops) eo.gemv_group_max_rows = kGemvCapacityRows;
+    if (lt_form) eo.gemv = false;
     auto exe = cuda::CudaExecutable::Create(graph, eo);
     if (!exe.ok()) {
       v.error = "create: " + exe.status().message();
@@ -758,8 +769,8 @@ StatusOr<BenchReport> RunOpBench(const OpSuite& suite, const OpBenchOptions& o) 
   OPFUSE_ASSIGN_OR_RETURN(cuda::DeviceInfo dev, cuda::QueryDevice());
   OPFUSE_ASSIGN_OR_RETURN(FusionConfig config, FusionConfig::FromEnv());
   for (const auto& v : o.variants)
-    if (v == "candidate" ? !o.candidate : !cuda::ParseVariant(v).ok())
-      return InvalidArgument(fmt::format("unknown variant '{}' (auto, unfused, library, jit{})", v,
+    if (v == "candidate" ? !o.candidate : v != "cublaslt" && !cuda::ParseVariant(v).ok())
+      return InvalidArgument(fmt::format("unknown variant '{}' (auto, unfused, library, jit, cublaslt{})", v,
                                          o.candidate ? ", candidate" : ""));
   OPFUSE_CUDA_CHECK(cudaSetDevice(dev.ordinal));
   cudaStream_t stream = nullptr;

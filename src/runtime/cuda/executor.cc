@@ -763,8 +763,9 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
   auto plan = std::make_shared<Plan>();
   plan->arena = arena;
   const bool use_gemv = opts.gemv && !opts.config.IsDisabled("gemv");
-  // A matmul node: the GEMV at decode sizes (bf16/f16, rows <= kDecodeGemvMaxRows, transpose_b), else cuBLASLt.
-  auto plan_matmul = [&](const Node& n) -> Status {
+  // A matmul node: the GEMV at decode sizes (bf16/f16, rows <= kDecodeGemvMaxRows, transpose_b), else
+  // cuBLASLt; `gemv_ok` false: cuBLASLt (a fuse_matmul group above its GEMV rows: MatmulGroupPlan).
+  auto plan_matmul = [&](const Node& n, bool gemv_ok = true) -> Status {
     const auto& as = arena->shapes[n.inputs[0]];
     const auto& bs = arena->shapes[n.inputs[1]];
     MatmulArgs a;
@@ -778,7 +779,7 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
     a.bias = n.inputs.size() > 2 ? resolve(n.inputs[2]) : nullptr;
     a.c = resolve(n.outputs[0]);
     if (a.m == 0 || a.n == 0) return Status::Ok();
-    if (use_gemv && a.transpose_b && a.m <= kDecodeGemvMaxRows) {
+    if (use_gemv && gemv_ok && a.transpose_b && a.m <= kDecodeGemvMaxRows) {
       kernels::GemvArgs ga;
       ga.tuning = opts.gemv_tuning;
       ga.dtype = values[n.inputs[0]].type.dtype;
@@ -958,10 +959,13 @@ StatusOr<std::shared_ptr<CudaExecutable::Impl::Plan>> CudaExecutable::Impl::Buil
           break;
         }
         if (ga.m == 0) break;
-        // Above the GEMV's row limit (prefill) or a case it does not take: member by member.
+        // Above the group's GEMV rows (prefill, or a plan whose matmuls run on cuBLASLt at every row
+        // count: gemv_max_rows 0) or a case the GEMV does not take: member by member, the matmuls on
+        // cuBLASLt above the group's rows.
         auto plan_node = [&](const Node& m) { return plan_member(st, m); };
+        const bool member_gemv = ga.m <= group_rows;
         if (norm) OPFUSE_RETURN_IF_ERROR(plan_node(*norm));
-        for (const Node& m : st.matmuls) OPFUSE_RETURN_IF_ERROR(plan_matmul(m));
+        for (const Node& m : st.matmuls) OPFUSE_RETURN_IF_ERROR(plan_matmul(m, member_gemv));
         if (st.swiglu) OPFUSE_RETURN_IF_ERROR(plan_node(*st.swiglu));
         for (const auto& r : st.ropes)
           if (r) OPFUSE_RETURN_IF_ERROR(plan_node(*r));
