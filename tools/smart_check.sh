@@ -9,7 +9,7 @@
 #   device: bash tools/smart_check.sh
 # Env: ROWS (layer row counts), HEAD_ROWS, E2E_CASES (';'-separated; prefill 512 and 2048 run smart's
 # prefill plans of those lengths: each e2e JSON case has prefill_plan_length), E2E_RUNS (default 7),
-# MODELS (default "tinyllama llama32"), TEST_FILTER (empty: no tests), SWEEP=0 (skip build/gemv_sweep,
+# MODELS (default "tinyllama llama32"), TEST_FILTER (empty: no tests), MEMCHECK_FILTER, SWEEP=0 (skip build/gemv_sweep,
 # dev/gemv_sweep: the GEMV's forms beside cuBLASLt on plain matmuls; carry it to run it), ORDER_AB=0
 # (skip the order A/B: TinyLlama's prefills 128 and 512 with --strategies always,smart and then
 # smart,always, 15 runs each — with interleaved runs the two orders must agree).
@@ -19,13 +19,14 @@ set -uo pipefail
 opfuse_device_work smart || exit 1
 ROWS=${ROWS:-1,2,3,4,8,16,32,48,64,96,128,512,2048}
 HEAD_ROWS=${HEAD_ROWS:-1,2,3,4,8,16,32,64}
-TEST_FILTER=${TEST_FILTER-GemvTest.*}
+TEST_FILTER=${TEST_FILTER-GemvTest.*:StreamRelease.*}
+MEMCHECK_FILTER=${MEMCHECK_FILTER-GemvTest.NormPrologueGroups:GemvTest.RopeEpilogue*:GemvTest.SiblingsAndSwiglu*}
 if [ -n "$TEST_FILTER" ]; then
   "$B/tests/test_gpu" --gtest_filter="$TEST_FILTER" > "$W/test_gpu.log" 2>&1
   echo "test_gpu $TEST_FILTER: rc $? ($(grep -cE '^\[       OK' "$W/test_gpu.log") ok, $(grep -cE '^\[  FAILED' "$W/test_gpu.log") failed lines)"
   CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
   if [ -n "$CS" ]; then
-    timeout 150 "$CS" --tool memcheck --error-exitcode 9 "$B/tests/test_gpu" --gtest_filter='GemvTest.NormPrologueGroups:GemvTest.RopeEpilogue*:GemvTest.SiblingsAndSwiglu*' \
+    timeout 150 "$CS" --tool memcheck --error-exitcode 9 "$B/tests/test_gpu" --gtest_filter="$MEMCHECK_FILTER" \
       > "$W/memcheck.log" 2>&1
     echo "memcheck rc $? ($(grep -m1 'ERROR SUMMARY' "$W/memcheck.log"))"
   fi
