@@ -184,7 +184,7 @@ int ExplainMain(const ExplainOptions& o) {
     if (grp.matmul && !grp.decision.fuse)  // declined: its ops one by one, each on its library kernel
       std::cout << fmt::format("      variant: {}  kernels: its ops one by one\n", VariantName(grp.variant));
     else if (grp.matmul && grp.matmul->gemv_max_rows == 0)
-      std::cout << fmt::format("      variant: {}  kernels: its matmuls on cuBLASLt, the norm, RoPE and SwiGLU kernels around them\n",
+      std::cout << fmt::format("      variant: {}  kernels: its matmuls on cuBLASLt, its other ops on their library kernels\n",
                                VariantName(grp.variant));
     else if (grp.matmul)
       std::cout << fmt::format("      variant: {}  kernel: {} (one GEMV launch up to {} rows)\n", VariantName(grp.variant), grp.name,
