@@ -125,7 +125,7 @@ int RunE2e(const E2eArgs& a) {
   // a drift of several percent between identical launch-bound cases. Sequential: one engine at a
   // time, for models too large to hold one copy per strategy.
   struct Slot {
-    llama::Strategy s;
+    llama::Strategy s = llama::Strategy::kNeverFuse;
     std::string name;
     std::unique_ptr<llama::Engine> engine;
     std::vector<double> prefill, per_tok, totals, coll_ms;
@@ -230,7 +230,11 @@ int RunE2e(const E2eArgs& a) {
       }
     }
     std::vector<Slot> slots;
-    for (llama::Strategy s : strategies) slots.push_back(Slot{s, llama::StrategyName(s), nullptr, {}, {}, {}, {}, 0, {}});
+    for (llama::Strategy s : strategies) {
+      Slot& sl = slots.emplace_back();
+      sl.s = s;
+      sl.name = llama::StrategyName(s);
+    }
     if (a.order == "sequential") {
       for (Slot& sl : slots) {
         OPFUSE_RETURN_IF_ERROR(create(sl, c));

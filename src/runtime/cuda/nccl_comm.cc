@@ -289,7 +289,7 @@ StatusOr<double> TimeOnRanks(int world, int iters, const std::function<Status(in
       if (e0) cudaEventDestroy(e0);
       if (e1) cudaEventDestroy(e1);
       if (finish) finish(r);
-      if (s) (void)DestroyStream(s);
+      (void)DestroyStream(s);
       st[r] = out;
     });
   for (auto& t : threads) t.join();
