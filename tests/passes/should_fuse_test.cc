@@ -5,6 +5,7 @@
 // BackgroundCompiler compiles it (NVRTC, sm_90, no GPU needed), then is swapped in.
 #include <filesystem>
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <thread>
 
@@ -474,7 +475,16 @@ TEST(BackgroundSwaps, DestructorCancelsWhatHasNotStarted) {
         return jit::JitKernel{};
       });
     started.get_future().wait();
-    releaser = std::thread([&] { release.set_value(); });  // lets the running job finish while ~BackgroundSwaps waits
+    // Opens the gate once ~BackgroundSwaps has cancelled the five queued jobs (each cancelled job's
+    // done callback moves the generation), so the running job finishes while the destructor waits
+    // for it. Opening it earlier let the worker start the next queued job before the cancel on a
+    // loaded machine. Should the cancel never come, the gate opens after 10 s and the count fails.
+    releaser = std::thread([&] {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (sw.generation() < 5 && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      release.set_value();
+    });
   }
   releaser.join();
   EXPECT_EQ(ran.load(), 1);  // the queued jobs were dropped, not run
