@@ -496,6 +496,13 @@ std::vector<FusedCase> NormCases() {
         c.name += "_shifted";
         v.push_back(c);
       }
+      // many narrow shifted rows (prefill row counts, rows of 3 to 2047 columns at every shift)
+      for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{529, 3}, {1500, 13}, {2000, 67}, {1000, 839}, {3001, 653}, {4097, 1531}, {1111, 2047}}) {
+        FusedCase c = NormCase(op, dt, rows, cols);
+        c.expect = "_sh";
+        c.name += "_shifted_many";
+        v.push_back(c);
+      }
       FusedCase c = NormCase(op, dt, 2, 16383);  // past the register path: split rows, shifted window
       c.expect = "cluster8";
       c.name += "_shifted_window_split";
@@ -515,6 +522,14 @@ std::vector<FusedCase> NormCases() {
         c.name += "_split";
         v.push_back(c);
       }
+  // many shifted layer_norm rows far from zero (its two-pass variance)
+  for (DType dt : kDtypes) {
+    FusedCase c = NormCase(OpKind::kLayerNorm, dt, 2000, 839);
+    c.expect = "_sh";
+    c.x_offset = 48;
+    c.name += "_offset48_shifted_many";
+    v.push_back(c);
+  }
   // layer_norm's split takes the mean and variance from one exchange of shifted sums: rows far from
   // zero (x + 48, so the variance is small against the mean's square) must not cancel.
   for (DType dt : kDtypes)
@@ -541,6 +556,9 @@ std::vector<FusedCase> NormCases() {
   v.push_back(NormCase(OpKind::kLayerNorm, DType::kBF16, 150, 33334, false));  // staged, neither
   v.push_back(NormCase(OpKind::kRmsNorm, DType::kBF16, 3, 32000, false));      // split, no weight
   v.push_back(NormCase(OpKind::kLayerNorm, DType::kF16, 3, 32001, true, false));  // split, shifted, no bias
+  v.push_back(NormCase(OpKind::kRmsNorm, DType::kBF16, 2000, 839, false));        // many shifted rows, no weight
+  v.push_back(NormCase(OpKind::kLayerNorm, DType::kF16, 1000, 653, true, false));  // many shifted rows, no bias
+  v.push_back(NormCase(OpKind::kLayerNorm, DType::kBF16, 1000, 653, false));       // many shifted rows, neither
   v.push_back(NormCase(OpKind::kRmsNorm, DType::kBF16, 9, 4999, false));      // shifted, no weight
   v.push_back(NormCase(OpKind::kLayerNorm, DType::kF16, 9, 4999, true, false));  // shifted, no bias
   // Optional operands and a non-default eps.
@@ -594,6 +612,13 @@ std::vector<FusedCase> InplaceCases() {
   c.inplace = true;
   c.name += "_inplace";
   v.push_back(c);
+  for (DType dt : kDtypes) {  // many shifted rows: the sum stored over the residual, edges by element
+    c = NormCase(OpKind::kAddRmsNorm, dt, 2000, 839);
+    c.inplace = true;
+    c.expect = "_sh";
+    c.name += "_inplace_shifted_many";
+    v.push_back(c);
+  }
   c = NormCase(OpKind::kAddRmsNorm, DType::kBF16, 7, 2048);
   c.inplace = true;
   c.unaligned = true;
