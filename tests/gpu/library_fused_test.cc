@@ -612,7 +612,7 @@ std::vector<FusedCase> InplaceCases() {
   c.inplace = true;
   c.name += "_inplace";
   v.push_back(c);
-  for (DType dt : kDtypes) {  // many shifted rows: the sum stored over the residual, edges by element
+  for (DType dt : kDtypes) {  // many shifted rows: each residual element read before its sum is stored over it
     c = NormCase(OpKind::kAddRmsNorm, dt, 2000, 839);
     c.inplace = true;
     c.expect = "_sh";
