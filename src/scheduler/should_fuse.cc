@@ -8,6 +8,7 @@
 
 #include "fusion/group_info.h"
 #include "ops/op_def.h"
+#include "target/launch_shape.h"
 
 namespace opfuse::scheduler {
 
@@ -120,6 +121,31 @@ std::optional<Point> Lookup(const ProfileDb& db, const GroupShape& s, std::strin
 }
 
 std::string Us(double v) { return fmt::format("{:.2f} us", v); }
+
+// Without a measurement, which kernel a fused row-pattern group runs. The library row kernels load a
+// row in 16-byte vectors only where the row starts on the 16-byte grid (columns x element size a
+// multiple of 16); off that grid they take their shifted path, and there the JIT kernel (which covers
+// the row with an aligned body and masked ends) was faster on almost every case up to the register
+// path's width (docs/BENCHMARKS.md, "Library or JIT for a row group"). So: rms_norm, add_rms_norm,
+// layer_norm and softmax without a mask tensor, rows off the grid, at most kMaxRegisterCols columns
+// -> the JIT (its library kernel runs while it compiles in the background); everything else, and
+// any group whose width is unknown, -> the library. Returns the reason for the JIT, or nullopt.
+std::optional<std::string> OffGridRowsToJit(const Graph& g, const FusionGroup& grp) {
+  const auto compute = fusion::ComputeNodes(g, grp.nodes);
+  if (compute.size() != 1) return std::nullopt;
+  const Node& node = g.nodes[compute.front()];
+  const bool row_norm = node.op == OpKind::kRmsNorm || node.op == OpKind::kAddRmsNorm || node.op == OpKind::kLayerNorm;
+  const bool plain_softmax = node.op == OpKind::kSoftmax && node.inputs.size() == 1;
+  if (!row_norm && !plain_softmax) return std::nullopt;
+  const TensorType& x = g.values[node.inputs[0]].type;
+  if (x.shape.empty() || !x.shape.back().is_static()) return std::nullopt;
+  const int64_t cols = x.shape.back().value;
+  const int64_t row_bytes = cols * DTypeSize(x.dtype);
+  if (row_bytes % 16 == 0 || cols > target::kMaxRegisterCols) return std::nullopt;
+  return fmt::format("rows of {} {} elements ({} B) are off the 16-byte grid and within {} columns: the JIT kernel "
+                     "(the library's shifted rows are slower there)",
+                     cols, DTypeName(x.dtype), row_bytes, target::kMaxRegisterCols);
+}
 
 // Picks between unfused and the best allowed fused variant with the margin. Fills `out`.
 void Choose(double unfused, std::optional<double> library, std::optional<double> jit, bool allow_library, double margin,
@@ -367,10 +393,15 @@ FusionChoice ShouldFuse(const Graph& g, const FusionGroup& grp, const Bindings& 
     if (!gated.fuse) size_note = "; min_tensor_elements not applied with a profile (it would say: " + gated.reason + ")";
   }
   const bool pattern = IsPattern(grp);
-  const Variant fused = pattern ? Variant::kLibrary : Variant::kJit;
+  const std::optional<std::string> off_grid = pattern ? OffGridRowsToJit(g, grp) : std::nullopt;
+  const Variant fused = pattern && !off_grid ? Variant::kLibrary : Variant::kJit;
   out.variant = out.decision.fuse ? fused : NotFusedVariant(g, grp);
   out.run_now = out.variant;
-  if (!out.decision.fuse || !opts.profile) return out;   // step 1 decided, or config rules only
+  if (!out.decision.fuse) return out;
+  if (!opts.profile) {  // config rules only
+    if (off_grid) out.decision.reason += "; " + *off_grid;
+    return out;
+  }
 
   // Step 2: the profile.
   const GroupShape shape = DescribeGroup(g, grp, bindings);
@@ -399,10 +430,12 @@ FusionChoice ShouldFuse(const Graph& g, const FusionGroup& grp, const Bindings& 
       return out;
     }
     const std::string evidence = why_not + "; cost model with " + c.label + size_note;
-    const std::string terms = fmt::format("unfused {} ({} B, {} launches), fused {} ({} B, 1 launch)", Us(est->unfused_us),
-                                          est->unfused_bytes, est->unfused_launches, Us(est->fused_us), est->fused_bytes);
-    Choose(est->unfused_us, pattern ? std::optional<double>(est->fused_us) : std::nullopt,
-           pattern ? std::nullopt : std::optional<double>(est->fused_us), pattern, opts.margin, out, evidence, terms);
+    std::string terms = fmt::format("unfused {} ({} B, {} launches), fused {} ({} B, 1 launch)", Us(est->unfused_us),
+                                    est->unfused_bytes, est->unfused_launches, Us(est->fused_us), est->fused_bytes);
+    if (off_grid) terms += " as " + *off_grid;
+    const bool on_library = fused == Variant::kLibrary;
+    Choose(est->unfused_us, on_library ? std::optional<double>(est->fused_us) : std::nullopt,
+           on_library ? std::nullopt : std::optional<double>(est->fused_us), on_library, opts.margin, out, evidence, terms);
     out.source = DecisionSource::kCostModel;
   }
   out.run_now = out.variant;

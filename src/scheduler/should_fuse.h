@@ -9,7 +9,9 @@
 // factor 2 is used), choosing a fused variant only when it beats unfused by more than the margin;
 // (3) a cost model, bytes moved / bandwidth + launches x launch cost, with the constants the
 // profile measured or a default set that the reason labels as such. Without a profile only (1)
-// runs, so the pipeline behaves as it did before profiles existed. Compile cost: when the chosen
+// runs; the fused variant is then the library kernel for a pattern group and the JIT for a generic
+// group, except row-pattern groups whose rows are off the 16-byte grid within the register path's
+// width, which take the JIT (should_fuse.cc, OffGridRowsToJit). Compile cost: when the chosen
 // JIT kernel is not in the kernel cache, the decision says to run the fallback now while it
 // compiles in the background (BackgroundCompiler, background_compiler.h) and swap it in when ready.
 #pragma once

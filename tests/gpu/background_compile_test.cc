@@ -5,6 +5,7 @@
 // the generic group — and both match the CPU reference on poisoned outputs (RunHost poisons them).
 // The compile is held at its start (before_background_compile) so "first run = fallback" does not
 // depend on how fast NVRTC is. A captured CUDA graph keeps what it captured until re-captured.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -192,6 +193,64 @@ TEST_F(BackgroundCompileTest, PatternGroupRunsTheLibraryKernelMeanwhile) {
   EXPECT_EQ(x.kernels_per_run(), 1);
   for (const auto& [name, t] : *ref) ExpectClose("jit run: " + name, second->at(name), t);
   EXPECT_TRUE(x.fallbacks().empty());
+}
+
+// Without a profile, a row-pattern group whose rows are off the 16-byte grid is scheduled on the JIT
+// (should_fuse.cc, OffGridRowsToJit): under the default variant it runs its library kernel while the
+// JIT kernel compiles, then the JIT kernel; rows on the grid stay on the library kernel, no compile.
+// Every run matches the CPU reference.
+TEST_F(BackgroundCompileTest, OffGridRowPatternUnderAutoRunsTheLibraryThenTheJit) {
+  auto text = [](int cols) {
+    return fmt::format("graph offgrid\ninput x: bf16[T, {0}]\nparam w: bf16[{0}]\ny = rms_norm(x, w) {{eps=1e-5}}\noutput y\n",
+                       cols);
+  };
+  const Bindings b = {{"T", 300}};
+  {
+    Graph g = Parse(text(4999));  // 9998-byte rows: off the grid
+    auto inputs = RandomInputs(g, b, FreshSeed());
+    auto ref = RunGraphCpu(g, inputs, CpuRunOptions{b});
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    CompileGate gate;
+    auto ex = cuda::CudaExecutable::Create(g, HeldOptions(gate));
+    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+    cuda::CudaExecutable& x = **ex;
+    int lib_fallback = 0, jit_guarded = 0;
+    for (const auto& s : x.steps()) {
+      lib_fallback += s.guard == "fallback" && s.name.rfind("lib:", 0) == 0;
+      jit_guarded += s.guard == "background_jit" && s.kind == "jit";
+    }
+    EXPECT_EQ(lib_fallback, 1);
+    EXPECT_EQ(jit_guarded, 1);
+    ASSERT_FALSE(x.fallbacks().empty());
+    EXPECT_NE(x.fallbacks()[0].find("jit -> library (pending)"), std::string::npos) << x.fallbacks()[0];
+    auto first = x.RunHost(inputs, b);
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    ExpectClose("library run", first->at("y"), ref->at("y"));
+    gate.Release();
+    x.WaitForBackgroundCompiles();
+    EXPECT_EQ(x.generation(), 1u);
+    auto second = x.RunHost(inputs, b);
+    ASSERT_TRUE(second.ok()) << second.status().ToString();
+    EXPECT_EQ(x.kernels_per_run(), 1);
+    ExpectClose("jit run", second->at("y"), ref->at("y"));
+    EXPECT_TRUE(x.fallbacks().empty());
+  }
+  {
+    Graph g = Parse(text(4096));  // 8192-byte rows: on the grid
+    auto inputs = RandomInputs(g, b, FreshSeed());
+    auto ref = RunGraphCpu(g, inputs, CpuRunOptions{b});
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    CompileGate gate;
+    auto ex = cuda::CudaExecutable::Create(g, HeldOptions(gate));
+    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+    EXPECT_EQ((*ex)->pending_compiles(), 0);
+    ASSERT_EQ((*ex)->steps().size(), 1u);
+    EXPECT_EQ((*ex)->steps()[0].kind, "library") << (*ex)->steps()[0].name;
+    auto out = (*ex)->RunHost(inputs, b);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    ExpectClose("library run (on the grid)", out->at("y"), ref->at("y"));
+    EXPECT_EQ(gate.started.load(), 0);
+  }
 }
 
 // A captured graph keeps the fallback it captured; re-capturing after generation() moved on takes

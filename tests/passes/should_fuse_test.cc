@@ -205,6 +205,71 @@ TEST(ShouldFuse, ConfigRulesComeFirstAndUnboundRowsSkipTheProfile) {
   EXPECT_NE(uc.decision.reason.find("profile not consulted: rows unknown"), std::string::npos) << uc.decision.reason;
 }
 
+// Without a profile a row-pattern group runs its library kernel, except where its rows are off the
+// 16-byte grid (columns x element size not a multiple of 16) within the register path's width: there
+// the JIT (should_fuse.cc, OffGridRowsToJit). The grid depends on the dtype (4996 columns: bf16 off,
+// f32 on); a mask tensor, a wider row, a symbolic width or another pattern keeps the library.
+TEST(ShouldFuse, OffGridRowPatternsRunTheJitWithoutAProfile) {
+  struct Case {
+    const char* name;
+    std::string text;
+    std::string kind;
+    Variant want;
+  };
+  auto norm = [](const std::string& dt, const std::string& cols) {
+    return "graph g\ninput x: " + dt + "[T, " + cols + "]\nparam w: " + dt + "[" + cols + "]\ny = rms_norm(x, w) {eps=1e-5}\noutput y\n";
+  };
+  const std::vector<Case> cases = {
+      {"rms_norm bf16 4999", norm("bf16", "4999"), "pattern:rms_norm", Variant::kJit},
+      {"rms_norm bf16 4996", norm("bf16", "4996"), "pattern:rms_norm", Variant::kJit},
+      {"rms_norm f32 4996 (on the grid)", norm("f32", "4996"), "pattern:rms_norm", Variant::kLibrary},
+      {"rms_norm bf16 4096", norm("bf16", "4096"), "pattern:rms_norm", Variant::kLibrary},
+      {"rms_norm bf16 16383", norm("bf16", "16383"), "pattern:rms_norm", Variant::kJit},
+      {"rms_norm bf16 16385 (wider than the register path)", norm("bf16", "16385"), "pattern:rms_norm", Variant::kLibrary},
+      {"add_rms_norm f16 839",
+       "graph g\ninput x: f16[T, 839]\ninput r: f16[T, 839]\nparam w: f16[839]\ny, h = add_rms_norm(x, r, w)\noutput y, h\n",
+       "pattern:add_rms_norm", Variant::kJit},
+      {"layer_norm bf16 1535",
+       "graph g\ninput x: bf16[T, 1535]\nparam w: bf16[1535]\nparam b: bf16[1535]\ny = layer_norm(x, w, b) {eps=1e-5}\noutput y\n",
+       "pattern:layer_norm", Variant::kJit},
+      {"softmax f32 999", "graph g\ninput x: f32[T, 999]\ny = softmax(x) {scale=0.5}\noutput y\n", "pattern:softmax",
+       Variant::kJit},
+      {"softmax f32 999 with a mask",
+       "graph g\ninput x: f32[T, 999]\ninput m: f32[T, 999]\ny = softmax(x, m)\noutput y\n", "pattern:softmax",
+       Variant::kLibrary},
+      {"rms_norm bf16 C (symbolic width)", norm("bf16", "C"), "pattern:rms_norm", Variant::kLibrary},
+      {"swiglu bf16 4999 (not a row pattern)",
+       "graph g\ninput a: bf16[T, 4999]\ninput b: bf16[T, 4999]\ns = silu(a)\ny = mul(s, b)\noutput y\n", "pattern:swiglu",
+       Variant::kLibrary},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Bindings bind = {{"T", 4096}};
+    if (c.text.find("[C]") != std::string::npos) bind["C"] = 4999;
+    auto r = RunText(c.text, {}, bind);
+    auto groups = r.Kind(c.kind);
+    ASSERT_EQ(groups.size(), 1u) << r.Dump();
+    EXPECT_TRUE(groups[0]->decision.fuse) << groups[0]->decision.reason;
+    EXPECT_EQ(groups[0]->variant, c.want) << groups[0]->decision.reason;
+    const bool says = groups[0]->decision.reason.find("off the 16-byte grid") != std::string::npos;
+    EXPECT_EQ(says, c.want == Variant::kJit) << groups[0]->decision.reason;
+  }
+  // With a profile that has no series for the group, the cost model's fused candidate is the JIT too.
+  ProfileDb bare;
+  bare.device = {"NVIDIA H200", "9.0", "", 0, 0};
+  scheduler::ShouldFuseOptions opts;
+  opts.profile = &bare;
+  auto a = Ask(norm("bf16", "4999"), "pattern:rms_norm", 4096, opts);
+  EXPECT_EQ(a.choice.source, DecisionSource::kCostModel);
+  EXPECT_EQ(a.choice.variant, Variant::kJit) << a.choice.decision.reason;
+  EXPECT_NE(a.choice.decision.reason.find("off the 16-byte grid"), std::string::npos) << a.choice.decision.reason;
+  // ... and while that JIT kernel is not cached, the library kernel runs.
+  opts.jit_cached = false;
+  auto b = Ask(norm("bf16", "4999"), "pattern:rms_norm", 4096, opts);
+  EXPECT_TRUE(b.choice.compile_in_background);
+  EXPECT_EQ(b.choice.run_now, Variant::kLibrary);
+}
+
 TEST(SchedulePass, UsesTheProfileWhenGivenAndNothingElseChangesWithout) {
   auto text = Example("llama_decoder_layer.ofg");
   // fuse_matmul off: it would take the swiglu into a matmul group, which the profile does not judge.
