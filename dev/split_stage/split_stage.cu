@@ -13,6 +13,13 @@
 // full), against a 16-byte copy of the same bytes. Variants: K = 2, 4, 8 blocks a row, 256/512/1024
 // threads a block. Timed as one launch in a CUDA graph (dev/graph_time.h; tensors larger than L2),
 // checked against an f64 CPU reference on sampled rows (y poisoned first).
+// Answers (H200, 2026-12-03; of the probe's copy, best of the 9 configurations each): 385 x 235064
+// 0.754 (K 8, 512 threads, 3 blocks an SM), 1112 x 120600 0.845 (K 8, 256, 7), 648 x 173616 0.785
+// (K 8, 512, 4), 600 x 200968 0.796 (K 8, 512, 4), 1045 x 128336 0.819 (K 8, 256, 7), 2249 x 59664
+// 0.862 (K 4, 256, 7) — where the sweep's fused kernels ran these widths at 0.39-0.55 of the bench's
+// copy. The fastest configuration has each block's share at 15-60 KB and 3-7 blocks resident an SM
+// (1024-2048 threads an SM); one block an SM (K 2-4 at the widest rows, or 1024-thread blocks) is
+// 0.38-0.73. Not built into the kernels yet (docs/BENCHMARKS.md, "Wide rows with every SM busy").
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 dev/split_stage/split_stage.cu -o build/split_stage
 //   device: build/split_stage            (a table: shape, K, threads, blocks an SM, µs, copy µs, of copy)
 #include <cooperative_groups.h>

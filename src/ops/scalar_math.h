@@ -18,8 +18,16 @@
 //            torch's rsqrt: the IEEE divide and square root add registers to every norm kernel
 //            (a JIT layer_norm row fell below its residency target with them).
 //   erf1p    1 + erf(z), gelu's: host std::erfc(-z), which keeps the relative accuracy of the far
-//            negative tail (1 + erf cancels for z << 0); device 1 + erff(z), torch's and Triton's
-//            formula, about half the cost of erfcf. They differ by at most |z| * 3e-8 absolute.
+//            negative tail (1 + erf cancels for z << 0); device erfc by Numerical Recipes' erfcc
+//            (a Chebyshev fit, fractional error below 1.2e-7 for every z): erfc(a) = t exp(-a^2 +
+//            P(t)), t = 1 / (1 + a / 2), a = |z|, P of degree 9, so 1 + erf(z) = erfc(a) for z < 0
+//            and 2 - erfc(a) otherwise — branch-free, one MUFU.RCP and one MUFU.EX2. torch's and
+//            Triton's 1 + erff(z) evaluates two polynomial branches that diverge within a warp of
+//            signed inputs, which made geglu slower than swiglu over the same bytes (dev/geglu_erf;
+//            docs/BENCHMARKS.md, "geglu's erf"). Host and device differ by at most 4e-7 absolute
+//            (dev/geglu_erf checks fz::erf1p on the device over z in [-12, 12]), and the device
+//            keeps the relative accuracy of the negative tail (within 1e-5 down to results near
+//            2^-126, where ex2.approx.ftz flushes; 1 + erff(z) is 0 below z = -3.9).
 // Every other primitive is the correctly rounded (or IEEE) operation on both sides; NVRTC and nvcc
 // both compile with --fmad=true and without fast math, so library and JIT kernels evaluating the
 // same op agree bit for bit (tests/gpu/scalar_math_agree_test.cc).
@@ -54,7 +62,6 @@ FZ_PRIM(rsqrt, rsqrtf(x),                    1.0f / std::sqrt(x))
 FZ_PRIM(sin,   sinf(x),                      std::sin(x))
 FZ_PRIM(cos,   cosf(x),                      std::cos(x))
 FZ_PRIM(tanh,  tanhf(x),                     std::tanh(x))
-FZ_PRIM(erf1p, 1.0f + erff(x),               std::erfc(-x))
 FZ_PRIM2(fdiv, __fdividef(a, b),             a / b)
 FZ_PRIM2(fmax, fmaxf(a, b),                  std::fmax(a, b))
 FZ_PRIM2(fmin, fminf(a, b),                  std::fmin(a, b))
@@ -77,6 +84,28 @@ FZ_FN float exp(float x) {
   return exp2(x * 1.4426950408889634f);
 #else
   return std::exp(x);
+#endif
+}
+
+// 1 + erf(z) (the header's note): Numerical Recipes' erfcc on the device, std::erfc(-z) on the host.
+FZ_FN float erf1p(float z) {
+#if defined(__CUDA_ARCH__)
+  const float a = fabsf(z);
+  const float t = __fdividef(1.0f, fmaf(0.5f, a, 1.0f));
+  float p = 0.17087277f;
+  p = fmaf(p, t, -0.82215223f);
+  p = fmaf(p, t, 1.48851587f);
+  p = fmaf(p, t, -1.13520398f);
+  p = fmaf(p, t, 0.27886807f);
+  p = fmaf(p, t, -0.18628806f);
+  p = fmaf(p, t, 0.09678418f);
+  p = fmaf(p, t, 0.37409196f);
+  p = fmaf(p, t, 1.00002368f);
+  p = fmaf(p, t, -1.26551223f);
+  const float e = t * exp2(fmaf(-a, a, p) * 1.4426950408889634f);
+  return z < 0.0f ? e : 2.0f - e;
+#else
+  return std::erfc(-z);
 #endif
 }
 

@@ -4,8 +4,9 @@
 // should_fuse.h): the config rules (enable_fusion, group size, min_tensor_elements on the largest
 // tensor with the --shape bindings; an unbound symbol keeps the group fusable, "size depends on
 // T"), then — only when PassContext::profile is set — the measured profile and the cost model.
-// Without a profile: "jit" for fused generic groups (and row-pattern groups whose rows are off the
-// 16-byte grid: should_fuse.cc, OffGridRowsToJit), "library" for other fused pattern groups, library
+// Without a profile: "jit" for fused generic groups (and the pattern groups whose JIT kernel measured
+// faster: row patterns off the 16-byte grid, geglu; should_fuse.cc, PatternOnTheJit), "library" for
+// other fused pattern groups, library
 // ops and composites that cannot be split, "unfused" (op by op) for everything else. The full
 // answers (source, expected us saved, evidence) are left in PassContext::choices for `explain`.
 // Ops left without a group (fuse_generic switched off) get single groups here, so the partition

@@ -122,18 +122,31 @@ std::optional<Point> Lookup(const ProfileDb& db, const GroupShape& s, std::strin
 
 std::string Us(double v) { return fmt::format("{:.2f} us", v); }
 
-// Without a measurement, which kernel a fused row-pattern group runs. The library row kernels load a
-// row in 16-byte vectors only where the row starts on the 16-byte grid (columns x element size a
-// multiple of 16); off that grid they take their shifted path, and there the JIT kernel (which covers
-// the row with an aligned body and masked ends) was faster on almost every case up to the register
-// path's width (docs/BENCHMARKS.md, "Library or JIT for a row group"). So: rms_norm, add_rms_norm,
-// layer_norm and softmax without a mask tensor, rows off the grid, at most kMaxRegisterCols columns
-// -> the JIT (its library kernel runs while it compiles in the background); everything else, and
-// any group whose width is unknown, -> the library. Returns the reason for the JIT, or nullopt.
-std::optional<std::string> OffGridRowsToJit(const Graph& g, const FusionGroup& grp) {
+// Without a measurement, which kernel a fused pattern group runs: its library kernel, except where the
+// JIT kernel measured faster across the untuned sweeps (docs/BENCHMARKS.md, "Library or JIT for a
+// pattern group"):
+//   * row patterns off the 16-byte grid. The library row kernels load a row in 16-byte vectors only
+//     where it starts on the grid (columns x element size a multiple of 16); off it they take their
+//     shifted path, and there the JIT kernel (an aligned body and masked ends) was faster for the norms
+//     at every width up to the register path's, and for the softmax (plain, scaled, causal) up to about
+//     a thousand columns, while the library softmax was faster at a few thousand columns with hundreds
+//     of rows or more. So rms_norm, add_rms_norm and layer_norm off the grid up to kMaxRegisterCols
+//     columns, and softmax without a mask tensor off the grid up to kSoftmaxJitMaxCols columns;
+//   * geglu in its erf form, at every shape: the JIT's pointwise kernel was faster than the library's
+//     GLU kernel from decode sizes (its 4-byte-pack decode function) to prefill sizes (swiglu, the
+//     same kernel with a cheaper activation, is level and stays on the library, which fuse_matmul's
+//     GEMV epilogue shares).
+// The JIT group runs its library kernel while it compiles in the background. Everything else, and a
+// row group whose width is unknown, -> the library. Returns the reason for the JIT, or nullopt.
+constexpr int64_t kSoftmaxJitMaxCols = 2048;
+std::optional<std::string> PatternOnTheJit(const Graph& g, const FusionGroup& grp) {
   const auto compute = fusion::ComputeNodes(g, grp.nodes);
   if (compute.size() != 1) return std::nullopt;
   const Node& node = g.nodes[compute.front()];
+  if (node.op == OpKind::kGeglu) {
+    if (AttrString(node.attrs, "approximate", "none") != "none") return std::nullopt;
+    return std::string("geglu: the JIT kernel (faster than the library's GLU kernel at decode and prefill sizes)");
+  }
   const bool row_norm = node.op == OpKind::kRmsNorm || node.op == OpKind::kAddRmsNorm || node.op == OpKind::kLayerNorm;
   const bool plain_softmax = node.op == OpKind::kSoftmax && node.inputs.size() == 1;
   if (!row_norm && !plain_softmax) return std::nullopt;
@@ -141,10 +154,11 @@ std::optional<std::string> OffGridRowsToJit(const Graph& g, const FusionGroup& g
   if (x.shape.empty() || !x.shape.back().is_static()) return std::nullopt;
   const int64_t cols = x.shape.back().value;
   const int64_t row_bytes = cols * DTypeSize(x.dtype);
-  if (row_bytes % 16 == 0 || cols > target::kMaxRegisterCols) return std::nullopt;
+  const int64_t max_cols = row_norm ? target::kMaxRegisterCols : kSoftmaxJitMaxCols;
+  if (row_bytes % 16 == 0 || cols > max_cols) return std::nullopt;
   return fmt::format("rows of {} {} elements ({} B) are off the 16-byte grid and within {} columns: the JIT kernel "
                      "(the library's shifted rows are slower there)",
-                     cols, DTypeName(x.dtype), row_bytes, target::kMaxRegisterCols);
+                     cols, DTypeName(x.dtype), row_bytes, max_cols);
 }
 
 // Picks between unfused and the best allowed fused variant with the margin. Fills `out`.
@@ -393,13 +407,13 @@ FusionChoice ShouldFuse(const Graph& g, const FusionGroup& grp, const Bindings& 
     if (!gated.fuse) size_note = "; min_tensor_elements not applied with a profile (it would say: " + gated.reason + ")";
   }
   const bool pattern = IsPattern(grp);
-  const std::optional<std::string> off_grid = pattern ? OffGridRowsToJit(g, grp) : std::nullopt;
-  const Variant fused = pattern && !off_grid ? Variant::kLibrary : Variant::kJit;
+  const std::optional<std::string> on_jit = pattern ? PatternOnTheJit(g, grp) : std::nullopt;
+  const Variant fused = pattern && !on_jit ? Variant::kLibrary : Variant::kJit;
   out.variant = out.decision.fuse ? fused : NotFusedVariant(g, grp);
   out.run_now = out.variant;
   if (!out.decision.fuse) return out;
   if (!opts.profile) {  // config rules only
-    if (off_grid) out.decision.reason += "; " + *off_grid;
+    if (on_jit) out.decision.reason += "; " + *on_jit;
     return out;
   }
 
@@ -432,7 +446,7 @@ FusionChoice ShouldFuse(const Graph& g, const FusionGroup& grp, const Bindings& 
     const std::string evidence = why_not + "; cost model with " + c.label + size_note;
     std::string terms = fmt::format("unfused {} ({} B, {} launches), fused {} ({} B, 1 launch)", Us(est->unfused_us),
                                     est->unfused_bytes, est->unfused_launches, Us(est->fused_us), est->fused_bytes);
-    if (off_grid) terms += " as " + *off_grid;
+    if (on_jit) terms += " as " + *on_jit;
     const bool on_library = fused == Variant::kLibrary;
     Choose(est->unfused_us, on_library ? std::optional<double>(est->fused_us) : std::nullopt,
            on_library ? std::nullopt : std::optional<double>(est->fused_us), on_library, opts.margin, out, evidence, terms);

@@ -10,8 +10,8 @@
 // (3) a cost model, bytes moved / bandwidth + launches x launch cost, with the constants the
 // profile measured or a default set that the reason labels as such. Without a profile only (1)
 // runs; the fused variant is then the library kernel for a pattern group and the JIT for a generic
-// group, except row-pattern groups whose rows are off the 16-byte grid within the register path's
-// width, which take the JIT (should_fuse.cc, OffGridRowsToJit). Compile cost: when the chosen
+// group, except the pattern groups whose JIT kernel measured faster (row patterns off the 16-byte
+// grid, geglu: should_fuse.cc, PatternOnTheJit), which take the JIT. Compile cost: when the chosen
 // JIT kernel is not in the kernel cache, the decision says to run the fallback now while it
 // compiles in the background (BackgroundCompiler, background_compiler.h) and swap it in when ready.
 #pragma once

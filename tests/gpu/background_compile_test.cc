@@ -196,10 +196,11 @@ TEST_F(BackgroundCompileTest, PatternGroupRunsTheLibraryKernelMeanwhile) {
 }
 
 // Without a profile, a row-pattern group whose rows are off the 16-byte grid is scheduled on the JIT
-// (should_fuse.cc, OffGridRowsToJit): under the default variant it runs its library kernel while the
-// JIT kernel compiles, then the JIT kernel; rows on the grid stay on the library kernel, no compile.
+// (should_fuse.cc, PatternOnTheJit): under the default variant it runs its library kernel while the
+// JIT kernel compiles, then the JIT kernel; so does geglu (erf form) at any width; rows on the grid
+// stay on the library kernel, no compile.
 // Every run matches the CPU reference.
-TEST_F(BackgroundCompileTest, OffGridRowPatternUnderAutoRunsTheLibraryThenTheJit) {
+TEST_F(BackgroundCompileTest, OffGridRowPatternAndGegluUnderAutoRunTheLibraryThenTheJit) {
   auto text = [](int cols) {
     return fmt::format("graph offgrid\ninput x: bf16[T, {0}]\nparam w: bf16[{0}]\ny = rms_norm(x, w) {{eps=1e-5}}\noutput y\n",
                        cols);
@@ -233,6 +234,33 @@ TEST_F(BackgroundCompileTest, OffGridRowPatternUnderAutoRunsTheLibraryThenTheJit
     ASSERT_TRUE(second.ok()) << second.status().ToString();
     EXPECT_EQ(x.kernels_per_run(), 1);
     ExpectClose("jit run", second->at("y"), ref->at("y"));
+    EXPECT_TRUE(x.fallbacks().empty());
+  }
+  {
+    // geglu (erf form) takes the JIT at every shape, on the grid too
+    Graph g = Parse("graph gg\ninput a: bf16[T, 4096]\ninput u: bf16[T, 4096]\ny = geglu(a, u)\noutput y\n");
+    auto inputs = RandomInputs(g, b, FreshSeed());
+    auto ref = RunGraphCpu(g, inputs, CpuRunOptions{b});
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    CompileGate gate;
+    auto ex = cuda::CudaExecutable::Create(g, HeldOptions(gate));
+    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+    cuda::CudaExecutable& x = **ex;
+    int lib_fallback = 0, jit_guarded = 0;
+    for (const auto& s : x.steps()) {
+      lib_fallback += s.guard == "fallback" && s.name.rfind("lib:", 0) == 0;
+      jit_guarded += s.guard == "background_jit" && s.kind == "jit";
+    }
+    EXPECT_EQ(lib_fallback, 1);
+    EXPECT_EQ(jit_guarded, 1);
+    auto first = x.RunHost(inputs, b);
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    ExpectClose("geglu library run", first->at("y"), ref->at("y"));
+    gate.Release();
+    x.WaitForBackgroundCompiles();
+    auto second = x.RunHost(inputs, b);
+    ASSERT_TRUE(second.ok()) << second.status().ToString();
+    ExpectClose("geglu jit run", second->at("y"), ref->at("y"));
     EXPECT_TRUE(x.fallbacks().empty());
   }
   {

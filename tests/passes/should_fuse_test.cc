@@ -207,9 +207,10 @@ TEST(ShouldFuse, ConfigRulesComeFirstAndUnboundRowsSkipTheProfile) {
 
 // Without a profile a row-pattern group runs its library kernel, except where its rows are off the
 // 16-byte grid (columns x element size not a multiple of 16) within the register path's width: there
-// the JIT (should_fuse.cc, OffGridRowsToJit). The grid depends on the dtype (4996 columns: bf16 off,
-// f32 on); a mask tensor, a wider row, a symbolic width or another pattern keeps the library.
-TEST(ShouldFuse, OffGridRowPatternsRunTheJitWithoutAProfile) {
+// the JIT (should_fuse.cc, PatternOnTheJit). The grid depends on the dtype (4996 columns: bf16 off,
+// f32 on); a mask tensor, a wider row (for the softmax: past 2048 columns), a symbolic width or
+// another pattern keeps the library — but geglu's erf form, which takes the JIT at every shape.
+TEST(ShouldFuse, OffGridRowPatternsAndGegluRunTheJitWithoutAProfile) {
   struct Case {
     const char* name;
     std::string text;
@@ -234,10 +235,19 @@ TEST(ShouldFuse, OffGridRowPatternsRunTheJitWithoutAProfile) {
        "pattern:layer_norm", Variant::kJit},
       {"softmax f32 999", "graph g\ninput x: f32[T, 999]\ny = softmax(x) {scale=0.5}\noutput y\n", "pattern:softmax",
        Variant::kJit},
+      {"softmax bf16 4999 (wider than the softmax's JIT rule)",
+       "graph g\ninput x: bf16[T, 4999]\ny = softmax(x) {scale=0.5}\noutput y\n", "pattern:softmax", Variant::kLibrary},
+      {"causal softmax bf16 1001", "graph g\ninput x: bf16[T, 1001]\ny = softmax(x) {causal=1}\noutput y\n",
+       "pattern:softmax", Variant::kJit},
       {"softmax f32 999 with a mask",
        "graph g\ninput x: f32[T, 999]\ninput m: f32[T, 999]\ny = softmax(x, m)\noutput y\n", "pattern:softmax",
        Variant::kLibrary},
       {"rms_norm bf16 C (symbolic width)", norm("bf16", "C"), "pattern:rms_norm", Variant::kLibrary},
+      {"geglu bf16 4096 (erf form: the JIT at every shape)",
+       "graph g\ninput a: bf16[T, 4096]\ninput b: bf16[T, 4096]\ny = geglu(a, b)\noutput y\n", "pattern:geglu", Variant::kJit},
+      {"geglu bf16 4096 (tanh form)",
+       "graph g\ninput a: bf16[T, 4096]\ninput b: bf16[T, 4096]\ny = geglu(a, b) {approximate=\"tanh\"}\noutput y\n",
+       "pattern:geglu", Variant::kLibrary},
       {"swiglu bf16 4999 (not a row pattern)",
        "graph g\ninput a: bf16[T, 4999]\ninput b: bf16[T, 4999]\ns = silu(a)\ny = mul(s, b)\noutput y\n", "pattern:swiglu",
        Variant::kLibrary},
@@ -251,7 +261,8 @@ TEST(ShouldFuse, OffGridRowPatternsRunTheJitWithoutAProfile) {
     ASSERT_EQ(groups.size(), 1u) << r.Dump();
     EXPECT_TRUE(groups[0]->decision.fuse) << groups[0]->decision.reason;
     EXPECT_EQ(groups[0]->variant, c.want) << groups[0]->decision.reason;
-    const bool says = groups[0]->decision.reason.find("off the 16-byte grid") != std::string::npos;
+    const bool says = groups[0]->decision.reason.find("off the 16-byte grid") != std::string::npos ||
+                      groups[0]->decision.reason.find("geglu: the JIT kernel") != std::string::npos;
     EXPECT_EQ(says, c.want == Variant::kJit) << groups[0]->decision.reason;
   }
   // With a profile that has no series for the group, the cost model's fused candidate is the JIT too.
