@@ -153,12 +153,13 @@ std::optional<std::string> PatternOnTheJit(const Graph& g, const FusionGroup& gr
   const TensorType& x = g.values[node.inputs[0]].type;
   if (x.shape.empty() || !x.shape.back().is_static()) return std::nullopt;
   const int64_t cols = x.shape.back().value;
-  const int64_t row_bytes = cols * DTypeSize(x.dtype);
+  const int elem_bytes = DTypeSize(x.dtype);
   const int64_t max_cols = row_norm ? target::kMaxRegisterCols : kSoftmaxJitMaxCols;
-  if (row_bytes % 16 == 0 || cols > max_cols) return std::nullopt;
+  // the library kernels' own test for their shifted-row path (aligned bases, rows off the grid)
+  if (!target::ChooseRowAccess(cols, elem_bytes, /*all_aligned=*/true).shifted || cols > max_cols) return std::nullopt;
   return fmt::format("rows of {} {} elements ({} B) are off the 16-byte grid and within {} columns: the JIT kernel "
                      "(the library's shifted rows are slower there)",
-                     cols, DTypeName(x.dtype), row_bytes, max_cols);
+                     cols, DTypeName(x.dtype), cols * elem_bytes, max_cols);
 }
 
 // Picks between unfused and the best allowed fused variant with the margin. Fills `out`.

@@ -206,8 +206,11 @@ TEST_F(BackgroundCompileTest, OffGridRowPatternAndGegluUnderAutoRunTheLibraryThe
                        cols);
   };
   const Bindings b = {{"T", 300}};
-  {
-    Graph g = Parse(text(4999));  // 9998-byte rows: off the grid
+  // The one pattern group of `graph` under the default variant: a library fallback step and a guarded
+  // JIT step, the library kernel until the held compile is released, then the JIT kernel.
+  auto library_then_jit = [&](const std::string& what, const std::string& graph) {
+    SCOPED_TRACE(what);
+    Graph g = Parse(graph);
     auto inputs = RandomInputs(g, b, FreshSeed());
     auto ref = RunGraphCpu(g, inputs, CpuRunOptions{b});
     ASSERT_TRUE(ref.ok()) << ref.status().ToString();
@@ -226,43 +229,19 @@ TEST_F(BackgroundCompileTest, OffGridRowPatternAndGegluUnderAutoRunTheLibraryThe
     EXPECT_NE(x.fallbacks()[0].find("jit -> library (pending)"), std::string::npos) << x.fallbacks()[0];
     auto first = x.RunHost(inputs, b);
     ASSERT_TRUE(first.ok()) << first.status().ToString();
-    ExpectClose("library run", first->at("y"), ref->at("y"));
+    ExpectClose(what + ": library run", first->at("y"), ref->at("y"));
     gate.Release();
     x.WaitForBackgroundCompiles();
     EXPECT_EQ(x.generation(), 1u);
     auto second = x.RunHost(inputs, b);
     ASSERT_TRUE(second.ok()) << second.status().ToString();
     EXPECT_EQ(x.kernels_per_run(), 1);
-    ExpectClose("jit run", second->at("y"), ref->at("y"));
+    ExpectClose(what + ": jit run", second->at("y"), ref->at("y"));
     EXPECT_TRUE(x.fallbacks().empty());
-  }
-  {
-    // geglu (erf form) takes the JIT at every shape, on the grid too
-    Graph g = Parse("graph gg\ninput a: bf16[T, 4096]\ninput u: bf16[T, 4096]\ny = geglu(a, u)\noutput y\n");
-    auto inputs = RandomInputs(g, b, FreshSeed());
-    auto ref = RunGraphCpu(g, inputs, CpuRunOptions{b});
-    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
-    CompileGate gate;
-    auto ex = cuda::CudaExecutable::Create(g, HeldOptions(gate));
-    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
-    cuda::CudaExecutable& x = **ex;
-    int lib_fallback = 0, jit_guarded = 0;
-    for (const auto& s : x.steps()) {
-      lib_fallback += s.guard == "fallback" && s.name.rfind("lib:", 0) == 0;
-      jit_guarded += s.guard == "background_jit" && s.kind == "jit";
-    }
-    EXPECT_EQ(lib_fallback, 1);
-    EXPECT_EQ(jit_guarded, 1);
-    auto first = x.RunHost(inputs, b);
-    ASSERT_TRUE(first.ok()) << first.status().ToString();
-    ExpectClose("geglu library run", first->at("y"), ref->at("y"));
-    gate.Release();
-    x.WaitForBackgroundCompiles();
-    auto second = x.RunHost(inputs, b);
-    ASSERT_TRUE(second.ok()) << second.status().ToString();
-    ExpectClose("geglu jit run", second->at("y"), ref->at("y"));
-    EXPECT_TRUE(x.fallbacks().empty());
-  }
+  };
+  library_then_jit("rms_norm 4999 (9998-byte rows: off the grid)", text(4999));
+  library_then_jit("geglu 4096 (the erf form takes the JIT on the grid too)",
+                   "graph gg\ninput a: bf16[T, 4096]\ninput u: bf16[T, 4096]\ny = geglu(a, u)\noutput y\n");
   {
     Graph g = Parse(text(4096));  // 8192-byte rows: on the grid
     auto inputs = RandomInputs(g, b, FreshSeed());
