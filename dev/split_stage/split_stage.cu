@@ -19,7 +19,8 @@
 // 0.862 (K 4, 256, 7) — where the sweep's fused kernels ran these widths at 0.39-0.55 of the bench's
 // copy. The fastest configuration has each block's share at 15-60 KB and 3-7 blocks resident an SM
 // (1024-2048 threads an SM); one block an SM (K 2-4 at the widest rows, or 1024-thread blocks) is
-// 0.38-0.73. Not built into the kernels yet (docs/BENCHMARKS.md, "Wide rows with every SM busy").
+// 0.38-0.73. Built into the library kernels and the JIT as the staged split (target::ChooseRowStageSplit,
+// kernels/staged_row.cuh; docs/BENCHMARKS.md, "The staged split").
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 dev/split_stage/split_stage.cu -o build/split_stage
 //   device: build/split_stage            (a table: shape, K, threads, blocks an SM, µs, copy µs, of copy)
 #include <cooperative_groups.h>

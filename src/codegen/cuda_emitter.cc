@@ -186,6 +186,21 @@ class Emitter {
           EmitRowLooped(b);
           stage_now_ = false;
         });
+        if (ssplit_elem_ > 0) {
+          out.stage_split_function = out.function + "_stagesplit";
+          out.stage_split_elem_bytes = ssplit_elem_;
+          out.stage_split_inputs = static_cast<int>(stage_inputs_.size());
+          s += fmt::format("// {}: a cluster of 2 to {} blocks a row (the launch's), each staging its share of the row windows "
+                           "in shared memory, the reductions over the cluster\n",
+                           out.stage_split_function, target::kRowSplitBlocks);
+          EmitFunction(s, out.stage_split_function, target::kRowStageSplitMaxThreads, out.PdlIn(out.stage_split_function),
+                       [&](std::string& b) {
+                         stage_now_ = ssplit_now_ = true;
+                         ssplit_xch_ = 0;
+                         EmitRowLooped(b);
+                         stage_now_ = ssplit_now_ = false;
+                       });
+        }
         vec_ = saved_vec;
         ix_ = "long long";
       }
@@ -304,6 +319,20 @@ class Emitter {
     // odd widths too — instead of the looped function's narrower vectors: columns c0 = v x W - sh.
     const int w = WindowVec();
     if (w > vec_) window_vec_ = w;
+    // The staged split function (target::ChooseRowStageSplit; clusters): where every staged input has
+    // one element size and the stage function computes over their 16-byte vectors (the blocks' shares
+    // are whole window vectors of every input), for kernels that write rows (a kernel with per-row
+    // outputs only streams its rows or stages them whole).
+    if (o_.clusters && !RowOutputsOnly()) {
+      int size = 0;
+      bool one = true;
+      for (const auto& [in, off] : stage_inputs_) {
+        const int z = DTypeSize(k_.inputs[in].type.dtype);
+        one = one && (size == 0 || size == z);
+        size = z;
+      }
+      if (one && size > 0 && (window_vec_ > 0 ? window_vec_ : vec_) * size == 16) ssplit_elem_ = size;
+    }
   }
 
   // The window vector (16 / the element size) where a row kernel can compute over 16-byte vectors
@@ -673,8 +702,8 @@ class Emitter {
     const char* ct = CType(k_.inputs[in].type.dtype);
     const bool staged = stage_now_ && stage_inputs_.count(in);
     s += fmt::format("    unsigned accw{} = fz_max2<{}>::kInit;  // the max of each element pair so far (raw words)\n", rd, ct);
-    s += fmt::format("    for ({2} c0 = ({2})threadIdx.x * {0}{1}; c0 < C; c0 += ({2})blockDim.x * {0}) {{\n", vec_,
-                     Windowed() ? " - " + ShiftName() : "", ix_);
+    s += fmt::format("    for ({2} c0 = {3}({2})threadIdx.x * {0}{1}; c0 < {4}; c0 += ({2})blockDim.x * {0}) {{\n", vec_,
+                     Windowed() ? " - " + ShiftName() : "", ix_, LoopStart(), LoopEnd());
     s += fmt::format("      if (c0 >= 0 && c0 + {} <= C) {{\n", vec_);
     s += fmt::format("        fz_pack<{}, {}> q;\n", ct, vec_);
     s += staged ? fmt::format("        q.load(xs{0}, sh{0} + (c0));\n", in) : fmt::format("        q.load(in{}, {});\n", in, Index(in, "r", "c0"));
@@ -1326,8 +1355,8 @@ class Emitter {
     // Column indices: ix_ (the stage function's rows fit shared memory, so 32-bit ints there), the
     // stream's ColType() (32-bit for static widths; the row offset stays 64-bit).
     const std::string ix = stream_now_ ? ColType() : ix_;
-    s += fmt::format("    for ({3} cb = ({3})threadIdx.x * {0}{2}; cb < C; cb += ({3})blockDim.x * {1}) {{\n", vec_, vec_ * U,
-                     Windowed() ? " - " + ShiftName() : "", ix);
+    s += fmt::format("    for ({3} cb = {4}({3})threadIdx.x * {0}{2}; cb < {5}; cb += ({3})blockDim.x * {1}) {{\n", vec_, vec_ * U,
+                     Windowed() ? " - " + ShiftName() : "", ix, LoopStart(), LoopEnd());
     for (int in : used)
       s += packed.count(in) ? fmt::format("      fz_pack<{}, {}> xq{}[{}];\n", CType(k_.inputs[in].type.dtype), vec_, in, U)
                             : fmt::format("      float xu{}[{}][{}];\n", in, U, vec_);
@@ -1434,9 +1463,9 @@ class Emitter {
                        ninf, vec_, S, ex("va[j]", fmt::format("acc{}", M)));
     });
     s += fmt::format("    {{\n      const float mt = acc{};  // this thread's max\n", M);
-    s += fmt::format("      acc{0} = fz::block_reduce<fz::MaxOp>(acc{0}, smem);\n", M);
+    s += fmt::format("      acc{0} = {1};\n", M, ReduceCall("MaxOp", fmt::format("acc{}", M)));
     s += fmt::format("      acc{0} = mt == {1} ? 0.0f : acc{0} * {2};\n", S, ninf, ex("mt", fmt::format("acc{}", M)));
-    s += fmt::format("      acc{0} = fz::block_reduce<fz::SumOp>(acc{0}, smem);\n    }}\n", S);
+    s += fmt::format("      acc{0} = {1};\n    }}\n", S, ReduceCall("SumOp", fmt::format("acc{}", S)));
   }
 
   // The stage function (stage_now_): persistent blocks; each row's windows are copied into shared
@@ -1446,6 +1475,56 @@ class Emitter {
   // the next row's copies are issued before the current row is computed (the library's StagedRows,
   // kernels/fused_common.cuh).
   void EmitRowLooped(std::string& s) {
+    if (ssplit_now_) {
+      EmitStageSplitRow(s);
+    } else {
+      EmitRowLoopHead(s);
+    }
+    EmitRowLoopBody(s);
+  }
+  // The staged split function's row (ssplit_now_; the library's kernels/staged_row.cuh): row
+  // blockIdx.x / CL of a cluster of CL blocks, the block of rank k staging window vectors [V0, V1) =
+  // [k x SHV, min((k + 1) x SHV, NV)) of every staged input (SHV: target::RowSplitChunk's share of
+  // the widest row's window) at xs<in> + v x N, then the passes over its share — columns [CB - sh,
+  // CE) — with every reduction combined over the cluster (fz::cluster_reduce, one pushed exchange
+  // each, their mbarriers armed before the cluster barrier that follows the copies).
+  void EmitStageSplitRow(std::string& s) {
+    int nred = 0;
+    for (size_t e = 0; e < k_.exprs.size(); ++e) nred += live_[e] && k_.exprs[e].kind == ExprKind::kReduce;
+    const int n = 16 / ssplit_elem_;
+    const int64_t wnv = target::RowStageWindowBytes(k_.cols().value, ssplit_elem_) / 16;
+    s += "  __shared__ float smem[64];\n  int phase = 0;\n  (void)phase;\n";
+    s += "  extern __shared__ __align__(16) unsigned char fz_stage[];\n";
+    s += fmt::format("  const int CL = (int)fz::cluster_blocks();  // blocks a row (the launch's cluster)\n"
+                     "  const int SHV = ({}LL + CL - 1) / CL;  // window vectors a block stages (target::RowSplitChunk)\n", wnv);
+    s += fmt::format("  __shared__ float parts[{0}][{1}];  // reduction i: block k's partial in parts[i][k]\n"
+                     "  __shared__ unsigned long long bars[{0}];\n"
+                     "  if (threadIdx.x == 0)\n    for (int i = 0; i < {2}; ++i) fz::push_arm(&bars[i], 4u * CL);\n",
+                     std::max(nred, 1), target::kRowSplitBlocks, nred);
+    s += "  {\n    const long long r = (long long)blockIdx.x / CL;  // the launcher's grid is exactly R clusters\n";
+    s += fmt::format("    const int sh = (int)((r * C) % {0});  // the row start past the 16-byte boundary (elements)\n"
+                     "    const int NV = (int)((sh + C + {1}) / {0});  // the row's window vectors\n", n, n - 1);
+    s += "    const int V0 = min((int)fz::cluster_rank() * SHV, NV), V1 = min(V0 + SHV, NV);  // this block's share\n";
+    int k = 0;
+    for (const auto& [in, off] : stage_inputs_) {
+      const char* ct = CType(k_.inputs[in].type.dtype);
+      s += fmt::format("    {0}* const xw{1} = reinterpret_cast<{0}*>(fz_stage + {2} * SHV * 16);\n", ct, in, k++);
+      // whole 16-byte copies but for the row's last vector, the only one that may end past the row
+      s += fmt::format("    for (int v = V0 + (int)threadIdx.x; v < V1; v += blockDim.x) {{\n"
+                       "      const {0}* g = in{1} + r * C - sh + (long long)v * {2};\n"
+                       "      if (v < NV - 1) fz::cp_async16(xw{1} + (v - V0) * {2}, g);\n"
+                       "      else fz::cp_async16(xw{1} + (v - V0) * {2}, g, (int)(sh + C - (long long)v * {2}) * {3});\n    }}\n",
+                       ct, in, n, ssplit_elem_);
+      s += fmt::format("    const {0}* const xs{1} = xw{1} - V0 * {2};  // window vector v at xs{1} + v * {2}\n"
+                       "    const int sh{1} = sh;\n", ct, in, n);
+    }
+    s += "    fz::cp_async_commit();\n"
+         "    fz::cluster_sync();  // every block's mbarriers armed before any push (the copies in flight)\n"
+         "    fz::cp_async_wait<0>();\n    __syncthreads();  // every thread's copies have landed\n";
+    s += fmt::format("    const int CB = V0 * {0};  // this block's first window element\n"
+                     "    const int CE = (int)min((long long)C, (long long)V1 * {0} - sh);  // past its last column\n", n);
+  }
+  void EmitRowLoopHead(std::string& s) {
     s += "  __shared__ float smem[32];\n";
     if (stage_now_) {
       s += "  extern __shared__ __align__(16) unsigned char fz_stage[];\n";
@@ -1487,6 +1566,8 @@ class Emitter {
         s += fmt::format("    const {0}* xs{1} = reinterpret_cast<const {0}*>(fz_stage + buf * {2} + {3});\n", ct, in, stage_bytes_, off);
       }
     }
+  }
+  void EmitRowLoopBody(std::string& s) {
     EmitRowDefs(s, 0, "    ");
     for (int p = 1; p <= k_.num_passes; ++p) {
       if (const OnlineMaxSum om = FindOnlineMaxSum(p); om.max_rd >= 0 && !StageRawMax(om)) {
@@ -1517,7 +1598,7 @@ class Emitter {
         }
       }, [](std::string&) {});
       for (int rd : reds)
-        s += fmt::format("    acc{0} = fz::block_reduce<fz::{1}>(acc{0}, smem);\n", rd, k_.exprs[rd].op == OpKind::kMax ? "MaxOp" : "SumOp");
+        s += fmt::format("    acc{0} = {1};\n", rd, ReduceCall(k_.exprs[rd].op == OpKind::kMax ? "MaxOp" : "SumOp", fmt::format("acc{}", rd)));
       EmitRowDefs(s, p, "    ");
     }
     // Epilogue: outputs.
@@ -1539,10 +1620,22 @@ class Emitter {
     }
     for (size_t o = 0; o < k_.outputs.size(); ++o)
       if (k_.outputs[o].tensor.access == Access::kRowScalar)
-        s += fmt::format("    if (threadIdx.x == 0) out{}[r] = fz_cvt<{}>::from(e{});\n", o, CType(k_.outputs[o].tensor.type.dtype),
-                         k_.outputs[o].expr);
-    if (stage_now_) s += "    __syncthreads();  // every thread is done with buffer `buf` before it is refilled\n    if (twin) buf ^= 1;\n";
+        s += fmt::format("    if (threadIdx.x == 0{}) out{}[r] = fz_cvt<{}>::from(e{});\n", ssplit_now_ ? " && fz::cluster_rank() == 0" : "", o,
+                         CType(k_.outputs[o].tensor.type.dtype), k_.outputs[o].expr);
+    if (stage_now_ && !ssplit_now_)
+      s += "    __syncthreads();  // every thread is done with buffer `buf` before it is refilled\n    if (twin) buf ^= 1;\n";
+    // (the staged split: no closing cluster barrier, nothing reads another block's shared memory)
     s += "  }\n";
+  }
+  // The looped passes' columns: the staged split's share [CB - sh, CE), else the row.
+  std::string LoopStart() const { return ssplit_now_ ? "CB + " : ""; }
+  std::string LoopEnd() const { return ssplit_now_ ? "CE" : "C"; }
+  // A looped pass's reduction of `acc`: over the block, or (the staged split) over the cluster, the
+  // exchanges numbered in emission order.
+  std::string ReduceCall(const char* op, const std::string& acc) {
+    if (!ssplit_now_) return fmt::format("fz::block_reduce<fz::{}>({}, smem)", op, acc);
+    const int i = ssplit_xch_++;
+    return fmt::format("fz::cluster_reduce<fz::{}>({}, (int)blockDim.x, smem, phase, parts[{}], &bars[{}], CL)", op, acc, i, i);
   }
 
   const Kernel& k_;
@@ -1558,7 +1651,10 @@ class Emitter {
   bool reg_window_ = false;                                 // the prefill function in window mode (vec_ is the window's)
   bool reg_now_ = false;                                    // emitting a register-path function (not the split one)
   bool edge_now_ = false;                                   // window mode: emitting the edge vectors' element loop
-  bool stage_now_ = false;                                  // emitting the stage function
+  bool stage_now_ = false;                                  // emitting the stage function (or the staged split)
+  bool ssplit_now_ = false;                                 // emitting the staged split function
+  int ssplit_xch_ = 0;                                      // the staged split's exchanges emitted so far
+  int ssplit_elem_ = 0;                                     // the staged inputs' element size (0: no staged split)
   int stream_vec_ = 0;                                      // the looped function streams, in vectors of this (ChooseStream)
   bool stream_window_ = false;                              // ... of the row's aligned window (window mode)
   bool stream_now_ = false;                                 // emitting the streamed looped function

@@ -46,7 +46,7 @@
 
 namespace opfuse::codegen {
 
-inline constexpr int kEmitterVersion = 25;
+inline constexpr int kEmitterVersion = 26;
 // Looped row kernels (rows wider than the register path, static width): threads per block where the
 // vectors are narrower than 16 bytes (one block per row), and the vectors per thread per step (loads
 // first): at most kLoopedUnroll, as many as keep kLoopedRowFloats loaded values per thread. A block's
@@ -145,6 +145,16 @@ struct EmittedKernel {
   // over shifted rows (window mode: logsumexp measured slower split than staged there, where the
   // norms and softmax measured faster split; docs/BENCHMARKS.md).
   bool stage_gives_way = true;
+  // Beside the stage function, EmitOptions::clusters, every staged input of one element size
+  // (stage_split_elem_bytes) and the kernel writing rows: `stage_split_function` runs each row on a
+  // cluster of 2 to kRowSplitBlocks blocks (the launch's), each staging its share of the
+  // stage_split_inputs windows in dynamic shared memory, the reductions over the cluster (the library's
+  // staged split, kernels/staged_row.cuh). The launcher takes it where the stage does not fit or gives
+  // way and target::ChooseRowStageSplit says, its blocks, threads and shared memory by that rule, the
+  // grid exactly rows x blocks a row. Empty: none.
+  std::string stage_split_function;
+  int stage_split_elem_bytes = 0;
+  int stage_split_inputs = 0;
   // Programmatic dependent launch (Hopper): the functions the launcher takes at decode sizes begin
   // with fz::pdl_enter() — allow the next kernel to be scheduled, then wait for the earlier grids
   // (griddepcontrol; no-ops below sm_90 and when launched without the attribute), as the library
@@ -155,8 +165,8 @@ struct EmittedKernel {
   // attribute by it (OPFUSE_DISABLE=pdl clears the attribute). The split function has it too (it sits
   // beside a looped function, which has no decode function).
   bool PdlIn(const std::string& name) const {
-    return name == decode_function || name == split_function || name == stage_function || decode_function.empty() ||
-           decode_function == function;
+    return name == decode_function || name == split_function || name == stage_function || name == stage_split_function ||
+           decode_function.empty() || decode_function == function;
   }
 };
 

@@ -58,11 +58,13 @@ class LoadedKernel {
   void* decode_kernel_ = nullptr;  // cudaKernel_t of emitted.decode_function (== kernel_ when the same)
   void* split_kernel_ = nullptr;   // cudaKernel_t of emitted.split_function (null when none)
   void* stage_kernel_ = nullptr;   // cudaKernel_t of emitted.stage_function (null when none or too big here)
+  void* stage_split_kernel_ = nullptr;  // cudaKernel_t of emitted.stage_split_function (null when none or pre-sm_90)
   int64_t smem_optin_ = 0;         // shared memory a block may opt in to, and an SM's
   int64_t smem_per_sm_ = 0;
   int sm_threads_ = 0;             // resident threads an SM holds
   int sm_regs_ = 0;                // 32-bit registers of an SM
   int stage_regs_ = 0;             // registers per thread of the stage function (0: unknown)
+  int stage_split_regs_ = 0;       // registers per thread of the staged split function (0: unknown)
   int sm_count_ = 0;
   int cc_major_ = 0;
 };

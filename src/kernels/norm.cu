@@ -25,6 +25,7 @@
 
 #include "kernels/pdl.cuh"
 #include "kernels/fused_common.cuh"
+#include "kernels/staged_row.cuh"
 
 namespace opfuse::kernels {
 namespace {
@@ -327,130 +328,176 @@ __global__ void __cluster_dims__(target::kRowSplitBlocks, 1, 1) __launch_bounds_
 // (ShiftedColumn). Each thread handles the same vectors in every pass but the output pass's edge
 // vectors, which a thread at the block's far end writes: the reductions' barriers (at least 128
 // threads a stage block, target::kRowStageMinThreads) order add_rms_norm's in-place sum before them.
+// The passes over a staged row (the staged kernel's whole row; the staged split's share [v0, v1) of
+// it): xs / rs hold x's / the residual's window vector v at (v - v0) x N; `red` reduces over the
+// block or the row's cluster (fused_common.cuh, BlockReducer / ClusterReducer).
+template <class T, int KIND, class R>
+__device__ __forceinline__ void NormStagedPasses(const NormParams<T>& p, int64_t base, int s, int nv, int v0, int v1, T* xs,
+                                                 const T* rs, R& red) {
+  constexpr int N = 16 / static_cast<int>(sizeof(T));
+  const int tpb = blockDim.x, tid = threadIdx.x;
+  xs -= v0 * N;
+  rs -= v0 * N;
+  // the passes over this thread's window vectors: only the row's two edge vectors check their
+  // columns (FullWindowVectors), so a pass costs its arithmetic and not a bounds test per element
+  const WindowSpan g = FullWindowVectors<N>(s, p.cols);
+  auto vectors = [&](auto&& f) { ForWindowVectorRange(v0, v1, g.full0, g.full1, f); };
+  float acc = 0.0f;
+  vectors([&](int v, auto full) {
+    constexpr bool kFull = decltype(full)::value;
+    Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
+    if constexpr (KIND == kAddRms) {
+      const Pack<T, N> rv = LoadPack<T, N>(rs + v * N);
+      float f[N];
+#pragma unroll
+      for (int j = 0; j < N; ++j) f[j] = xv.get(j) + rv.get(j);
+      xv = MakePack<T, N>(f);
+      StorePack<T, N>(xs + v * N, xv);
+      if constexpr (kFull) StoreGlobalPack<T, N>(p.sum + base + v * N - s, xv);
+      else StoreRowPack<T, N, true, true>(p.sum + base, v * N - s, p.cols, xv);
+    }
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      const float f = xv.get(j);
+      if (kFull || InRowVector<N>(v, j, s, p.cols)) acc += KIND == kLayer ? f : f * f;
+    }
+  });
+  acc = red.template Reduce<SumOp>(acc);
+  float mean = 0.0f, inv;
+  if constexpr (KIND == kLayer) {
+    mean = acc * p.inv_cols;
+    acc = 0.0f;
+    vectors([&](int v, auto full) {
+      const Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        const float d = xv.get(j) - mean;
+        if (decltype(full)::value || InRowVector<N>(v, j, s, p.cols)) acc += d * d;
+      }
+    });
+    inv = rsqrtf(red.template Reduce<SumOp>(acc) * p.inv_cols + p.eps);
+  } else {
+    inv = rsqrtf(acc * p.inv_cols + p.eps);
+  }
+  // The output pass. Window vectors [lo, hi) lie inside the row, and the weight and bias columns
+  // they need inside the operands (two aligned 16-byte vectors each, ShiftedColumn): those
+  // run without a column test, two vectors a step so both vectors' operand loads — from L2, the
+  // staged windows leaving little L1 — are in flight before either is used, the weight's and
+  // bias's presence hoisted out of the loop (WithOperands). The rest — the first vector of a
+  // shifted row and the row's last one or two — are at most three, one thread each, element by
+  // element from the far end of the block.
+  const T* const w = p.w;
+  const T* const bias = KIND == kLayer ? p.b : nullptr;
+  const int cols = p.cols;
+  const int lo = g.full0, hi = min(g.full1, cols / N);
+  const int hi_mine = min(hi, v1);
+  // one output element: (x - mean) * inv (* w) (+ b), layer_norm's mean only
+  auto value = [&](float x, bool has_w, float wj, bool has_b, float bj) {
+    float y = (KIND == kLayer ? x - mean : x) * inv;
+    if (has_w) y *= wj;
+    if (has_b) y += bj;
+    return y;
+  };
+  DispatchShift<N>(s, [&](auto s_c) {
+    constexpr int S = decltype(s_c)::value;
+    T* const yw = p.y + base - S;  // the window's first element, 16-byte aligned
+    WithOperands(w != nullptr, bias != nullptr, [&](auto has_w, auto has_b) {
+      constexpr bool kW = decltype(has_w)::value, kB = KIND == kLayer && decltype(has_b)::value;
+      auto load = [&](int v, Pack<T, N>& xv, float (&wv)[N], float (&bv)[N]) {
+        xv = LoadPack<T, N>(xs + v * N);
+        if constexpr (kW) ShiftedColumn<T, N, S>(w, v, wv);
+        if constexpr (kB) ShiftedColumn<T, N, S>(bias, v, bv);
+      };
+      auto store = [&](int v, const Pack<T, N>& xv, const float (&wv)[N], const float (&bv)[N]) {
+        float o[N];
+#pragma unroll
+        for (int j = 0; j < N; ++j) o[j] = value(xv.get(j), kW, wv[j], kB, bv[j]);
+        StoreGlobalPack<T, N>(yw + v * N, MakePack<T, N>(o));
+      };
+      int v = v0 + tid;
+      if (v < lo) v += tpb;  // (vector 0 of a shifted row is an edge vector)
+      for (; v + tpb < hi_mine; v += 2 * tpb) {
+        Pack<T, N> x0, x1;
+        float w0[N], w1[N], b0[N], b1[N];
+        load(v, x0, w0, b0);
+        load(v + tpb, x1, w1, b1);
+        store(v, x0, w0, b0);
+        store(v + tpb, x1, w1, b1);
+      }
+      if (v < hi_mine) {
+        Pack<T, N> x0;
+        float w0[N], b0[N];
+        load(v, x0, w0, b0);
+        store(v, x0, w0, b0);
+      }
+    });
+    // the edge vectors of [v0, v1): vector 0 of a shifted row (lo == 1), and [max(hi, lo), nv)
+    const int first = v0 == 0 ? lo : 0, tail = max(max(hi, lo), v0), edges = first + max(v1 - tail, 0), k = tpb - 1 - tid;
+    if (k < edges) {
+      const int ev = k < first ? 0 : tail + k - first;
+      const Pack<T, N> xv = LoadPack<T, N>(xs + ev * N);
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        const int c = ev * N - S + j;
+        if (c < 0 || c >= cols) continue;
+        yw[ev * N + j] = FromF<T>(value(xv.get(j), w != nullptr, w ? ToF(w[c]) : 0.0f, bias != nullptr, bias ? ToF(bias[c]) : 0.0f));
+      }
+    }
+  });
+}
+
 template <class T, int KIND>
 __global__ void __launch_bounds__(target::kRowStageMaxThreads) NormStageKernel(NormParams<T> p) {
   PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
   constexpr int N = 16 / static_cast<int>(sizeof(T));
   constexpr int IN = KIND == kAddRms ? 2 : 1;
   __shared__ float smem[64];
-  const int tpb = blockDim.x, tid = threadIdx.x;
-  int phase = 0;
+  BlockReducer red{smem};
   const T* src[IN];
   src[0] = p.x;
   if constexpr (IN == 2) src[1] = p.res;
   StagedRows<T, N, IN>(src, p.rows, p.cols, p.stage_elems, p.twin != 0, [&](int64_t, int64_t base, int s, int nv, int b) {
-    T* xs = StagedWindow<T>(b * IN, p.stage_elems);
-    const T* rs = StagedWindow<T>(b * IN + IN - 1, p.stage_elems);
-    // the passes over this thread's window vectors: only the row's two edge vectors check their
-    // columns (FullWindowVectors), so a pass costs its arithmetic and not a bounds test per element
-    const WindowSpan g = FullWindowVectors<N>(s, p.cols);
-    auto vectors = [&](auto&& f) { ForWindowVectors(nv, g.full0, g.full1, f); };
-    float acc = 0.0f;
-    vectors([&](int v, auto full) {
-      constexpr bool kFull = decltype(full)::value;
-      Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
-      if constexpr (KIND == kAddRms) {
-        const Pack<T, N> rv = LoadPack<T, N>(rs + v * N);
-        float f[N];
-#pragma unroll
-        for (int j = 0; j < N; ++j) f[j] = xv.get(j) + rv.get(j);
-        xv = MakePack<T, N>(f);
-        StorePack<T, N>(xs + v * N, xv);
-        if constexpr (kFull) StoreGlobalPack<T, N>(p.sum + base + v * N - s, xv);
-        else StoreRowPack<T, N, true, true>(p.sum + base, v * N - s, p.cols, xv);
-      }
-#pragma unroll
-      for (int j = 0; j < N; ++j) {
-        const float f = xv.get(j);
-        if (kFull || InRowVector<N>(v, j, s, p.cols)) acc += KIND == kLayer ? f : f * f;
-      }
-    });
-    acc = BlockRowReduce<SumOp>(acc, smem, phase);
-    float mean = 0.0f, inv;
-    if constexpr (KIND == kLayer) {
-      mean = acc * p.inv_cols;
-      acc = 0.0f;
-      vectors([&](int v, auto full) {
-        const Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
-#pragma unroll
-        for (int j = 0; j < N; ++j) {
-          const float d = xv.get(j) - mean;
-          if (decltype(full)::value || InRowVector<N>(v, j, s, p.cols)) acc += d * d;
-        }
-      });
-      inv = rsqrtf(BlockRowReduce<SumOp>(acc, smem, phase) * p.inv_cols + p.eps);
-    } else {
-      inv = rsqrtf(acc * p.inv_cols + p.eps);
-    }
-    // The output pass. Window vectors [lo, hi) lie inside the row, and the weight and bias columns
-    // they need inside the operands (two aligned 16-byte vectors each, ShiftedColumn): those
-    // run without a column test, two vectors a step so both vectors' operand loads — from L2, the
-    // staged windows leaving little L1 — are in flight before either is used, the weight's and
-    // bias's presence hoisted out of the loop (WithOperands). The rest — the first vector of a
-    // shifted row and the row's last one or two — are at most three, one thread each, element by
-    // element from the far end of the block.
-    const T* const w = p.w;
-    const T* const bias = KIND == kLayer ? p.b : nullptr;
-    const int cols = p.cols;
-    const int lo = g.full0, hi = min(g.full1, cols / N);
-    // one output element: (x - mean) * inv (* w) (+ b), layer_norm's mean only
-    auto value = [&](float x, bool has_w, float wj, bool has_b, float bj) {
-      float y = (KIND == kLayer ? x - mean : x) * inv;
-      if (has_w) y *= wj;
-      if (has_b) y += bj;
-      return y;
-    };
-    DispatchShift<N>(s, [&](auto s_c) {
-      constexpr int S = decltype(s_c)::value;
-      T* const yw = p.y + base - S;  // the window's first element, 16-byte aligned
-      WithOperands(w != nullptr, bias != nullptr, [&](auto has_w, auto has_b) {
-        constexpr bool kW = decltype(has_w)::value, kB = KIND == kLayer && decltype(has_b)::value;
-        auto load = [&](int v, Pack<T, N>& xv, float (&wv)[N], float (&bv)[N]) {
-          xv = LoadPack<T, N>(xs + v * N);
-          if constexpr (kW) ShiftedColumn<T, N, S>(w, v, wv);
-          if constexpr (kB) ShiftedColumn<T, N, S>(bias, v, bv);
-        };
-        auto store = [&](int v, const Pack<T, N>& xv, const float (&wv)[N], const float (&bv)[N]) {
-          float o[N];
-#pragma unroll
-          for (int j = 0; j < N; ++j) o[j] = value(xv.get(j), kW, wv[j], kB, bv[j]);
-          StoreGlobalPack<T, N>(yw + v * N, MakePack<T, N>(o));
-        };
-        int v = tid < lo ? tid + tpb : tid;  // (vector 0 of a shifted row is an edge vector)
-        for (; v + tpb < hi; v += 2 * tpb) {
-          Pack<T, N> x0, x1;
-          float w0[N], w1[N], b0[N], b1[N];
-          load(v, x0, w0, b0);
-          load(v + tpb, x1, w1, b1);
-          store(v, x0, w0, b0);
-          store(v + tpb, x1, w1, b1);
-        }
-        if (v < hi) {
-          Pack<T, N> x0;
-          float w0[N], b0[N];
-          load(v, x0, w0, b0);
-          store(v, x0, w0, b0);
-        }
-      });
-      const int tail = max(hi, lo), edges = lo + nv - tail, k = tpb - 1 - tid;
-      if (k < edges) {
-        const int ev = k < lo ? 0 : tail + k - lo;
-        const Pack<T, N> xv = LoadPack<T, N>(xs + ev * N);
-#pragma unroll
-        for (int j = 0; j < N; ++j) {
-          const int c = ev * N - S + j;
-          if (c < 0 || c >= cols) continue;
-          yw[ev * N + j] = FromF<T>(value(xv.get(j), w != nullptr, w ? ToF(w[c]) : 0.0f, bias != nullptr, bias ? ToF(bias[c]) : 0.0f));
-        }
-      }
-    });
+    NormStagedPasses<T, KIND>(p, base, s, nv, 0, nv, StagedWindow<T>(b * IN, p.stage_elems),
+                              StagedWindow<T>(b * IN + IN - 1, p.stage_elems), red);
   });
+}
+
+// Staged split (target::ChooseRowStageSplit; many rows whose whole window leaves an SM one block
+// and no overlap): a cluster a row, each block staging its share of x's — and the residual's —
+// window (fused_common.cuh, ShareOf / StageShare), the passes of the staged kernel over it, the
+// sums combined over the cluster (ClusterReducer: layer_norm's mean, then its centred variance — the
+// staged kernel's two-pass math). Launched with exactly rows clusters.
+template <class T, int KIND>
+__global__ void __launch_bounds__(target::kRowStageSplitMaxThreads) NormStageSplitKernel(NormParams<T> p) {
+  PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
+  constexpr int N = 16 / static_cast<int>(sizeof(T));
+  constexpr int IN = KIND == kAddRms ? 2 : 1, EX = KIND == kLayer ? 2 : 1;
+  __shared__ float smem[64];
+  __shared__ float parts[EX][target::kRowSplitBlocks];
+  __shared__ unsigned long long bar[EX];
+  ClusterReducer<EX> red{smem, parts, bar};
+  red.Arm();
+  const T* src[IN];
+  src[0] = p.x;
+  if constexpr (IN == 2) src[1] = p.res;
+  const ShareSpan sp = ShareOf<T, N>(p.cols, p.chunk / N);
+  StageShare<T, N, IN>(src, sp, p.cols, p.stage_elems);
+  fz::cluster_sync();  // every block's mbarriers are armed before any push (the copies in flight meanwhile)
+  fz::cp_async_wait<0>();
+  __syncthreads();  // every thread's copies have landed
+  NormStagedPasses<T, KIND>(p, sp.base, sp.s, sp.nv, sp.v0, sp.v1, StagedWindow<T>(0, p.stage_elems),
+                            StagedWindow<T>(IN - 1, p.stage_elems), red);
+  // no closing cluster barrier: nothing reads another block's shared memory
 }
 
 // The staged kernel of a norm kind (the planner's register query and its launch).
 template <class T>
 auto NormStageFor(int kind) {
   return kind == kRms ? NormStageKernel<T, kRms> : kind == kAddRms ? NormStageKernel<T, kAddRms> : NormStageKernel<T, kLayer>;
+}
+template <class T>
+auto NormStageSplitFor(int kind) {
+  return kind == kRms ? NormStageSplitKernel<T, kRms> : kind == kAddRms ? NormStageSplitKernel<T, kAddRms> : NormStageSplitKernel<T, kLayer>;
 }
 
 // Looped path: the row streamed in steps of U vectors per thread.
@@ -608,17 +655,28 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
     });
     stage = target::ChooseRowStage(rows, cols, DTypeSize(dt), kind == kAddRms ? 2 : 1, dev, regs);
   }
-  // a stage gives way to the split where the rule says (target::StageGivesWayToSplit; the norms also
-  // where the stage has no overlap on its SM), else the split gives way to the stage
+  // Where the whole staged row does not fit or gives way (target::StageGivesWayToSplit; the norms
+  // also where the stage has no overlap on its SM), the staged split where it is taken
+  // (target::ChooseRowStageSplit, every SM busy), else the split; else the split gives way to the stage.
+  std::optional<target::RowStageSplit> ssplit;
+  if (s.looped && !opt.shape && aligned && (!stage || target::StageGivesWayToSplit(*stage, true))) {
+    const int regs = DispatchFloat(dt, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      return KernelRegisters(NormStageSplitFor<T>(kind));
+    });
+    ssplit = target::ChooseRowStageSplit(rows, cols, DTypeSize(dt), kind == kAddRms ? 2 : 1, dev, regs);
+  }
+  if (ssplit) stage.reset(), split.reset();
   if (stage && split && target::StageGivesWayToSplit(*stage, true)) stage.reset();
   if (stage) split.reset();
-  if (access.shifted && s.looped && !split && !stage) {  // the looped kernel reads unaligned rows element by element
+  if (access.shifted && s.looped && !split && !stage && !ssplit) {  // the looped kernel reads unaligned rows element by element
     access = target::ChooseRowAccess(cols, DTypeSize(dt), false);
     s = ChooseRowShape(rows, cols, 1, dev, lim);
   }
   const int vec = access.vec;
   const double eps = AttrFloat(n.attrs, "eps", kind == kLayer ? 1e-5 : 1e-6);
-  const std::string name = stage   ? fmt::format("lib:{}_{}_{}", op, DTypeName(dt), stage->ToString())
+  const std::string name = ssplit  ? fmt::format("lib:{}_{}_{}", op, DTypeName(dt), ssplit->ToString())
+                           : stage ? fmt::format("lib:{}_{}_{}", op, DTypeName(dt), stage->ToString())
                            : split ? fmt::format("lib:{}_{}_{}", op, DTypeName(dt), split->ToString())
                                    : fmt::format("lib:{}_{}_{}{}", op, DTypeName(dt), s.ToString(), access.shifted ? "_sh" : "");
   const dim3 grid(GridFor((rows + s.rows_per_block - 1) / s.rows_per_block)), block(s.block());
@@ -647,6 +705,17 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
                                                                         static_cast<size_t>(stage->smem_bytes), p).Pdl()};
       };
       return make_stage(NormStageFor<T>(kind));
+    }
+    if (ssplit) {
+      p.chunk = static_cast<int>(ssplit->chunk);
+      p.stage_elems = static_cast<int>(ssplit->chunk);
+      const auto kernel = NormStageSplitFor<T>(kind);
+      OPFUSE_RETURN_IF_ERROR(AllowSharedBytes(kernel, ssplit->smem_bytes, op));
+      return std::vector<cuda::KernelLaunch>{
+          cuda::KernelLaunch::Make(name, kernel, dim3(static_cast<unsigned>(rows * ssplit->blocks)), dim3(ssplit->threads),
+                                   static_cast<size_t>(ssplit->smem_bytes), p)
+              .Pdl()
+              .Cluster(ssplit->blocks)};
     }
     if (split) {
       p.chunk = static_cast<int>(split->chunk);

@@ -37,6 +37,7 @@
 #include <cooperative_groups.h>
 
 #include "kernels/fused_common.cuh"
+#include "kernels/staged_row.cuh"
 #include "kernels/pdl.cuh"
 
 namespace opfuse::kernels {
@@ -400,77 +401,110 @@ __global__ void __cluster_dims__(target::kRowSplitBlocks, 1, 1) __launch_bounds_
 // memory — the max, the sum of e = 2^(z - max), the write of e * (1 / sum) (e recomputed:
 // bit-identical to the sum's) — the split's math, the row read from DRAM once. Each thread handles
 // the same vectors in every pass.
+// The passes over a staged row r (the staged kernel's whole row; the staged split's share [v0, v1)
+// of it): xs holds window vector v at (v - v0) x N; `red` reduces over the block or the row's
+// cluster (fused_common.cuh, BlockReducer / ClusterReducer).
+template <class T, bool CAUSAL, class R>
+__device__ __forceinline__ void SoftmaxStagedPasses(const SoftmaxParams<T, T>& p, int64_t r, int64_t base, int s, int nv, int v0,
+                                                    int v1, const T* xs, R& red) {
+  constexpr int N = 16 / static_cast<int>(sizeof(T));
+  const int tpb = blockDim.x, tid = threadIdx.x;
+  const bool raw_max = p.s2 > 0.0f;  // max(z) from raw packs (RawMax)
+  xs -= v0 * N;
+  const int lv = LastVisible<CAUSAL>(p, r);
+  const VectorRanges g = RowVectors<CAUSAL, N>(s, p.cols, nv, lv);
+  // f(v, full) for this thread's vectors of [v0, min(end, v1)) (ForWindowVectorRange over g's full
+  // range); the vectors outside it read columns outside the row or past lv as -inf
+  auto vectors = [&](int end, auto&& f) { ForWindowVectorRange(v0, min(end, v1), g.full0, g.full1, f); };
+  auto zval = [&](const Pack<T, N>& xv, int v, int j) -> float {
+    const int c = v * N - s + j;
+    if (c < 0 || c >= p.cols) return NegInf();  // outside the row
+    return Z<CAUSAL>(p, xv.get(j), 0.0f, c, lv);
+  };
+  float mx = NegInf();
+  RawMax<T, N> rm;
+  vectors(g.live1, [&](int v, auto full) {
+    const Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
+    if constexpr (decltype(full)::value) {
+      if (raw_max) {
+        rm.Add(xv);
+      } else {
+#pragma unroll
+        for (int j = 0; j < N; ++j) mx = fmaxf(mx, xv.get(j) * p.s2);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < N; ++j) mx = fmaxf(mx, zval(xv, v, j));
+    }
+  });
+  if (raw_max) mx = fmaxf(mx, rm.Value() * p.s2);
+  mx = red.template Reduce<MaxOp>(mx);
+  const bool dead = mx == NegInf();  // every key masked: zeros
+  float sum = 0.0f;
+  if (!dead)
+    vectors(g.live1, [&](int v, auto full) {
+      const Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
+#pragma unroll
+      for (int j = 0; j < N; ++j) sum += Exp2((decltype(full)::value ? xv.get(j) * p.s2 : zval(xv, v, j)) - mx);
+    });
+  sum = red.template Reduce<SumOp>(sum);
+  const float inv = dead ? 0.0f : __frcp_rn(sum);
+  const int live1 = dead ? 0 : g.live1;
+  for (int v = v0 + tid; v < v1; v += tpb) {
+    float o[N];
+    const bool full = v >= g.full0 && v < g.full1 && v < live1;
+    if (full) {
+      const Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
+#pragma unroll
+      for (int j = 0; j < N; ++j) o[j] = Exp2(xv.get(j) * p.s2 - mx) * inv;
+      StoreGlobalPack<T, N>(p.y + base + v * N - s, MakePack<T, N>(o));
+    } else {
+      if (v < live1) {
+        const Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
+#pragma unroll
+        for (int j = 0; j < N; ++j) o[j] = Exp2(zval(xv, v, j) - mx) * inv;
+      } else {
+#pragma unroll
+        for (int j = 0; j < N; ++j) o[j] = 0.0f;  // past lv (or a dead row)
+      }
+      StoreRowPack<T, N, true, true>(p.y + base, v * N - s, p.cols, MakePack<T, N>(o));
+    }
+  }
+}
+
 template <class T, bool CAUSAL>
 __global__ void __launch_bounds__(target::kRowStageMaxThreads) SoftmaxStageKernel(SoftmaxParams<T, T> p) {
   PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
   constexpr int N = 16 / static_cast<int>(sizeof(T));
   __shared__ float smem[64];
-  const int tpb = blockDim.x, tid = threadIdx.x;
-  const bool raw_max = p.s2 > 0.0f;  // max(z) from raw packs (RawMax)
-  int phase = 0;
+  BlockReducer red{smem};
   const T* src[1] = {p.x};
   StagedRows<T, N, 1>(src, p.rows, p.cols, p.stage_elems, p.twin != 0, [&](int64_t r, int64_t base, int s, int nv, int b) {
-    const T* xs = StagedWindow<T>(b, p.stage_elems);
-    const int lv = LastVisible<CAUSAL>(p, r);
-    const VectorRanges g = RowVectors<CAUSAL, N>(s, p.cols, nv, lv);
-    // f(v, full) for this thread's vectors below `end` (ForWindowVectors over g's full range); the
-    // vectors outside it read columns outside the row or past lv as -inf
-    auto vectors = [&](int end, auto&& f) { ForWindowVectors(end, g.full0, g.full1, f); };
-    auto zval = [&](const Pack<T, N>& xv, int v, int j) -> float {
-      const int c = v * N - s + j;
-      if (c < 0 || c >= p.cols) return NegInf();  // outside the row
-      return Z<CAUSAL>(p, xv.get(j), 0.0f, c, lv);
-    };
-    float mx = NegInf();
-    RawMax<T, N> rm;
-    vectors(g.live1, [&](int v, auto full) {
-      const Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
-      if constexpr (decltype(full)::value) {
-        if (raw_max) {
-          rm.Add(xv);
-        } else {
-#pragma unroll
-          for (int j = 0; j < N; ++j) mx = fmaxf(mx, xv.get(j) * p.s2);
-        }
-      } else {
-#pragma unroll
-        for (int j = 0; j < N; ++j) mx = fmaxf(mx, zval(xv, v, j));
-      }
-    });
-    if (raw_max) mx = fmaxf(mx, rm.Value() * p.s2);
-    mx = BlockRowReduce<MaxOp>(mx, smem, phase);
-    const bool dead = mx == NegInf();  // every key masked: zeros
-    float sum = 0.0f;
-    if (!dead)
-      vectors(g.live1, [&](int v, auto full) {
-        const Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
-#pragma unroll
-        for (int j = 0; j < N; ++j) sum += Exp2((decltype(full)::value ? xv.get(j) * p.s2 : zval(xv, v, j)) - mx);
-      });
-    sum = BlockRowReduce<SumOp>(sum, smem, phase);
-    const float inv = dead ? 0.0f : __frcp_rn(sum);
-    const int live1 = dead ? 0 : g.live1;
-    for (int v = tid; v < nv; v += tpb) {
-      float o[N];
-      const bool full = v >= g.full0 && v < g.full1 && v < live1;
-      if (full) {
-        const Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
-#pragma unroll
-        for (int j = 0; j < N; ++j) o[j] = Exp2(xv.get(j) * p.s2 - mx) * inv;
-        StoreGlobalPack<T, N>(p.y + base + v * N - s, MakePack<T, N>(o));
-      } else {
-        if (v < live1) {
-          const Pack<T, N> xv = LoadPack<T, N>(xs + v * N);
-#pragma unroll
-          for (int j = 0; j < N; ++j) o[j] = Exp2(zval(xv, v, j) - mx) * inv;
-        } else {
-#pragma unroll
-          for (int j = 0; j < N; ++j) o[j] = 0.0f;  // past lv (or a dead row)
-        }
-        StoreRowPack<T, N, true, true>(p.y + base, v * N - s, p.cols, MakePack<T, N>(o));
-      }
-    }
+    SoftmaxStagedPasses<T, CAUSAL>(p, r, base, s, nv, 0, nv, StagedWindow<T>(b, p.stage_elems), red);
   }, [&](int64_t r) { return CAUSAL ? LastVisible<CAUSAL>(p, r) + 1 : p.cols; });  // keys past lv are not copied
+}
+
+// Staged split (target::ChooseRowStageSplit; many rows whose whole window leaves an SM one block and
+// no overlap): a cluster a row, each block staging its share of the row's window — causal: of the
+// visible keys — (fused_common.cuh, ShareOf / StageShare), the staged kernel's passes over it, the
+// max and the sum combined over the cluster (ClusterReducer). Launched with exactly rows clusters.
+template <class T, bool CAUSAL>
+__global__ void __launch_bounds__(target::kRowStageSplitMaxThreads) SoftmaxStageSplitKernel(SoftmaxParams<T, T> p) {
+  PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
+  constexpr int N = 16 / static_cast<int>(sizeof(T));
+  __shared__ float smem[64];
+  __shared__ float parts[2][target::kRowSplitBlocks];
+  __shared__ unsigned long long bar[2];
+  ClusterReducer<2> red{smem, parts, bar};
+  red.Arm();
+  const T* src[1] = {p.x};
+  const ShareSpan sp = ShareOf<T, N>(p.cols, p.chunk / N);
+  StageShare<T, N, 1>(src, sp, CAUSAL ? LastVisible<CAUSAL>(p, sp.r) + 1 : p.cols, p.stage_elems);
+  fz::cluster_sync();  // every block's mbarriers are armed before any push (the copies in flight meanwhile)
+  fz::cp_async_wait<0>();
+  __syncthreads();  // every thread's copies have landed
+  SoftmaxStagedPasses<T, CAUSAL>(p, sp.r, sp.base, sp.s, sp.nv, sp.v0, sp.v1, StagedWindow<T>(0, p.stage_elems), red);
+  // no closing cluster barrier: nothing reads another block's shared memory
 }
 
 // Looped path: online (max, sum) in one read of the row, then a write pass.
@@ -676,11 +710,21 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanSoftmaxEx(const Node& n, const std
     });
     stage = target::ChooseRowStage(rows, cols, DTypeSize(dt), 1, dev, regs);
   }
-  // a stage gives way to the split where the rule says (target::StageGivesWayToSplit), else the split
-  // gives way to the stage
+  // Where the whole staged row does not fit or gives way (target::StageGivesWayToSplit), the staged
+  // split where it is taken (target::ChooseRowStageSplit, every SM busy); else a stage gives way to
+  // the split where the rule says, else the split gives way to the stage.
+  std::optional<target::RowStageSplit> ssplit;
+  if (s.looped && !opt.shape && !mask && aligned && (!stage || target::StageGivesWayToSplit(*stage, true))) {
+    const int regs = DispatchFloat(dt, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      return KernelRegisters(causal ? SoftmaxStageSplitKernel<T, true> : SoftmaxStageSplitKernel<T, false>);
+    });
+    ssplit = target::ChooseRowStageSplit(rows, cols, DTypeSize(dt), 1, dev, regs);
+  }
+  if (ssplit) stage.reset(), split.reset();
   if (stage && split && target::StageGivesWayToSplit(*stage, false)) stage.reset();
   if (stage) split.reset();
-  if (access.shifted && s.looped && !stage) {  // the looped kernel reads unaligned rows element by element
+  if (access.shifted && s.looped && !stage && !ssplit) {  // the looped kernel reads unaligned rows element by element
     access = target::ChooseRowAccess(cols, DTypeSize(dt), false);
     s = ChooseRowShape(rows, cols, 1, dev, lim);
   }
@@ -718,6 +762,21 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanSoftmaxEx(const Node& n, const std
                                                                         static_cast<size_t>(stage->smem_bytes), p).Pdl()};
       };
       return causal ? make_stage(SoftmaxStageKernel<T, true>) : make_stage(SoftmaxStageKernel<T, false>);
+    }
+    if (!mask && ssplit) {
+      SoftmaxParams<T, T> p{};
+      fill(p);
+      p.mask = nullptr;
+      p.chunk = static_cast<int>(ssplit->chunk);
+      p.stage_elems = static_cast<int>(ssplit->chunk);
+      const std::string sname = fmt::format("lib:softmax_{}{}_{}", DTypeName(dt), causal ? "_causal" : "", ssplit->ToString());
+      const auto kernel = causal ? SoftmaxStageSplitKernel<T, true> : SoftmaxStageSplitKernel<T, false>;
+      OPFUSE_RETURN_IF_ERROR(AllowSharedBytes(kernel, ssplit->smem_bytes, op));
+      return std::vector<cuda::KernelLaunch>{
+          cuda::KernelLaunch::Make(sname, kernel, dim3(static_cast<unsigned>(rows * ssplit->blocks)), dim3(ssplit->threads),
+                                   static_cast<size_t>(ssplit->smem_bytes), p)
+              .Pdl()
+              .Cluster(ssplit->blocks)};
     }
     if (!mask && split) {
       SoftmaxParams<T, T> p{};

@@ -249,6 +249,48 @@ std::optional<RowStage> ChooseRowStage(int64_t rows, int64_t cols, int elem_byte
   return RowStageFor(rows, window * inputs, window / 16, dev, regs_per_thread);
 }
 
+std::string RowStageSplit::ToString() const { return fmt::format("stagesplit{}_t{}_b{}", blocks, threads, blocks_per_sm); }
+
+std::optional<RowStageSplit> ChooseRowStageSplit(int64_t rows, int64_t cols, int elem_bytes, int inputs, const DeviceInfo& dev,
+                                                 int regs_per_thread) {
+  const int64_t window = RowStageWindowBytes(cols, elem_bytes);
+  if (window == 0 || inputs < 1 || dev.major < 9 || rows < std::max(dev.sm_count, 1)) return std::nullopt;
+  const int vec = 16 / elem_bytes;
+  const int64_t window_cols = window / 16 * vec;
+  const int64_t optin = dev.max_shared_mem_per_block_optin;
+  const int64_t per_sm = dev.shared_mem_per_sm > 0 ? dev.shared_mem_per_sm : optin;
+  const int64_t budget = per_sm / kRowStageSplitBlocksPerSm - kRowStageStaticBytes;
+  RowStageSplit sp;
+  for (int b = 2; b <= kRowSplitBlocks; b *= 2) {
+    const int64_t bytes = RowSplitChunk(window_cols, vec, b) * elem_bytes * inputs;
+    if (bytes <= budget || (b == kRowSplitBlocks && bytes + kRowStageStaticBytes <= optin)) {
+      sp.blocks = b;
+      sp.chunk = RowSplitChunk(window_cols, vec, b);
+      sp.smem_bytes = bytes;
+      break;
+    }
+  }
+  if (sp.blocks == 0) return std::nullopt;
+  sp.blocks_per_sm = static_cast<int>(per_sm / (sp.smem_bytes + kRowStageStaticBytes));
+  if (sp.blocks_per_sm < 2) return std::nullopt;  // one block an SM: nothing to overlap, the split's
+  // fewer blocks than kRowStageSplitMinBlocksPerSm an SM: nothing to overlap, the split's
+  if (rows * sp.blocks < int64_t{kRowStageSplitMinBlocksPerSm} * std::max(dev.sm_count, 1)) return std::nullopt;
+  const int64_t share_vectors = sp.chunk / vec;
+  int64_t threads = std::clamp<int64_t>(CeilDiv(CeilDiv(share_vectors, kRowStageSplitVectorsPerThread), 32) * 32,
+                                        kRowStageMinThreads, kRowStageSplitMaxThreads);
+  const int sm_threads = dev.max_threads_per_sm > 0 ? dev.max_threads_per_sm : 2048;
+  int64_t warps = sm_threads / 32;  // warps an SM holds: by threads, and by the kernel's registers where known
+  if (regs_per_thread > 0 && dev.regs_per_sm > 0)
+    warps = std::min<int64_t>(warps, dev.regs_per_sm / (CeilDiv(int64_t{regs_per_thread} * 32, 256) * 256));
+  // fewer threads a block where the blocks the shared memory holds would not all be resident, but not
+  // below kRowStageMinThreads: then fewer blocks
+  while (sp.blocks_per_sm > 1 && warps / sp.blocks_per_sm * 32 < kRowStageMinThreads) --sp.blocks_per_sm;
+  threads = std::max<int64_t>(kRowStageMinThreads, std::min<int64_t>(threads, warps / sp.blocks_per_sm * 32));
+  sp.blocks_per_sm = static_cast<int>(std::min<int64_t>(sp.blocks_per_sm, warps * 32 / threads));
+  sp.threads = static_cast<int>(threads);
+  return sp;
+}
+
 const char* ReductionFormName(ReductionForm f) {
   switch (f) {
     case ReductionForm::kWarpRow: return "warprow";

@@ -251,6 +251,49 @@ std::optional<RowStage> RowStageFor(int64_t rows, int64_t stage_bytes, int64_t r
 std::optional<RowStage> ChooseRowStage(int64_t rows, int64_t cols, int elem_bytes, int inputs, const DeviceInfo& dev,
                                        int regs_per_thread = 0);
 
+// Rows past the register path with every SM busy whose whole staged window would leave an SM one
+// block and no overlap (it does not fit a block, or fits once and gives way: StageGivesWayToSplit)
+// take a *staged split*: a cluster of `blocks` blocks a row, block k staging its share of the row's
+// aligned window (window vectors [k x chunk, (k + 1) x chunk) / vec, RowSplitChunk) of every input it
+// re-reads in shared memory with asynchronous copies, the row's reductions combined through the
+// cluster's push exchange (as the split's), the output written from shared memory. Shared memory,
+// not registers, then bounds the blocks an SM holds, so several clusters' blocks are resident at
+// once and one block's copies are in flight while another reduces or writes — the split holds its
+// share in registers (one register-heavy block an SM: copy, then compute), the looped path re-reads
+// the row from L2 (dev/split_stage measured the staged split at 0.75-0.86 of the copy on rows of
+// 59664-235064 columns where those ran 0.39-0.60; docs/BENCHMARKS.md, "The staged split").
+// The blocks a row: the fewest of 2, 4, 8 whose share fits 1 / kRowStageSplitBlocksPerSm of an SM's
+// shared memory, else 8 where the share fits a block; threads: kRowStageSplitVectorsPerThread vectors
+// of the share a thread (whole warps, kRowStageMinThreads to kRowStageSplitMaxThreads), no more than
+// the SM's threads — and, where the kernel's registers are known, its register file — shared out over
+// the blocks its shared memory holds. Taken from one row per SM up where an SM holds two of its blocks
+// or more and the grid gives every SM kRowStageSplitMinBlocksPerSm blocks or more (sm_90+: clusters;
+// 16-byte aligned
+// bases); fewer rows keep the split (every block on its own SM either way, nothing to overlap).
+inline constexpr int kRowStageSplitBlocksPerSm = 6;      // resident blocks an SM the share is sized for
+inline constexpr int kRowStageSplitVectorsPerThread = 8;  // 16-byte vectors of the share a thread
+inline constexpr int kRowStageSplitMaxThreads = 512;     // launch bound of the staged split kernels
+// With fewer blocks an SM there is nothing to overlap (an SM's blocks copy at once, then compute):
+// the split measured faster there (133 rows of 16385 columns, 2 blocks a row). Sizing the threads
+// for the SM's threads instead of the share (5 blocks of 320 an SM rather than 6 of 256) measured up
+// to 12 % slower on grids of less than a wave.
+inline constexpr int kRowStageSplitMinBlocksPerSm = 3;
+struct RowStageSplit {
+  int blocks = 0;            // blocks a row: the cluster size (2, 4 or 8)
+  int threads = 0;
+  int64_t chunk = 0;         // window elements a block stages (RowSplitChunk), a multiple of 16 / elem_bytes
+  int64_t smem_bytes = 0;    // dynamic shared memory of a block: the share of every staged input
+  int blocks_per_sm = 0;     // resident blocks the shared memory (and registers) allow
+  std::string ToString() const;  // "stagesplit8_t256_b7"
+};
+// The staged split for `rows` rows of `cols` elements of `elem_bytes` bytes, `inputs` staged row
+// tensors, on `dev`; nullopt where it is not taken (fewer rows than SMs or blocks than the rule's,
+// pre-sm_90, fewer than two shares an SM).
+// `regs_per_thread`: the kernel's registers (0: unknown), as RowStageFor's. One rule for the library
+// kernels (norm.cu, softmax.cu) and the JIT.
+std::optional<RowStageSplit> ChooseRowStageSplit(int64_t rows, int64_t cols, int elem_bytes, int inputs, const DeviceInfo& dev,
+                                                 int regs_per_thread = 0);
+
 // ------------------------------------------------------------------ reductions over the last axis
 enum class ReductionForm {
   kWarpRow,     // a warp per row, kWarpRowsPerBlock rows per block, grid-stride: narrow rows or many rows

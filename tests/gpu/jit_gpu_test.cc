@@ -363,9 +363,9 @@ TEST_F(JitGpuCases, RandomSweepNormsAndPointwiseMatchCpu) {
 // Staged rows on the JIT: a row per SM or more past the register path, aligned — the stage function
 // (every full-shape input's row window in shared memory; target::RowStageFor), odd and even widths,
 // a generic softmax, rms_norm with a weight, add_rms_norm (two staged inputs). Where the staged rows
-// fill the blocks unevenly the split is taken instead (16-byte vectors, window mode over the odd
-// widths too: target::StageGivesWayToSplit on sm_90); each case's function is the one that rule names
-// for this device, and both kinds run. (Row reductions stream instead: StreamedRowReductionsMatchCpu.)
+// fill the blocks unevenly the staged split is taken instead on sm_90 (a cluster a row, each block
+// staging its share: target::StageGivesWayToSplit, ChooseRowStageSplit); each case's function is the
+// one that rule names for this device, and both kinds run. (Row reductions stream instead: StreamedRowReductionsMatchCpu.)
 TEST_F(JitGpuCases, StagedRowsMatchCpu) {
 #ifdef OPFUSE_WITH_CUDA
   auto dev = cuda::QueryDevice();
@@ -401,20 +401,63 @@ TEST_F(JitGpuCases, StagedRowsMatchCpu) {
     const int64_t window = target::RowStageWindowBytes(c.cols, esize);
     auto st = target::RowStageFor(rows, window * c.staged_inputs, window / 16, *dev);
     ASSERT_TRUE(st.has_value()) << "the case should fit the stage";
-    const bool want_stage = dev->major < 9 || !target::StageGivesWayToSplit(*st, false);
+    // the staged split where the stage gives way (as the library norms) and the rule takes it
+    const bool want_ssplit = dev->major >= 9 && target::StageGivesWayToSplit(*st, true) &&
+                             target::ChooseRowStageSplit(rows, c.cols, esize, c.staged_inputs, *dev).has_value();
+    const bool want_stage = !want_ssplit && (dev->major < 9 || !target::StageGivesWayToSplit(*st, false));
     want_staged += want_stage;
     std::string fn;
     RunCase(JitCase{name.c_str(), text.c_str(), {}}, true, &fn);
     if (HasFatalFailure()) return;
-    auto ends = [&](const char* tail) { return fn.size() > 6 && fn.compare(fn.size() - 6, 6, tail) == 0; };
-    EXPECT_TRUE(ends(want_stage ? "_stage" : "_split")) << fn;
+    auto ends = [&](const std::string& tail) { return fn.size() > tail.size() && fn.compare(fn.size() - tail.size(), tail.size(), tail) == 0; };
+    EXPECT_TRUE(ends(want_ssplit ? "_stagesplit" : want_stage ? "_stage" : "_split")) << fn;
     staged += ends("_stage");
-    split += ends("_split");
+    split += ends("_stagesplit");
   }
   EXPECT_EQ(staged, want_staged);
   EXPECT_GE(want_staged, 3) << "the rows that fill the blocks should run the stage function";
   if (dev->major >= 9) {
-    EXPECT_GE(split, 1) << "rows that fill the blocks unevenly should run the split";
+    EXPECT_GE(split, 1) << "rows that fill the blocks unevenly should run the staged split";
+  }
+#endif
+}
+
+// The staged split on the JIT (sm_90): rows too wide for a staged block, or whose staged rows would
+// leave an SM one block without overlap, with three blocks an SM or more — a cluster a row, each block
+// staging its share of every staged window (target::ChooseRowStageSplit). A generic softmax (two
+// exchanges), layer_norm (mean, then variance), add_rms_norm (two staged inputs, two outputs),
+// rms_norm in f32; odd widths (window mode) and aligned ones.
+TEST_F(JitGpuCases, StagedSplitRowsMatchCpu) {
+#ifdef OPFUSE_WITH_CUDA
+  auto dev = cuda::QueryDevice();
+  ASSERT_TRUE(dev.ok()) << dev.status().message();
+  const std::string sm = "m = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\ny = div(e, s)\noutput y\n";
+  struct Case {
+    const char* dt;
+    int64_t rows, cols;
+    int staged_inputs;
+    std::string params, body;
+  };
+  const Case cases[] = {
+      {"bf16", 140, 120607, 1, "", sm},
+      {"bf16", 400, 33333, 1, "", sm},
+      {"f16", 133, 70001, 1, "param w: f16[70001]\nparam b: f16[70001]\n", "y = layer_norm(x, w, b)\noutput y\n"},
+      {"bf16", 200, 59664, 2, "input r: bf16[200, 59664]\nparam w: bf16[59664]\n", "y, h = add_rms_norm(x, r, w)\noutput y, h\n"},
+      {"f32", 150, 60000, 1, "param w: f32[60000]\n", "y = rms_norm(x, w)\noutput y\n"},
+  };
+  for (const Case& c : cases) {
+    const std::string name = fmt::format("stagesplit_{}x{}_{}", c.rows, c.cols, c.dt);
+    const std::string text = fmt::format("graph g\ninput x: {}[{}, {}]\n{}{}", c.dt, c.rows, c.cols, c.params, c.body);
+    SCOPED_TRACE(name);
+    const int esize = c.dt == std::string("f32") ? 4 : 2;
+    ASSERT_TRUE(target::ChooseRowStageSplit(c.rows, c.cols, esize, c.staged_inputs, *dev) || dev->major < 9)
+        << "the case should take the staged split";
+    std::string fn;
+    RunCase(JitCase{name.c_str(), text.c_str(), {}}, true, &fn);
+    if (HasFatalFailure()) return;
+    const std::string tail = "_stagesplit";
+    const bool ss = fn.size() > tail.size() && fn.compare(fn.size() - tail.size(), tail.size(), tail) == 0;
+    EXPECT_EQ(ss, dev->major >= 9) << fn;
   }
 #endif
 }
@@ -476,9 +519,10 @@ TEST_F(JitGpuCases, StreamedRowReductionsMatchCpu) {
 }
 
 // Odd rows too wide to stage (a 16-bit window of 120011 columns is past a block's shared memory)
-// with every SM busy: the split function in window mode on sm_90 (split_many_rows; the looped
-// function read them in 1-element loads), the looped function on older GPUs. A generic softmax and
-// rms_norm; a generic reduction (logsumexp) streams there instead (from target::RowStreamMinRows rows).
+// with every SM busy: the staged split function on sm_90 (each block of a cluster staging its share
+// of the row's window; the looped function read them in 1-element loads), the looped function on
+// older GPUs. A generic softmax and rms_norm; a generic reduction (logsumexp) streams there instead
+// (from target::RowStreamMinRows rows), below that the split.
 TEST_F(JitGpuCases, WideOddRowsSplitWithEverySmBusy) {
 #ifdef OPFUSE_WITH_CUDA
   auto dev = cuda::QueryDevice();
@@ -500,9 +544,12 @@ TEST_F(JitGpuCases, WideOddRowsSplitWithEverySmBusy) {
     std::string fn;
     RunCase(JitCase{name.c_str(), text.c_str(), {}}, true, &fn);
     if (HasFatalFailure()) return;
-    const bool split = fn.size() > 6 && fn.compare(fn.size() - 6, 6, "_split") == 0;
+    auto ends = [&](const std::string& tail) { return fn.size() > tail.size() && fn.compare(fn.size() - tail.size(), tail.size(), tail) == 0; };
     const bool streams = index == 0 && rows >= target::RowStreamMinRows(*dev);  // the row reduction
-    EXPECT_EQ(split, dev->major >= 9 && !streams) << fn;
+    // the row writers: the staged split on sm_90 (target::ChooseRowStageSplit); the row reduction has
+    // none (per-row outputs only)
+    EXPECT_EQ(ends("_stagesplit"), dev->major >= 9 && index > 0) << fn;
+    EXPECT_EQ(ends("_split") && !ends("_stagesplit"), dev->major >= 9 && index == 0 && !streams) << fn;
   }
 #endif
 }

@@ -150,11 +150,19 @@ TEST(LibraryFusedPlan, NormLaunchesAndPaths) {
   EXPECT_NE((*wide)[0].name().find("cluster8"), std::string::npos) << (*wide)[0].name();
   EXPECT_EQ((*wide)[0].grid().x, 24u);
   EXPECT_EQ((*wide)[0].cluster(), 0);  // 8 blocks per row: the cluster compiled into the kernel
+  auto wide_some = plan(100, 20000, 0);  // fewer rows than SMs: the fewest blocks that hold the row (4)
+  ASSERT_TRUE(wide_some.ok());
+  EXPECT_NE((*wide_some)[0].name().find("cluster4_"), std::string::npos) << (*wide_some)[0].name();
+  EXPECT_EQ((*wide_some)[0].grid().x, 400u);
+  EXPECT_EQ((*wide_some)[0].cluster(), 4);
+  // A row per SM or more, the staged row's blocks filled unevenly (200 rows over 264 two-block SMs):
+  // the staged split (target::ChooseRowStageSplit), 2 blocks a row of 19.5 KiB shares, the cluster
+  // size a launch attribute, the share in dynamic shared memory.
   auto wide_many = plan(200, 20000, 0);
   ASSERT_TRUE(wide_many.ok());
-  EXPECT_NE((*wide_many)[0].name().find("cluster4_"), std::string::npos) << (*wide_many)[0].name();
-  EXPECT_EQ((*wide_many)[0].grid().x, 800u);
-  EXPECT_EQ((*wide_many)[0].cluster(), 4);
+  EXPECT_NE((*wide_many)[0].name().find("stagesplit2_"), std::string::npos) << (*wide_many)[0].name();
+  EXPECT_EQ((*wide_many)[0].grid().x, 400u);
+  EXPECT_EQ((*wide_many)[0].cluster(), 2);
   // With two rows per SM or more, rows up to 16 words a thread stay in registers
   // (target::kRegisterRowWords): 20000 bf16 in 640 threads x 4 vectors, one row a block
   auto wide_reg = plan(300, 20000, 0);
@@ -435,7 +443,8 @@ FusedCase NormCase(OpKind op, DType dt, int64_t rows, int64_t cols, bool weight 
 // The name part a plan past kMaxRegisterCols carries: the register shape where the family keeps wide
 // rows in registers (target::kRegisterRowWords: the norms, 16-bit, two rows per SM or more),
 // "stage[2]_t" for staged rows (target::ChooseRowStage: x, and add_rms_norm's residual,
-// staged), "cluster<blocks>_" for split rows (target::ChooseRowSplit with the kernel's held registers
+// staged), "stagesplit<blocks>_t" for the staged split (target::ChooseRowStageSplit, where the whole
+// staged row does not fit or gives way), "cluster<blocks>_" for split rows (target::ChooseRowSplit with the kernel's held registers
 // per vector: norms 4 per input, softmax 4 plus its kept f32 values), or "_looped" where none is taken.
 std::string SplitExpect(OpKind op, DType dt, int64_t rows, int64_t cols) {
   if (op != OpKind::kSoftmax) {
@@ -448,7 +457,13 @@ std::string SplitExpect(OpKind op, DType dt, int64_t rows, int64_t cols) {
   // the softmax splits with every SM busy only over aligned rows (target::UseRowSplit)
   const bool many_rows = op != OpKind::kSoftmax || (cols * DTypeSize(dt)) % 16 == 0;
   auto sp = target::ChooseRowSplit(rows, cols, DTypeSize(dt), FakeH200(), words, many_rows);
-  if (auto st = target::ChooseRowStage(rows, cols, DTypeSize(dt), op == OpKind::kAddRmsNorm ? 2 : 1, FakeH200())) {
+  const int inputs = op == OpKind::kAddRmsNorm ? 2 : 1;
+  auto st = target::ChooseRowStage(rows, cols, DTypeSize(dt), inputs, FakeH200());
+  // the staged split where the whole staged row does not fit or gives way (norm.cu, softmax.cu)
+  if (!st || target::StageGivesWayToSplit(*st, true))
+    if (auto ss = target::ChooseRowStageSplit(rows, cols, DTypeSize(dt), inputs, FakeH200()))
+      return fmt::format("stagesplit{}_t", ss->blocks);  // (the threads depend on the kernel's registers)
+  if (st) {
     // the split where the rule says, the norms also over a stage with no overlap on its SM (norm.cu)
     if (!(sp && target::StageGivesWayToSplit(*st, op != OpKind::kSoftmax)))
       return fmt::format("stage{}_t", st->twin ? "2" : "");  // (the threads depend on the kernel's registers)
@@ -551,6 +566,21 @@ std::vector<FusedCase> NormCases() {
         c.name += "_staged";
         v.push_back(c);
       }
+  // Many rows too wide for a staged block: the staged split (target::ChooseRowStageSplit) — 2, 4 and
+  // 8 blocks a row, odd widths in the aligned window, layer_norm far from zero.
+  for (OpKind op : {OpKind::kRmsNorm, OpKind::kAddRmsNorm, OpKind::kLayerNorm})
+    for (auto [dt, rows, cols] : std::vector<std::tuple<DType, int64_t, int64_t>>{
+             {DType::kBF16, 140, 120607}, {DType::kF16, 133, 70001}, {DType::kF32, 150, 60000}, {DType::kBF16, 200, 59664}}) {
+      FusedCase c = NormCase(op, dt, rows, cols);
+      c.expect = SplitExpect(op, dt, rows, cols);
+      c.name += "_stagesplit";
+      if (op == OpKind::kLayerNorm && cols == 70001) {
+        c.x_offset = 48;
+        c.name += "_offset48";
+      }
+      v.push_back(c);
+    }
+  v.push_back(NormCase(OpKind::kLayerNorm, DType::kBF16, 140, 120607, false));  // staged split, neither operand
   v.push_back(NormCase(OpKind::kRmsNorm, DType::kBF16, 150, 33333, false));      // staged, no weight
   v.push_back(NormCase(OpKind::kLayerNorm, DType::kF16, 150, 33333, true, false));  // staged, no bias
   v.push_back(NormCase(OpKind::kLayerNorm, DType::kBF16, 150, 33334, false));  // staged, neither
@@ -721,12 +751,32 @@ std::vector<FusedCase> SoftmaxCases() {
       v.push_back(c);
     }
     FusedCase c = SoftmaxCase(dt, {2, 150, 33333}, std::nullopt, 0.125, true);
-    c.expect = "stage";
+    c.expect = SplitExpect(OpKind::kSoftmax, dt, 300, 33333);
     c.name += "_staged";
     v.push_back(c);
     c = SoftmaxCase(dt, {2, 150, 16390}, std::nullopt, 1.0, true);
-    c.expect = "stage";
+    c.expect = SplitExpect(OpKind::kSoftmax, dt, 300, 16390);
     c.name += "_staged";
+    v.push_back(c);
+  }
+  // Many rows too wide for a staged block: the staged split (target::ChooseRowStageSplit) — 2, 4 and
+  // 8 blocks a row, odd widths, causal (the keys past a row's last visible one neither copied nor
+  // read), scales <= 0.
+  struct StageSplitCase {
+    DType dt;
+    std::vector<int64_t> shape;
+    double scale;
+    bool causal;
+  };
+  for (const StageSplitCase& k : std::vector<StageSplitCase>{{DType::kBF16, {1, 140, 120607}, 0.125, true},
+                                                             {DType::kF16, {133, 70001}, 2.0, false},
+                                                             {DType::kF32, {2, 75, 60000}, 1.0, true},
+                                                             {DType::kBF16, {200, 59664}, -0.5, false}}) {
+    FusedCase c = SoftmaxCase(k.dt, k.shape, std::nullopt, k.scale, k.causal);
+    int64_t rows = 1;
+    for (size_t i = 0; i + 1 < k.shape.size(); ++i) rows *= k.shape[i];
+    c.expect = SplitExpect(OpKind::kSoftmax, k.dt, rows, k.shape.back());
+    c.name += "_stagesplit";
     v.push_back(c);
   }
   // Scales <= 0 (the max pass cannot take raw packs there: max(x * s) = min(x) * s) on the register,

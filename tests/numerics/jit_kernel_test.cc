@@ -897,6 +897,74 @@ std::string FunctionText(const std::string& source, const std::string& name) {
   return source.substr(at, next == std::string::npos ? std::string::npos : next - at);
 }
 
+// Beside the stage function, on a target with clusters: the staged split function (a cluster of
+// blocks a row, each staging its share of every staged input's window; target::ChooseRowStageSplit)
+// where every staged input has one element size and the kernel writes rows: one cluster exchange a
+// reduction (the online max and sum: two), one copy loop a staged input, the row values written by
+// rank 0 only. None without clusters, for mixed element sizes, or for row outputs only (those
+// stream). It compiles for sm_90.
+TEST(JitKernel, StageSplitFunctionBesideTheStageFunction) {
+  struct Case {
+    const char* graph;
+    int elem_bytes, inputs, reductions;
+    bool expect;
+  };
+  const Case cases[] = {
+      {"graph g\ninput x: bf16[T, 25101]\nm = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\ny = div(e, s)\noutput y\n", 2, 1, 2,
+       true},
+      {"graph g\ninput x: f32[T, 20000]\nm = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\ny = div(e, s)\noutput y\n", 4, 1, 2, true},
+      {"graph g\ninput x: bf16[T, 47059]\ninput r: bf16[T, 47059]\nparam w: bf16[47059]\ny, s = add_rms_norm(x, r, w)\noutput y, s\n",
+       2, 2, 1, true},
+      {"graph g\ninput x: f16[T, 70001]\nparam w: f16[70001]\nparam b: f16[70001]\ny = layer_norm(x, w, b)\noutput y\n", 2, 1, 2, true},
+      // mixed element sizes: no staged split
+      {"graph g\ninput x: bf16[T, 30000]\ninput z: f32[T, 30000]\nxf = cast(x) {dtype=f32}\nu = add(xf, z)\nm = max(u)\ny = sub(u, m)\noutput y\n",
+       0, 0, 0, false},
+      // row outputs only: no staged split
+      {"graph g\ninput x: bf16[T, 30000]\nm = max(x)\nd = sub(x, m)\ne = exp(d)\ns = sum(e)\nl = log(s)\ny = add(l, m)\noutput y\n",
+       0, 0, 0, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.graph);
+    auto g = ParseGraph(c.graph);
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    auto k = testing_cases::WholeGraphKernel(*g);
+    ASSERT_TRUE(k.ok()) << k.status().message();
+    codegen::EmitOptions o;
+    o.stage = true;
+    auto no_clusters = codegen::EmitCuda(*k, o);
+    ASSERT_TRUE(no_clusters.ok()) << no_clusters.status().message();
+    EXPECT_TRUE(no_clusters->stage_split_function.empty());
+    o.clusters = true;
+    auto e = codegen::EmitCuda(*k, o);
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    if (!c.expect) {
+      EXPECT_TRUE(e->stage_split_function.empty()) << e->stage_split_function;
+      continue;
+    }
+    ASSERT_FALSE(e->stage_function.empty());
+    ASSERT_EQ(e->stage_split_function, e->function + "_stagesplit");
+    EXPECT_EQ(e->stage_split_elem_bytes, c.elem_bytes);
+    EXPECT_EQ(e->stage_split_inputs, c.inputs);
+    EXPECT_TRUE(e->PdlIn(e->stage_split_function));
+    const std::string ss = FunctionText(e->source, e->stage_split_function);
+    EXPECT_NE(e->source.find(fmt::format("__launch_bounds__({}) {}(", target::kRowStageSplitMaxThreads, e->stage_split_function)),
+              std::string::npos);
+    // one share copy loop a staged input (whole copies, the row's last vector with its source size)
+    EXPECT_EQ(Count(ss, "fz::cp_async16("), 2 * c.inputs) << ss;
+    EXPECT_EQ(Count(ss, "fz::cluster_reduce<"), c.reductions) << ss;
+    EXPECT_EQ(Count(ss, "fz::block_reduce<"), 0) << ss;
+    EXPECT_EQ(Count(ss, "fz::push_arm("), 1) << ss;
+    EXPECT_NE(ss.find("fz::cluster_sync();"), std::string::npos) << ss;
+    EXPECT_NE(ss.find(fmt::format("fz_load<{}>(xs0, sh0 + (c0)", 16 / c.elem_bytes)), std::string::npos) << ss;
+    EXPECT_NE(ss.find("cb < CE"), std::string::npos) << ss;
+    EXPECT_EQ(ss.find("for (long long r = blockIdx.x"), std::string::npos) << "no row loop: " << ss;
+    if (jit::NvrtcAvailable()) {
+      auto cu = jit::CompileCuda(e->source, e->function, "sm_90");
+      ASSERT_TRUE(cu.ok()) << cu.status().message();
+    }
+  }
+}
+
 // A row kernel that writes one value per row and reads each row once (logsumexp's online max and
 // sum, a sum, a max) streams rows past the register path: the looped function in blocks of
 // target::kRowStreamThreads, kRowStreamUnroll raw 16-byte packs in flight a thread (evict-first

@@ -266,6 +266,90 @@ TEST(LaunchShape, RowSplitCoversTheWindowInAClusterOf8) {
   }
 }
 
+// The staged split: a cluster a row, each block staging its share in shared memory. The fewest of 2,
+// 4, 8 blocks whose share fits a sixth of an SM's shared memory (else 8 where it fits a block), about 8
+// vectors of the share a thread; from one row per SM up, sm_90+.
+TEST(LaunchShape, RowStageSplit) {
+  const auto h200 = FakeH200();
+  // bf16 rms_norm 1112 x 120600: 15076 window vectors; 4 blocks: 60 KB shares (over 36 KiB), 8: 30 KB
+  auto sp = target::ChooseRowStageSplit(1112, 120600, 2, 1, h200);
+  ASSERT_TRUE(sp.has_value());
+  EXPECT_EQ(sp->blocks, 8);
+  EXPECT_EQ(sp->chunk, 1885 * 8);
+  EXPECT_EQ(sp->smem_bytes, 1885 * 16);
+  EXPECT_EQ(sp->threads, 256);  // 1885 vectors / 8 = 236 -> whole warps
+  EXPECT_EQ(sp->blocks_per_sm, 7);
+  EXPECT_EQ(sp->ToString(), "stagesplit8_t256_b7");
+  // 2249 x 59664: 4 blocks of 29.8 KB; add_rms_norm (x and the residual staged) needs 8
+  sp = target::ChooseRowStageSplit(2249, 59664, 2, 1, h200);
+  ASSERT_TRUE(sp.has_value());
+  EXPECT_EQ(sp->blocks, 4);
+  EXPECT_EQ(target::ChooseRowStageSplit(2249, 59664, 2, 2, h200)->blocks, 8);
+  // 385 x 235064: 8 blocks of 57.4 KiB (over the sixth, within a block): 3 an SM, 480 threads
+  sp = target::ChooseRowStageSplit(385, 235064, 2, 1, h200);
+  ASSERT_TRUE(sp.has_value());
+  EXPECT_EQ(sp->blocks, 8);
+  EXPECT_EQ(sp->blocks_per_sm, 3);
+  EXPECT_EQ(sp->threads, 480);
+  // fewer than 3 blocks an SM: 133 rows of 16385 columns take 2 blocks a row (266 < 396): none
+  EXPECT_FALSE(target::ChooseRowStageSplit(133, 16385, 2, 1, h200).has_value());
+  EXPECT_TRUE(target::ChooseRowStageSplit(198, 16385, 2, 1, h200).has_value());
+  // f32 rows past 8 x 227 KiB: none; shares past half an SM's shared memory (one block an SM): none
+  EXPECT_FALSE(target::ChooseRowStageSplit(500, 8 * 60000, 4, 1, h200).has_value());
+  EXPECT_FALSE(target::ChooseRowStageSplit(385, 235064, 2, 2, h200).has_value());  // add_rms_norm: 2 x 57.4 KiB
+  EXPECT_TRUE(target::ChooseRowStageSplit(648, 173616, 2, 2, h200).has_value());   // 2 x 42.4 KiB: two an SM
+  EXPECT_FALSE(target::ChooseRowStageSplit(131, 120600, 2, 1, h200).has_value());  // fewer rows than SMs: the split's
+  EXPECT_FALSE(target::ChooseRowStageSplit(5000, 120600, 2, 1, FakeDevice(132, 8)).has_value());  // no clusters
+  EXPECT_FALSE(target::ChooseRowStageSplit(5000, 120600, 3, 1, h200).has_value());
+  // the kernel's registers: the blocks the shared memory allows stay resident in the register file
+  auto regs = h200;
+  regs.regs_per_sm = 65536;
+  sp = target::ChooseRowStageSplit(1112, 120600, 2, 1, regs, 64);  // 32 warps an SM: 7 blocks of 4 warps
+  ASSERT_TRUE(sp.has_value());
+  EXPECT_EQ(sp->blocks_per_sm, 7);
+  EXPECT_EQ(sp->threads, 128);
+  sp = target::ChooseRowStageSplit(1112, 120600, 2, 1, regs, 128);  // 16 warps: 4 blocks of 4 warps
+  ASSERT_TRUE(sp.has_value());
+  EXPECT_EQ(sp->blocks_per_sm, 4);
+  EXPECT_EQ(sp->threads, 128);
+  const int64_t optin = h200.max_shared_mem_per_block_optin, per_sm = h200.shared_mem_per_sm;
+  std::mt19937_64 rng(12);
+  for (int i = 0; i < 5000; ++i) {
+    const int64_t cols = 1 + static_cast<int64_t>(rng() % 600000);
+    const int64_t rows = 1 + static_cast<int64_t>(rng() % 70000);
+    for (int esize : {2, 4})
+      for (int inputs : {1, 2}) {
+        auto r = target::ChooseRowStageSplit(rows, cols, esize, inputs, h200);
+        const int vec = 16 / esize;
+        const int64_t window_cols = target::RowStageWindowBytes(cols, esize) / 16 * vec;
+        const int64_t share8 = target::RowSplitChunk(window_cols, vec, 8) * esize * inputs;
+        if (rows * 8 >= 3 * 132 && rows >= 132 && 2 * (share8 + target::kRowStageStaticBytes) <= per_sm) {
+          // (the fewest blocks that fit may give fewer than 3 blocks an SM: then none)
+        } else {
+          ASSERT_FALSE(r.has_value()) << rows << " x " << cols;
+        }
+        if (!r) continue;
+        ASSERT_GE(rows * r->blocks, 3 * 132);  // three blocks an SM or more
+        ASSERT_TRUE(r->blocks == 2 || r->blocks == 4 || r->blocks == 8);
+        ASSERT_EQ(r->chunk, target::RowSplitChunk(window_cols, vec, r->blocks));
+        ASSERT_EQ(r->chunk % vec, 0);
+        ASSERT_GE(r->chunk * r->blocks, window_cols);  // the window is covered
+        ASSERT_EQ(r->smem_bytes, r->chunk * esize * inputs);
+        const int64_t budget = per_sm / target::kRowStageSplitBlocksPerSm - target::kRowStageStaticBytes;
+        ASSERT_TRUE(r->smem_bytes <= budget || r->blocks == 8);
+        if (r->blocks > 2) {  // the fewest blocks: half as many would not fit the budget
+          ASSERT_GT(target::RowSplitChunk(window_cols, vec, r->blocks / 2) * esize * inputs, budget);
+        }
+        ASSERT_GE(r->blocks_per_sm, 2);
+        ASSERT_LE(r->blocks_per_sm * (r->smem_bytes + target::kRowStageStaticBytes), per_sm);
+        ASSERT_LE(r->blocks_per_sm * r->threads, 2048);
+        ASSERT_EQ(r->threads % 32, 0);
+        ASSERT_GE(r->threads, target::kRowStageMinThreads);
+        ASSERT_LE(r->threads, target::kRowStageSplitMaxThreads);
+      }
+  }
+}
+
 // Staged rows: taken from one row per SM up where the window of every staged input fits one block's
 // opt-in shared memory; the block's threads copy about kRowStageVectorsPerThread vectors each.
 TEST(LaunchShape, RowStage) {

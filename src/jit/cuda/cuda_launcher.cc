@@ -101,6 +101,22 @@ StatusOr<std::shared_ptr<LoadedKernel>> LoadedKernel::Load(const JitKernel& k) {
     if (cudaFuncGetAttributes(&fa, reinterpret_cast<const void*>(st)) == cudaSuccess) lk->stage_regs_ = fa.numRegs;
     else cudaGetLastError();
   }
+  // The staged split function on clusters (sm_90+; target::ChooseRowStageSplit), allowed a block's
+  // opt-in shared memory (its share's bytes are the launch's) and a shared-memory carveout preferred.
+  if (!k.emitted.stage_split_function.empty() && lk->cc_major_ >= 9) {
+    cudaKernel_t ss = nullptr;
+    e = cudaLibraryGetKernel(&ss, lib, k.emitted.stage_split_function.c_str());
+    if (e != cudaSuccess)
+      return Internal(fmt::format("cudaLibraryGetKernel({}): {}", k.emitted.stage_split_function, cudaGetErrorString(e)));
+    OPFUSE_CUDA_RETURN(cudaFuncSetAttribute(reinterpret_cast<const void*>(ss), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(optin - target::kRowStageStaticBytes)));
+    OPFUSE_CUDA_RETURN(cudaFuncSetAttribute(reinterpret_cast<const void*>(ss), cudaFuncAttributePreferredSharedMemoryCarveout,
+                                            cudaSharedmemCarveoutMaxShared));
+    lk->stage_split_kernel_ = ss;
+    cudaFuncAttributes fa{};
+    if (cudaFuncGetAttributes(&fa, reinterpret_cast<const void*>(ss)) == cudaSuccess) lk->stage_split_regs_ = fa.numRegs;
+    else cudaGetLastError();
+  }
   return lk;
 }
 
@@ -140,9 +156,24 @@ StatusOr<LoadedKernel::Geometry> LoadedKernel::LaunchGeometry(const std::vector<
     // a streamed looped function (EmittedKernel::stream) from target::RowStreamMinRows rows on
     const bool split_ok = split_kernel_ && em.split_vpt > 0 && target::UseRowSplit(rows, dev, em.split_many_rows) &&
                           rows <= kMaxGrid / target::kRowSplitBlocks && !(em.stream && rows >= target::RowStreamMinRows(dev));
+    // where its windows fit (target::RowStageFor): persistent blocks, double-buffered where two fit
+    const auto st = stage_kernel_ ? target::RowStageFor(rows, em.stage_bytes, em.stage_vectors, dev, stage_regs_)
+                                  : std::optional<target::RowStage>{};
+    // The staged split where the whole staged row does not fit or gives way (target::StageGivesWayToSplit,
+    // as the library norms: also where the stage has no overlap on its SM) and the rule takes it
+    // (target::ChooseRowStageSplit: a row per SM or more), the grid exactly rows x blocks a row.
+    if (stage_split_kernel_ && (!st || target::StageGivesWayToSplit(*st, true)) && rows <= kMaxGrid / target::kRowSplitBlocks) {
+      if (auto ss = target::ChooseRowStageSplit(rows, cols, em.stage_split_elem_bytes, em.stage_split_inputs, dev, stage_split_regs_)) {
+        geo.threads = ss->threads;
+        geo.blocks = rows * ss->blocks;
+        geo.cluster = ss->blocks;
+        geo.smem = ss->smem_bytes;
+        geo.kernel = stage_split_kernel_;
+        geo.function = &em.stage_split_function;
+        return geo;
+      }
+    }
     if (stage_kernel_) {
-      // where its windows fit (target::RowStageFor): persistent blocks, double-buffered where two fit
-      auto st = target::RowStageFor(rows, em.stage_bytes, em.stage_vectors, dev, stage_regs_);
       // the split where it is taken and the rule says (target::StageGivesWayToSplit, the kernel's
       // stage_gives_way)
       if (st && !(split_ok && em.stage_gives_way && target::StageGivesWayToSplit(*st, false))) {
