@@ -260,23 +260,23 @@ std::optional<RowStage> ChooseRowStage(int64_t rows, int64_t cols, int elem_byte
 // not registers, then bounds the blocks an SM holds, so several clusters' blocks are resident at
 // once and one block's copies are in flight while another reduces or writes — the split holds its
 // share in registers (one register-heavy block an SM: copy, then compute), the looped path re-reads
-// the row from L2 (dev/split_stage measured the staged split at 0.75-0.86 of the copy on rows of
-// 59664-235064 columns where those ran 0.39-0.60; docs/BENCHMARKS.md, "The staged split").
+// the row from L2 (dev/split_stage, then the kernels, measured the staged split well ahead of both on
+// rows of 59664-235064 columns with every SM busy; docs/BENCHMARKS.md, "The staged split").
 // The blocks a row: the fewest of 2, 4, 8 whose share fits 1 / kRowStageSplitBlocksPerSm of an SM's
 // shared memory, else 8 where the share fits a block; threads: kRowStageSplitVectorsPerThread vectors
 // of the share a thread (whole warps, kRowStageMinThreads to kRowStageSplitMaxThreads), no more than
 // the SM's threads — and, where the kernel's registers are known, its register file — shared out over
 // the blocks its shared memory holds. Taken from one row per SM up where an SM holds two of its blocks
 // or more and the grid gives every SM kRowStageSplitMinBlocksPerSm blocks or more (sm_90+: clusters;
-// 16-byte aligned
-// bases); fewer rows keep the split (every block on its own SM either way, nothing to overlap).
+// 16-byte aligned bases); fewer rows keep the split (every block on its own SM either way, nothing to
+// overlap).
 inline constexpr int kRowStageSplitBlocksPerSm = 6;      // resident blocks an SM the share is sized for
 inline constexpr int kRowStageSplitVectorsPerThread = 8;  // 16-byte vectors of the share a thread
 inline constexpr int kRowStageSplitMaxThreads = 512;     // launch bound of the staged split kernels
 // With fewer blocks an SM there is nothing to overlap (an SM's blocks copy at once, then compute):
 // the split measured faster there (133 rows of 16385 columns, 2 blocks a row). Sizing the threads
-// for the SM's threads instead of the share (5 blocks of 320 an SM rather than 6 of 256) measured up
-// to 12 % slower on grids of less than a wave.
+// for the SM's threads instead of the share (5 blocks of 320 an SM rather than 6 of 256) measured
+// slower on grids of less than a wave (docs/BENCHMARKS.md, "The staged split").
 inline constexpr int kRowStageSplitMinBlocksPerSm = 3;
 struct RowStageSplit {
   int blocks = 0;            // blocks a row: the cluster size (2, 4 or 8)
