@@ -45,7 +45,7 @@ struct NormParams {
   int64_t rows;
   int cols;
   int tpr;        // threads per row
-  int chunk;      // split rows: window elements per block of the cluster
+  int chunk;      // split rows, staged split: window elements per block of the cluster (the staged split: each input's buffer)
   int stage_elems;  // staged rows: elements of one input's window buffer
   int twin;         // staged rows: double-buffered
   float eps;
@@ -481,12 +481,12 @@ __global__ void __launch_bounds__(target::kRowStageSplitMaxThreads) NormStageSpl
   src[0] = p.x;
   if constexpr (IN == 2) src[1] = p.res;
   const ShareSpan sp = ShareOf<T, N>(p.cols, p.chunk / N);
-  StageShare<T, N, IN>(src, sp, p.cols, p.stage_elems);
+  StageShare<T, N, IN>(src, sp, p.cols, p.chunk);
   fz::cluster_sync();  // every block's mbarriers are armed before any push (the copies in flight meanwhile)
   fz::cp_async_wait<0>();
   __syncthreads();  // every thread's copies have landed
-  NormStagedPasses<T, KIND>(p, sp.base, sp.s, sp.nv, sp.v0, sp.v1, StagedWindow<T>(0, p.stage_elems),
-                            StagedWindow<T>(IN - 1, p.stage_elems), red);
+  NormStagedPasses<T, KIND>(p, sp.base, sp.s, sp.nv, sp.v0, sp.v1, StagedWindow<T>(0, p.chunk), StagedWindow<T>(IN - 1, p.chunk),
+                            red);
   // no closing cluster barrier: nothing reads another block's shared memory
 }
 
@@ -666,7 +666,10 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
     });
     ssplit = target::ChooseRowStageSplit(rows, cols, DTypeSize(dt), kind == kAddRms ? 2 : 1, dev, regs);
   }
-  if (ssplit) stage.reset(), split.reset();
+  if (ssplit) {
+    stage.reset();
+    split.reset();
+  }
   if (stage && split && target::StageGivesWayToSplit(*stage, true)) stage.reset();
   if (stage) split.reset();
   if (access.shifted && s.looped && !split && !stage && !ssplit) {  // the looped kernel reads unaligned rows element by element
@@ -706,17 +709,7 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
       };
       return make_stage(NormStageFor<T>(kind));
     }
-    if (ssplit) {
-      p.chunk = static_cast<int>(ssplit->chunk);
-      p.stage_elems = static_cast<int>(ssplit->chunk);
-      const auto kernel = NormStageSplitFor<T>(kind);
-      OPFUSE_RETURN_IF_ERROR(AllowSharedBytes(kernel, ssplit->smem_bytes, op));
-      return std::vector<cuda::KernelLaunch>{
-          cuda::KernelLaunch::Make(name, kernel, dim3(static_cast<unsigned>(rows * ssplit->blocks)), dim3(ssplit->threads),
-                                   static_cast<size_t>(ssplit->smem_bytes), p)
-              .Pdl()
-              .Cluster(ssplit->blocks)};
-    }
+    if (ssplit) return StageSplitLaunch(name, NormStageSplitFor<T>(kind), *ssplit, rows, p, op);
     if (split) {
       p.chunk = static_cast<int>(split->chunk);
       // 8 blocks per row: the kernel with the cluster compiled in; fewer: the launch attribute

@@ -58,7 +58,7 @@ struct SoftmaxParams {
   int64_t tq;       // x.shape[-2] (1 for rank 1)
   int mask_cols;    // mask column stride: 1 (mask last dim S) or 0 (last dim 1)
   RowMap mmap;      // row of x -> element offset of the mask row
-  int chunk;        // split rows: window elements per block of the cluster
+  int chunk;        // split rows, staged split: window elements per block of the cluster (the staged split: its buffer)
   int stage_elems;  // staged rows: elements of the window buffer
   int twin;         // staged rows: double-buffered
 };
@@ -499,11 +499,11 @@ __global__ void __launch_bounds__(target::kRowStageSplitMaxThreads) SoftmaxStage
   red.Arm();
   const T* src[1] = {p.x};
   const ShareSpan sp = ShareOf<T, N>(p.cols, p.chunk / N);
-  StageShare<T, N, 1>(src, sp, CAUSAL ? LastVisible<CAUSAL>(p, sp.r) + 1 : p.cols, p.stage_elems);
+  StageShare<T, N, 1>(src, sp, CAUSAL ? LastVisible<CAUSAL>(p, sp.r) + 1 : p.cols, p.chunk);
   fz::cluster_sync();  // every block's mbarriers are armed before any push (the copies in flight meanwhile)
   fz::cp_async_wait<0>();
   __syncthreads();  // every thread's copies have landed
-  SoftmaxStagedPasses<T, CAUSAL>(p, sp.r, sp.base, sp.s, sp.nv, sp.v0, sp.v1, StagedWindow<T>(0, p.stage_elems), red);
+  SoftmaxStagedPasses<T, CAUSAL>(p, sp.r, sp.base, sp.s, sp.nv, sp.v0, sp.v1, StagedWindow<T>(0, p.chunk), red);
   // no closing cluster barrier: nothing reads another block's shared memory
 }
 
@@ -721,7 +721,10 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanSoftmaxEx(const Node& n, const std
     });
     ssplit = target::ChooseRowStageSplit(rows, cols, DTypeSize(dt), 1, dev, regs);
   }
-  if (ssplit) stage.reset(), split.reset();
+  if (ssplit) {
+    stage.reset();
+    split.reset();
+  }
   if (stage && split && target::StageGivesWayToSplit(*stage, false)) stage.reset();
   if (stage) split.reset();
   if (access.shifted && s.looped && !stage && !ssplit) {  // the looped kernel reads unaligned rows element by element
@@ -767,16 +770,9 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanSoftmaxEx(const Node& n, const std
       SoftmaxParams<T, T> p{};
       fill(p);
       p.mask = nullptr;
-      p.chunk = static_cast<int>(ssplit->chunk);
-      p.stage_elems = static_cast<int>(ssplit->chunk);
       const std::string sname = fmt::format("lib:softmax_{}{}_{}", DTypeName(dt), causal ? "_causal" : "", ssplit->ToString());
-      const auto kernel = causal ? SoftmaxStageSplitKernel<T, true> : SoftmaxStageSplitKernel<T, false>;
-      OPFUSE_RETURN_IF_ERROR(AllowSharedBytes(kernel, ssplit->smem_bytes, op));
-      return std::vector<cuda::KernelLaunch>{
-          cuda::KernelLaunch::Make(sname, kernel, dim3(static_cast<unsigned>(rows * ssplit->blocks)), dim3(ssplit->threads),
-                                   static_cast<size_t>(ssplit->smem_bytes), p)
-              .Pdl()
-              .Cluster(ssplit->blocks)};
+      return StageSplitLaunch(sname, causal ? SoftmaxStageSplitKernel<T, true> : SoftmaxStageSplitKernel<T, false>, *ssplit, rows, p,
+                              op);
     }
     if (!mask && split) {
       SoftmaxParams<T, T> p{};

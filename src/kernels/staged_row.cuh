@@ -3,6 +3,10 @@
 // reductions of a staged row over its block or its cluster. Included by the library's staged row
 // kernels (norm.cu, softmax.cu).
 #pragma once
+#include <string>
+#include <vector>
+
+#include "cuda/launch.h"
 #include "kernels/fused_common.cuh"
 
 namespace opfuse::kernels::fused {
@@ -86,5 +90,19 @@ struct ClusterReducer {
     return t;
   }
 };
+
+// The staged split's launch of `kernel` over `rows` rows (target::ChooseRowStageSplit's `sp`): exactly
+// rows clusters of sp.blocks blocks, the share's dynamic shared memory allowed first; p.chunk (the
+// window elements a block stages, also each staged input's buffer) set from sp.
+template <class P>
+StatusOr<std::vector<cuda::KernelLaunch>> StageSplitLaunch(const std::string& name, void (*kernel)(P), const target::RowStageSplit& sp,
+                                                           int64_t rows, P p, const char* what) {
+  OPFUSE_RETURN_IF_ERROR(AllowSharedBytes(kernel, sp.smem_bytes, what));
+  p.chunk = static_cast<int>(sp.chunk);
+  return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(name, kernel, dim3(static_cast<unsigned>(rows * sp.blocks)),
+                                                                  dim3(sp.threads), static_cast<size_t>(sp.smem_bytes), p)
+                                             .Pdl()
+                                             .Cluster(sp.blocks)};
+}
 
 }  // namespace opfuse::kernels::fused

@@ -28,6 +28,13 @@ int SmallestVpt(int64_t need, int max_vpt) {
   return 0;
 }
 
+// Warps an SM's register file holds of a kernel of `regs_per_thread` registers (allocated per warp
+// in 256-register units); 0 where either is unknown.
+int64_t RegisterFileWarps(const DeviceInfo& dev, int regs_per_thread) {
+  if (regs_per_thread <= 0 || dev.regs_per_sm <= 0) return 0;
+  return dev.regs_per_sm / (CeilDiv(int64_t{regs_per_thread} * 32, 256) * 256);
+}
+
 bool ValidThreadsPerRow(int t) { return (t >= 1 && t < 32 && (t & (t - 1)) == 0) || (t >= 32 && t <= 1024 && t % 32 == 0); }
 
 }  // namespace
@@ -217,10 +224,10 @@ std::optional<RowStage> RowStageFor(int64_t rows, int64_t stage_bytes, int64_t r
   st.blocks_per_sm = static_cast<int>(per_sm / (st.smem_bytes + kRowStageStaticBytes));
   if (st.blocks_per_sm < 1) return std::nullopt;
   const int sm_threads = dev.max_threads_per_sm > 0 ? dev.max_threads_per_sm : 2048;
-  // warps the register file holds at this kernel's registers (allocated per warp in 256-register units)
+  // warps the register file holds at this kernel's registers
   int64_t reg_warps = sm_threads / 32;
-  if (regs_per_thread > 0 && dev.regs_per_sm > 0) {
-    reg_warps = dev.regs_per_sm / (CeilDiv(int64_t{regs_per_thread} * 32, 256) * 256);
+  if (const int64_t w = RegisterFileWarps(dev, regs_per_thread); w > 0) {
+    reg_warps = w;
     while (st.blocks_per_sm > 1 && reg_warps / st.blocks_per_sm * 32 < kRowStageMinThreads) --st.blocks_per_sm;
   }
   const int64_t top = std::clamp<int64_t>(std::min<int64_t>(sm_threads / st.blocks_per_sm, reg_warps / st.blocks_per_sm * 32) / 32 * 32,
@@ -262,10 +269,10 @@ std::optional<RowStageSplit> ChooseRowStageSplit(int64_t rows, int64_t cols, int
   const int64_t budget = per_sm / kRowStageSplitBlocksPerSm - kRowStageStaticBytes;
   RowStageSplit sp;
   for (int b = 2; b <= kRowSplitBlocks; b *= 2) {
-    const int64_t bytes = RowSplitChunk(window_cols, vec, b) * elem_bytes * inputs;
+    const int64_t chunk = RowSplitChunk(window_cols, vec, b), bytes = chunk * elem_bytes * inputs;
     if (bytes <= budget || (b == kRowSplitBlocks && bytes + kRowStageStaticBytes <= optin)) {
       sp.blocks = b;
-      sp.chunk = RowSplitChunk(window_cols, vec, b);
+      sp.chunk = chunk;
       sp.smem_bytes = bytes;
       break;
     }
@@ -280,8 +287,7 @@ std::optional<RowStageSplit> ChooseRowStageSplit(int64_t rows, int64_t cols, int
                                         kRowStageMinThreads, kRowStageSplitMaxThreads);
   const int sm_threads = dev.max_threads_per_sm > 0 ? dev.max_threads_per_sm : 2048;
   int64_t warps = sm_threads / 32;  // warps an SM holds: by threads, and by the kernel's registers where known
-  if (regs_per_thread > 0 && dev.regs_per_sm > 0)
-    warps = std::min<int64_t>(warps, dev.regs_per_sm / (CeilDiv(int64_t{regs_per_thread} * 32, 256) * 256));
+  if (const int64_t w = RegisterFileWarps(dev, regs_per_thread); w > 0) warps = std::min(warps, w);
   // fewer threads a block where the blocks the shared memory holds would not all be resident, but not
   // below kRowStageMinThreads: then fewer blocks
   while (sp.blocks_per_sm > 1 && warps / sp.blocks_per_sm * 32 < kRowStageMinThreads) --sp.blocks_per_sm;

@@ -335,6 +335,7 @@ TEST(LaunchShape, RowStageSplit) {
         ASSERT_EQ(r->chunk % vec, 0);
         ASSERT_GE(r->chunk * r->blocks, window_cols);  // the window is covered
         ASSERT_EQ(r->smem_bytes, r->chunk * esize * inputs);
+        ASSERT_LE(r->smem_bytes + target::kRowStageStaticBytes, optin);  // a block's share fits its opt-in limit
         const int64_t budget = per_sm / target::kRowStageSplitBlocksPerSm - target::kRowStageStaticBytes;
         ASSERT_TRUE(r->smem_bytes <= budget || r->blocks == 8);
         if (r->blocks > 2) {  // the fewest blocks: half as many would not fit the budget

@@ -48,6 +48,28 @@ StatusOr<std::string> CudaDeviceArch() {
   return fmt::format("sm_{}{}", major, minor);
 }
 
+namespace {
+
+// Function `name` of `lib` into *kernel, allowed `smem_bytes` of dynamic shared memory and a
+// shared-memory carveout preferred; *regs its registers per thread (0 where the runtime does not say):
+// they bound its threads (target::RowStageFor, ChooseRowStageSplit).
+Status LoadSharedMemoryFunction(cudaLibrary_t lib, const std::string& name, int64_t smem_bytes, void** kernel, int* regs) {
+  cudaKernel_t f = nullptr;
+  const cudaError_t e = cudaLibraryGetKernel(&f, lib, name.c_str());
+  if (e != cudaSuccess) return Internal(fmt::format("cudaLibraryGetKernel({}): {}", name, cudaGetErrorString(e)));
+  OPFUSE_CUDA_RETURN(cudaFuncSetAttribute(reinterpret_cast<const void*>(f), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(smem_bytes)));
+  OPFUSE_CUDA_RETURN(cudaFuncSetAttribute(reinterpret_cast<const void*>(f), cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          cudaSharedmemCarveoutMaxShared));
+  *kernel = f;
+  cudaFuncAttributes fa{};
+  if (cudaFuncGetAttributes(&fa, reinterpret_cast<const void*>(f)) == cudaSuccess) *regs = fa.numRegs;
+  else cudaGetLastError();
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<std::shared_ptr<LoadedKernel>> LoadedKernel::Load(const JitKernel& k) {
   std::shared_ptr<LoadedKernel> lk(new LoadedKernel());
   lk->jit_ = k;
@@ -83,39 +105,18 @@ StatusOr<std::shared_ptr<LoadedKernel>> LoadedKernel::Load(const JitKernel& k) {
   OPFUSE_CUDA_RETURN(cudaDeviceGetAttribute(&lk->sm_regs_, cudaDevAttrMaxRegistersPerMultiprocessor, dev));
   lk->smem_optin_ = optin;
   lk->smem_per_sm_ = per_sm;
-  // The stage function where its windows fit this device's shared memory (target::RowStageFor),
-  // allowed the dynamic shared memory it takes and a shared-memory carveout preferred.
+  // The stage function where its windows fit this device's shared memory (target::RowStageFor), up to
+  // two sets of windows (double-buffered where they fit); the staged split function on clusters
+  // (sm_90+; target::ChooseRowStageSplit), up to a block's opt-in shared memory (its share's bytes are
+  // the launch's).
   if (!k.emitted.stage_function.empty() && k.emitted.stage_bytes + target::kRowStageStaticBytes <= optin) {
-    cudaKernel_t st = nullptr;
-    e = cudaLibraryGetKernel(&st, lib, k.emitted.stage_function.c_str());
-    if (e != cudaSuccess)
-      return Internal(fmt::format("cudaLibraryGetKernel({}): {}", k.emitted.stage_function, cudaGetErrorString(e)));
-    // up to two sets of windows (double-buffered where they fit: target::RowStageFor)
-    OPFUSE_CUDA_RETURN(cudaFuncSetAttribute(reinterpret_cast<const void*>(st), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(std::min<int64_t>(2 * k.emitted.stage_bytes, optin - target::kRowStageStaticBytes))));
-    OPFUSE_CUDA_RETURN(cudaFuncSetAttribute(reinterpret_cast<const void*>(st), cudaFuncAttributePreferredSharedMemoryCarveout,
-                                            cudaSharedmemCarveoutMaxShared));
-    lk->stage_kernel_ = st;
-    // its registers bound the stage's threads (target::RowStageFor)
-    cudaFuncAttributes fa{};
-    if (cudaFuncGetAttributes(&fa, reinterpret_cast<const void*>(st)) == cudaSuccess) lk->stage_regs_ = fa.numRegs;
-    else cudaGetLastError();
+    OPFUSE_RETURN_IF_ERROR(LoadSharedMemoryFunction(lib, k.emitted.stage_function,
+                                                    std::min<int64_t>(2 * k.emitted.stage_bytes, optin - target::kRowStageStaticBytes),
+                                                    &lk->stage_kernel_, &lk->stage_regs_));
   }
-  // The staged split function on clusters (sm_90+; target::ChooseRowStageSplit), allowed a block's
-  // opt-in shared memory (its share's bytes are the launch's) and a shared-memory carveout preferred.
   if (!k.emitted.stage_split_function.empty() && lk->cc_major_ >= 9) {
-    cudaKernel_t ss = nullptr;
-    e = cudaLibraryGetKernel(&ss, lib, k.emitted.stage_split_function.c_str());
-    if (e != cudaSuccess)
-      return Internal(fmt::format("cudaLibraryGetKernel({}): {}", k.emitted.stage_split_function, cudaGetErrorString(e)));
-    OPFUSE_CUDA_RETURN(cudaFuncSetAttribute(reinterpret_cast<const void*>(ss), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(optin - target::kRowStageStaticBytes)));
-    OPFUSE_CUDA_RETURN(cudaFuncSetAttribute(reinterpret_cast<const void*>(ss), cudaFuncAttributePreferredSharedMemoryCarveout,
-                                            cudaSharedmemCarveoutMaxShared));
-    lk->stage_split_kernel_ = ss;
-    cudaFuncAttributes fa{};
-    if (cudaFuncGetAttributes(&fa, reinterpret_cast<const void*>(ss)) == cudaSuccess) lk->stage_split_regs_ = fa.numRegs;
-    else cudaGetLastError();
+    OPFUSE_RETURN_IF_ERROR(LoadSharedMemoryFunction(lib, k.emitted.stage_split_function, optin - target::kRowStageStaticBytes,
+                                                    &lk->stage_split_kernel_, &lk->stage_split_regs_));
   }
   return lk;
 }
