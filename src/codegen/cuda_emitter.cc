@@ -1191,13 +1191,17 @@ class Emitter {
     s += "  __shared__ float smem[64];\n  int phase = 0;\n  (void)smem;\n  (void)phase;\n";
     const bool evict_first = decode && !cached.empty();
     if (evict_first) s += "  const unsigned long long pol = fz::evict_first();  // the rows are read once\n";
-    // The decode function's grid covers the rows (the launcher's rule), so it has no row loop: with
-    // it, the compiler kept the early stores and the epilogue's loads apart (add_rms_norm 512 x 4096
-    // read slower, docs/BENCHMARKS.md). The prefill function walks the rows grid-stride, so any grid
-    // is correct.
+    // The grid covers the rows (the launcher's rule: a block for every row group). The decode
+    // function has no row loop: with it, the compiler kept the early stores and the epilogue's loads
+    // apart (add_rms_norm 512 x 4096 read slower). Nor has the prefill function of a kernel without
+    // per-column inputs (softmax): a loop kept its state live across iterations, more registers a
+    // thread and fewer resident blocks an SM; with per-column inputs (the norms' weights, loaded
+    // before the row) the loop measured faster (docs/BENCHMARKS.md, "Register rows"), so it stays —
+    // one iteration at the launcher's grid, a grid-stride walk where a caller's grid is capped.
+    const bool row_loop = !decode && !split && !reg_channels_.empty();
     if (split)
       s += "  {\n    const long long r0 = (long long)blockIdx.x / CL;  // the launcher's grid is exactly R clusters\n";
-    else if (decode)
+    else if (!row_loop)
       s += fmt::format("  {{\n    const {0} r0 = ({0})blockIdx.x * rpb;  // the grid covers the rows\n    if (r0 >= R) return;\n", ix_);
     else
       s += fmt::format("  for ({0} r0 = ({0})blockIdx.x * rpb; r0 < R; r0 += ({0})gridDim.x * rpb) {{\n", ix_);

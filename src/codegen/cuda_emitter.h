@@ -32,8 +32,10 @@
 // a split function — the register path's code over a cluster of blocks per row, each block holding
 // its share in registers, the reductions combined by pushing each block's partial into every block's
 // shared memory (fz::cluster_reduce),
-// so the row is read once. The prefill and looped functions grid-stride over rows, so any grid size
-// is correct; the split function's grid is exactly rows x blocks per cluster.
+// so the row is read once. The prefill function of a kernel without per-column inputs (softmax) has no
+// row loop either (its grid covers the row groups: a loop kept its state live, more registers a
+// thread); with them (the norms) it and the looped function grid-stride over rows, so any grid size
+// is correct for them; the split function's grid is exactly rows x blocks per cluster.
 // ABI: kernel(inputs..., outputs..., long long <symbol>...) in Kernel order; launch geometry in
 // src/jit/cuda/cuda_launcher.cc.
 // Versioning: the source text is the JIT cache key (src/jit/kernel_cache.h), so any change to the
@@ -46,7 +48,7 @@
 
 namespace opfuse::codegen {
 
-inline constexpr int kEmitterVersion = 26;
+inline constexpr int kEmitterVersion = 27;
 // Looped row kernels (rows wider than the register path, static width): threads per block where the
 // vectors are narrower than 16 bytes (one block per row), and the vectors per thread per step (loads
 // first): at most kLoopedUnroll, as many as keep kLoopedRowFloats loaded values per thread. A block's

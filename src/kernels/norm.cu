@@ -81,7 +81,7 @@ __device__ __forceinline__ void Finish(const NormParams<T>& p, const Pack<T, N>&
 // KTPR * VPT * N, as softmax.cu's): the row group is a compile-time constant, no column guards.
 // SH: shifted rows (fused_common.cuh): row starts off the 16-byte grid, read in the aligned window
 // around the row (vector v at column v * N - s), the row group covering cols + N - 1 columns.
-template <class T, int N, int VPT, int KIND, int KTPR = 0, bool SH = false>
+template <class T, int N, int VPT, int KIND, int KTPR = 0, bool SH = false, int EARLY_W = -1>
 __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormParams<T> p) {
   static_assert(!SH || KTPR == 0, "shifted rows take the runtime row group");
   PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
@@ -91,7 +91,11 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormP
   auto in_row = [&](int c) { return KTPR > 0 || c < p.cols; };
   const int g = threadIdx.x / tpr, t = threadIdx.x - g * tpr, rpb = blockDim.x / tpr;
   int phase = 0;
-  for (int64_t r0 = static_cast<int64_t>(blockIdx.x) * rpb; r0 < p.rows; r0 += static_cast<int64_t>(gridDim.x) * rpb) {
+  // One row group a block, no grid-stride loop: the planner launches a block for every group
+  // (at most 2^31 - 1 of them). A loop around the row keeps its state live across iterations and
+  // cost a quarter to a third more registers a thread, so fewer blocks were resident an SM.
+  {
+    const int64_t r0 = static_cast<int64_t>(blockIdx.x) * rpb;
     const int64_t r = r0 + g;
     const bool valid = r < p.rows;
     const int64_t base = r * (KTPR > 0 ? KTPR * VPT * N : p.cols);
@@ -129,8 +133,11 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormP
     }
     // The weight (rms kinds, few packs per thread) is loaded before the reduction, so its L2 round
     // trip overlaps the reduction instead of following it; with more packs the registers are kept
-    // for the row (Finish loads it at the end).
-    constexpr bool kEarlyW = (KIND == kRms && VPT <= 4) || (KIND == kAddRms && VPT <= 2);
+    // for the row (Finish loads it at the end). add_rms_norm at 2 packs, and rms_norm's wide rows
+    // (EARLY_W = 0: past kMaxRegisterCols, blocks of 600-1024 threads), load it late: there the
+    // early weight's 12-24 registers a thread left fewer blocks resident an SM (one, for the wide
+    // rows), which cost more than the round trip (docs/BENCHMARKS.md, "Register rows").
+    constexpr bool kEarlyW = EARLY_W >= 0 ? EARLY_W != 0 : (KIND == kRms && VPT <= 4) || (KIND == kAddRms && VPT <= 1);
     Pack<T, N> wv[kEarlyW ? VPT : 1];
     if constexpr (kEarlyW) {
 #pragma unroll
@@ -682,6 +689,9 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
                            : stage ? fmt::format("lib:{}_{}_{}", op, DTypeName(dt), stage->ToString())
                            : split ? fmt::format("lib:{}_{}_{}", op, DTypeName(dt), split->ToString())
                                    : fmt::format("lib:{}_{}_{}{}", op, DTypeName(dt), s.ToString(), access.shifted ? "_sh" : "");
+  // the register kernel runs one row group a block (no grid-stride loop): a block for every group
+  if (!s.looped && !stage && !split && !ssplit && (rows + s.rows_per_block - 1) / s.rows_per_block > 0x7fffffffLL)
+    return Unimplemented(fmt::format("{}: {} rows in groups of {} exceed a grid of 2^31 - 1 blocks", op, rows, s.rows_per_block));
   const dim3 grid(GridFor((rows + s.rows_per_block - 1) / s.rows_per_block)), block(s.block());
 
   return DispatchFloat(dt, [&](auto tag) -> StatusOr<std::vector<cuda::KernelLaunch>> {
@@ -759,7 +769,11 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
           }
         }
         switch (kind) {
-          case kRms: return make(NormRegKernel<T, N, V, kRms>);
+          case kRms:
+            if constexpr (V == 4) {  // wide rows: the late weight (NormRegKernel's EARLY_W)
+              if (cols > target::kMaxRegisterCols) return make(NormRegKernel<T, N, 4, kRms, 0, false, 0>);
+            }
+            return make(NormRegKernel<T, N, V, kRms>);
           case kAddRms: return make(NormRegKernel<T, N, V, kAddRms>);
           default: return make(NormRegKernel<T, N, V, kLayer>);
         }

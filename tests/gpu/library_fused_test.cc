@@ -287,6 +287,14 @@ TEST(LibraryFusedPlan, CleanErrors) {
     in[1] = {FakePtr(1), DType::kF16, {5, 64}};
     expect_code(kernels::PlanLibraryNode(MakeNode(OpKind::kSoftmax), in, out, dev), StatusCode::kUnimplemented, "mask dtype f16");
   }
+  // More row groups than a grid holds: the register kernels have no row loop (a block a group), so
+  // the planner refuses rather than leave rows unwritten (no memory is touched: fake pointers).
+  for (OpKind op : {OpKind::kRmsNorm, OpKind::kLayerNorm, OpKind::kSoftmax}) {
+    const int64_t rows = int64_t{1} << 39;
+    std::vector<TensorRef> in{{FakePtr(0), DType::kBF16, {rows, 1}}};
+    std::vector<TensorRef> out{{FakePtr(2), DType::kBF16, {rows, 1}}};
+    expect_code(kernels::PlanLibraryNode(MakeNode(op), in, out, dev), StatusCode::kUnimplemented, "exceed a grid");
+  }
   {  // geglu with an unknown approximation
     std::vector<TensorRef> in{{FakePtr(0), DType::kBF16, {4, 64}}, {FakePtr(1), DType::kBF16, {4, 64}}};
     std::vector<TensorRef> out{{FakePtr(2), DType::kBF16, {4, 64}}};

@@ -362,6 +362,29 @@ TEST(JitKernel, ChannelPacksLaunderedWhereTheyWouldBeHoisted) {
   }
 }
 
+// The prefill function of a row kernel without per-column inputs (softmax) has no row loop — its
+// grid covers the row groups, and a loop kept its state live (more registers, fewer resident blocks) —
+// while the norms' (a weight loaded before the row) keep the grid-stride loop, which measured faster.
+TEST(JitKernel, PrefillRowLoopOnlyWithPerColumnInputs) {
+  struct Case {
+    const char* graph;
+    bool loop;
+  };
+  const char* sm = "graph g\ninput x: bf16[T, 4096]\ny = softmax(x)\noutput y\n";
+  const char* rms = "graph g\ninput x: bf16[T, 4096]\nparam w: bf16[4096]\ny = rms_norm(x, w)\noutput y\n";
+  for (const Case& c : {Case{sm, false}, Case{rms, true}}) {
+    SCOPED_TRACE(c.graph);
+    auto e = EmitGraph(c.graph, {});
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    ASSERT_TRUE(e->row_in_registers);
+    const std::string prefill = PrefillSource(*e);
+    ASSERT_FALSE(prefill.empty());
+    EXPECT_EQ(prefill.find("gridDim.x * rpb") != std::string::npos, c.loop) << prefill;
+    EXPECT_EQ(prefill.find("if (r0 >= R) return;") != std::string::npos, !c.loop) << prefill;
+    ExpectCompiles(e->source, e->function);
+  }
+}
+
 // RoPE's [T, 1, D] tables load as packs at the row's offset (no 64-bit remainder by T per access), and
 // rotate_half's partner as one pack from the other half, in the prefill and decode functions; where the
 // half width is not a multiple of the pack the partner stays per element. A row kernel's [T, 1, C]

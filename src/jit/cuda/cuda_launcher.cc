@@ -10,8 +10,9 @@
 // 1024 vectors per SM: more SMs busy), as the library's glu kernel; tensors of at most
 // kPointwiseDecodeBlocksPerSm blocks of 128 per SM run the pointwise decode function (4-byte packs),
 // in blocks of 256 where that still gives every SM a block, else of 128. Grids cover the work in one
-// step up to the hardware limit; the kernels grid-stride beyond it, except the decode functions (no
-// loop, 32-bit indices), which are taken only where their grid covers the work.
+// step up to the hardware limit; the kernels grid-stride beyond it, except the register row functions
+// without per-column inputs (no row loop: more row groups than the limit are refused) and the decode
+// functions (no loop, 32-bit indices), which are taken only where their grid covers the work.
 #include <algorithm>
 
 #include <cuda_runtime.h>
@@ -211,6 +212,9 @@ StatusOr<LoadedKernel::Geometry> LoadedKernel::LaunchGeometry(const std::vector<
       geo.kernel = decode_kernel_;
       geo.function = &em.decode_function;
     }
+    // a register function may have no row loop (codegen/cuda_emitter.cc): a block for every row group
+    if (em.row_in_registers && (rows + rpb - 1) / rpb > kMaxGrid)
+      return Unimplemented(fmt::format("{}: {} rows in groups of {} exceed a grid of 2^30 blocks", em.function, rows, rpb));
     geo.blocks = std::min<int64_t>((rows + rpb - 1) / rpb, kMaxGrid);
   } else {
     // a tiny tensor (at most kPointwiseDecodeBlocksPerSm blocks of the decode function per SM): that function
