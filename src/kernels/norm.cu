@@ -200,7 +200,13 @@ __global__ void __launch_bounds__(RowBlockLimit(VPT, false)) NormRegKernel(NormP
 // sum over res stays read-before-write).
 // CL: the cluster size compiled in (__cluster_dims__, NormSplit8Kernel: 8 blocks per row), or 0 for
 // the launch's (a launch attribute, NormSplitKernel), as softmax.cu's split.
-template <class T, int N, int VPT, int KIND, int CL>
+// EW: the weight and bias loaded into registers with the row, before the exchange — rms_norm and
+// layer_norm launches whose every block has an SM to itself (rows x blocks <= SMs: no occupancy to
+// lose), where the output pass then waits for no load; otherwise prefetched into L2 (registers held
+// across the exchange cost the many-row launches their occupancy, and add_rms_norm, which holds the
+// residual too, measured slower with them; docs/BENCHMARKS.md, "Few vocabulary rows: the weight in
+// registers").
+template <class T, int N, int VPT, int KIND, int CL, bool EW>
 __device__ __forceinline__ void NormSplitRow(const NormParams<T>& p) {
   PdlEnter();  // pdl.cuh: wait for the earlier kernels before any memory access
   namespace cg = cooperative_groups;
@@ -245,16 +251,26 @@ __device__ __forceinline__ void NormSplitRow(const NormParams<T>& p) {
       if (mine(it)) xv[it] = LoadRowPack<T, N, true>(p.x + base, col(it), p.cols, base, p.rows * p.cols);
     cluster.sync();  // every block's mbarrier is armed before any push (the loads are in flight meanwhile)
   }
-  // The weight and bias of this thread's columns prefetched into L2 before the exchange, so that the
-  // output pass finds them there (held in registers instead, they cost the many-row launches their
-  // occupancy).
+  // The weight and bias of this thread's columns: in registers (EW), or prefetched into L2 before the
+  // exchange, so that the output pass finds them there.
+  Pack<T, N> wv[EW ? VPT : 1], bv[EW && KIND == kLayer ? VPT : 1];
+  if constexpr (EW) {
 #pragma unroll
-  for (int it = 0; it < VPT; ++it)
-    if (mine(it)) {
-      const int c = max(col(it), 0);
-      if (p.w) asm volatile("prefetch.global.L2 [%0];" ::"l"(p.w + c));
-      if (p.b) asm volatile("prefetch.global.L2 [%0];" ::"l"(p.b + c));
-    }
+    for (int it = 0; it < VPT; ++it)
+      if (mine(it)) {
+        if (p.w) wv[it] = LoadColumnPack<T, N, true>(p.w, col(it), p.cols);
+        if constexpr (KIND == kLayer)
+          if (p.b) bv[it] = LoadColumnPack<T, N, true>(p.b, col(it), p.cols);
+      }
+  } else {
+#pragma unroll
+    for (int it = 0; it < VPT; ++it)
+      if (mine(it)) {
+        const int c = max(col(it), 0);
+        if (p.w) asm volatile("prefetch.global.L2 [%0];" ::"l"(p.w + c));
+        if (p.b) asm volatile("prefetch.global.L2 [%0];" ::"l"(p.b + c));
+      }
+  }
   // One exchange, pushed (device_common.cuh): threads 0 .. C - 1 write this block's partial sums a
   // (and, layer_norm, b) into block k's parts[2 rank ..]; each block waits on its own mbarrier and sums
   // the C partials in rank order, so every block gets the bit-identical totals.
@@ -311,18 +327,21 @@ __device__ __forceinline__ void NormSplitRow(const NormParams<T>& p) {
   for (int it = 0; it < VPT; ++it) Launder(xv[it]);
 #pragma unroll
   for (int it = 0; it < VPT; ++it)
-    if (mine(it)) Finish<T, N, true>(p, xv[it], base, col(it), mean, inv);
+    if (mine(it)) {
+      if constexpr (EW) FinishWith<T, N, true>(p, xv[it], wv[it], bv[KIND == kLayer ? it : 0], base, col(it), mean, inv);
+      else Finish<T, N, true>(p, xv[it], base, col(it), mean, inv);
+    }
   // no closing cluster barrier: nothing reads another block's shared memory
 }
 
-template <class T, int N, int VPT, int KIND>
+template <class T, int N, int VPT, int KIND, bool EW>
 __global__ void __launch_bounds__(target::kRowSplitMaxThreads) NormSplitKernel(NormParams<T> p) {
-  NormSplitRow<T, N, VPT, KIND, 0>(p);
+  NormSplitRow<T, N, VPT, KIND, 0, EW>(p);
 }
-template <class T, int N, int VPT, int KIND>
+template <class T, int N, int VPT, int KIND, bool EW>
 __global__ void __cluster_dims__(target::kRowSplitBlocks, 1, 1) __launch_bounds__(target::kRowSplitMaxThreads)
     NormSplit8Kernel(NormParams<T> p) {
-  NormSplitRow<T, N, VPT, KIND, target::kRowSplitBlocks>(p);
+  NormSplitRow<T, N, VPT, KIND, target::kRowSplitBlocks, EW>(p);
 }
 
 // Staged path (target::ChooseRowStage; many rows past the register path): persistent blocks
@@ -597,6 +616,55 @@ __global__ void __launch_bounds__(1024) NormLoopKernel(NormParams<T> p) {
 
 }  // namespace
 
+template <class T>
+using NormKernelFn = void (*)(NormParams<T>);
+
+// The register-path kernel (NormRegKernel's instance) of row shape `s` (not looped) for `kind`, rows of
+// `cols` columns, `shifted` rows in their aligned window.
+template <class T>
+NormKernelFn<T> NormRegKernelFor(int kind, const RowShape& s, bool shifted, int64_t cols) {
+  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  // The exact-cover fast path (fused_common.cuh); not rms_norm at 4 vectors per thread (its prefill
+  // shapes): there the runtime row group read slightly faster at 2048-16384 rows (bench ops), every
+  // other case slower.
+  if (!shifted && ExactCover(s, cols, kVec) && !(kind == kRms && s.vectors_per_thread == 4)) {
+    auto r = DispatchExactShape<ExactShapes>(s, [&](auto shape) -> NormKernelFn<T> {
+      constexpr int V = decltype(shape)::kVpt, KT = decltype(shape)::kTpr;
+      switch (kind) {
+        case kRms: return NormRegKernel<T, kVec, V, kRms, KT>;
+        case kAddRms: return NormRegKernel<T, kVec, V, kAddRms, KT>;
+        default: return NormRegKernel<T, kVec, V, kLayer, KT>;
+      }
+    });
+    if (r) return *r;
+  }
+  return DispatchVpt(s.vectors_per_thread, [&](auto vpt_c) -> NormKernelFn<T> {
+    constexpr int V = decltype(vpt_c)::value;
+    auto pick = [&](auto n_c) -> NormKernelFn<T> {
+      constexpr int N = decltype(n_c)::value;
+      if constexpr (N > 1) {
+        if (shifted) {
+          switch (kind) {
+            case kRms: return NormRegKernel<T, N, V, kRms, 0, true>;
+            case kAddRms: return NormRegKernel<T, N, V, kAddRms, 0, true>;
+            default: return NormRegKernel<T, N, V, kLayer, 0, true>;
+          }
+        }
+      }
+      switch (kind) {
+        case kRms:
+          if constexpr (V == 4) {  // wide rows: the late weight (NormRegKernel's EARLY_W)
+            if (cols > target::kMaxRegisterCols) return NormRegKernel<T, N, 4, kRms, 0, false, 0>;
+          }
+          return NormRegKernel<T, N, V, kRms>;
+        case kAddRms: return NormRegKernel<T, N, V, kAddRms>;
+        default: return NormRegKernel<T, N, V, kLayer>;
+      }
+    };
+    return s.vec == 1 ? pick(std::integral_constant<int, 1>{}) : pick(std::integral_constant<int, kVec>{});
+  });
+}
+
 StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::vector<TensorRef>& in,
                                                      const std::vector<TensorRef>& out, const cuda::DeviceInfo& dev,
                                                      const FusedPlanOptions& opt) {
@@ -728,77 +796,46 @@ StatusOr<std::vector<cuda::KernelLaunch>> PlanNormEx(const Node& n, const std::v
         return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(name, kernel, dim3(static_cast<unsigned>(rows * split->blocks)),
                                                                         dim3(split->threads), 0, p).Pdl().Cluster(fixed ? 0 : split->blocks)};
       };
-      auto by_vpt = [&](auto vpt_c) -> std::vector<cuda::KernelLaunch> {
+      // every block on an SM of its own: the weight and bias held from the start (NormSplitRow's EW)
+      const bool early = kind != kAddRms && rows * split->blocks <= dev.sm_count;
+      auto by_vpt = [&](auto vpt_c, auto ew_c) -> std::vector<cuda::KernelLaunch> {
         constexpr int V = decltype(vpt_c)::value;
+        constexpr bool EW = decltype(ew_c)::value;
         if (fixed) {
           switch (kind) {
-            case kRms: return make_split(NormSplit8Kernel<T, kVec, V, kRms>);
-            case kAddRms: return make_split(NormSplit8Kernel<T, kVec, V, kAddRms>);
-            default: return make_split(NormSplit8Kernel<T, kVec, V, kLayer>);
+            case kRms: return make_split(NormSplit8Kernel<T, kVec, V, kRms, EW>);
+            case kAddRms: return make_split(NormSplit8Kernel<T, kVec, V, kAddRms, false>);  // never early
+            default: return make_split(NormSplit8Kernel<T, kVec, V, kLayer, EW>);
           }
         }
         switch (kind) {
-          case kRms: return make_split(NormSplitKernel<T, kVec, V, kRms>);
-          case kAddRms: return make_split(NormSplitKernel<T, kVec, V, kAddRms>);
-          default: return make_split(NormSplitKernel<T, kVec, V, kLayer>);
+          case kRms: return make_split(NormSplitKernel<T, kVec, V, kRms, EW>);
+          case kAddRms: return make_split(NormSplitKernel<T, kVec, V, kAddRms, false>);  // never early
+          default: return make_split(NormSplitKernel<T, kVec, V, kLayer, EW>);
         }
       };
+      auto by_ew = [&](auto vpt_c) {
+        return early ? by_vpt(vpt_c, std::true_type{}) : by_vpt(vpt_c, std::false_type{});
+      };
       switch (split->vpt) {
-        case 2: return by_vpt(std::integral_constant<int, 2>{});
-        case 4: return by_vpt(std::integral_constant<int, 4>{});
-        default: return by_vpt(std::integral_constant<int, 8>{});
+        case 2: return by_ew(std::integral_constant<int, 2>{});
+        case 4: return by_ew(std::integral_constant<int, 4>{});
+        default: return by_ew(std::integral_constant<int, 8>{});
       }
     }
     auto make = [&](auto kernel) { return std::vector<cuda::KernelLaunch>{cuda::KernelLaunch::Make(name, kernel, grid, block, 0, p).Pdl()}; };
-    auto by_kind = [&](auto n_c, auto vpt_c, auto looped_c) -> std::vector<cuda::KernelLaunch> {
-      constexpr int N = decltype(n_c)::value, V = decltype(vpt_c)::value;
-      if constexpr (decltype(looped_c)::value) {
+    if (s.looped) {
+      auto looped = [&](auto n_c) -> std::vector<cuda::KernelLaunch> {
+        constexpr int N = decltype(n_c)::value;
         switch (kind) {
           case kRms: return make(NormLoopKernel<T, N, kRms>);
           case kAddRms: return make(NormLoopKernel<T, N, kAddRms>);
           default: return make(NormLoopKernel<T, N, kLayer>);
         }
-      } else {
-        if constexpr (N > 1) {
-          if (access.shifted) {
-            switch (kind) {
-              case kRms: return make(NormRegKernel<T, N, V, kRms, 0, true>);
-              case kAddRms: return make(NormRegKernel<T, N, V, kAddRms, 0, true>);
-              default: return make(NormRegKernel<T, N, V, kLayer, 0, true>);
-            }
-          }
-        }
-        switch (kind) {
-          case kRms:
-            if constexpr (V == 4) {  // wide rows: the late weight (NormRegKernel's EARLY_W)
-              if (cols > target::kMaxRegisterCols) return make(NormRegKernel<T, N, 4, kRms, 0, false, 0>);
-            }
-            return make(NormRegKernel<T, N, V, kRms>);
-          case kAddRms: return make(NormRegKernel<T, N, V, kAddRms>);
-          default: return make(NormRegKernel<T, N, V, kLayer>);
-        }
-      }
-    };
-    using One = std::integral_constant<int, 1>;
-    using VecN = std::integral_constant<int, kVec>;
-    // The exact-cover fast path (fused_common.cuh); not rms_norm at 4 vectors per thread (its prefill
-    // shapes): there the runtime row group read slightly faster at 2048-16384 rows (bench ops), every
-    // other case slower.
-    if (ExactCover(s, cols, kVec) && !(kind == kRms && s.vectors_per_thread == 4)) {
-      auto r = DispatchExactShape<ExactShapes>(s, [&](auto shape) -> std::vector<cuda::KernelLaunch> {
-        constexpr int V = decltype(shape)::kVpt, KT = decltype(shape)::kTpr;
-        switch (kind) {
-          case kRms: return make(NormRegKernel<T, kVec, V, kRms, KT>);
-          case kAddRms: return make(NormRegKernel<T, kVec, V, kAddRms, KT>);
-          default: return make(NormRegKernel<T, kVec, V, kLayer, KT>);
-        }
-      });
-      if (r) return *std::move(r);
+      };
+      return vec == 1 ? looped(std::integral_constant<int, 1>{}) : looped(std::integral_constant<int, kVec>{});
     }
-    if (s.looped) return vec == 1 ? by_kind(One{}, One{}, std::true_type{}) : by_kind(VecN{}, One{}, std::true_type{});
-    return DispatchVpt(s.vectors_per_thread, [&](auto vpt_c) {
-      return vec == 1 ? by_kind(One{}, vpt_c, std::false_type{}) : by_kind(VecN{}, vpt_c, std::false_type{});
-    });
+    return make(NormRegKernelFor<T>(kind, s, access.shifted, cols));
   });
 }
 

@@ -1010,7 +1010,32 @@ std::vector<FusedCase> SweepCases() {
   return v;
 }
 
+// Mid row counts (a few rows an SM: 1 to 4 rounds of resident blocks) on the register path: every
+// norm kind and the softmax forms (plain, scaled, causal, masked), aligned and shifted widths, each
+// dtype, unaligned pointers too — the sweep's cases cut to 2^20 elements rarely reach them.
+std::vector<FusedCase> MidRowCases() {
+  std::vector<FusedCase> v;
+  int i = 0;
+  for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{687, 6653}, {1261, 5303}, {2500, 2048}, {1200, 3584},
+                                                                   {565, 13824}, {2000, 5120}, {800, 9999}, {1000, 8192}}) {
+    const DType dt = kDtypes[i % 3];
+    std::vector<FusedCase> cs = {NormCase(OpKind::kRmsNorm, dt, rows, cols), NormCase(OpKind::kAddRmsNorm, dt, rows, cols),
+                                 NormCase(OpKind::kLayerNorm, dt, rows, cols), SoftmaxCase(dt, {rows, cols}),
+                                 SoftmaxCase(dt, {rows, cols}, std::nullopt, 0.125),
+                                 SoftmaxCase(dt, {1, rows, cols}, std::nullopt, 1.0, true),
+                                 SoftmaxCase(dt, {rows, cols}, InputSpec{dt, {cols}})};
+    for (FusedCase& c : cs) {
+      c.unaligned = i % 4 == 3;
+      c.name = fmt::format("mid{}_{}{}", i, c.name, c.unaligned ? "_unaligned" : "");
+      v.push_back(std::move(c));
+    }
+    ++i;
+  }
+  return v;
+}
+
 INSTANTIATE_TEST_SUITE_P(Norm, LibraryFusedGpu, ::testing::ValuesIn(NormCases()), CaseName);
+INSTANTIATE_TEST_SUITE_P(MidRows, LibraryFusedGpu, ::testing::ValuesIn(MidRowCases()), CaseName);
 INSTANTIATE_TEST_SUITE_P(Sweep, LibraryFusedGpu, ::testing::ValuesIn(SweepCases()), CaseName);
 INSTANTIATE_TEST_SUITE_P(Inplace, LibraryFusedGpu, ::testing::ValuesIn(InplaceCases()), CaseName);
 INSTANTIATE_TEST_SUITE_P(Softmax, LibraryFusedGpu, ::testing::ValuesIn(SoftmaxCases()), CaseName);
