@@ -983,6 +983,16 @@ std::string CaseName(const ::testing::TestParamInfo<FusedCase>& info) {
   return s;
 }
 
+// Appends the cases of shape number `i` of a generated list, named `<prefix><i>_<case>`, every fourth
+// shape's with unaligned pointers.
+void AddNumbered(std::vector<FusedCase>& v, std::vector<FusedCase> cs, const char* prefix, int i) {
+  for (FusedCase& c : cs) {
+    c.unaligned = i % 4 == 3;
+    c.name = fmt::format("{}{}_{}{}", prefix, i, c.name, c.unaligned ? "_unaligned" : "");
+    v.push_back(std::move(c));
+  }
+}
+
 // The untuned sweep as a test (issue 30): 200 (rows, width) pairs drawn with a fixed seed by the
 // bench's own sampler (model sizes, primes, log-uniform widths up to 262144), rows cut so a tensor
 // stays under 2^20 elements (the CPU reference's time), for every fused library op; dtypes in turn,
@@ -1000,12 +1010,7 @@ std::vector<FusedCase> SweepCases() {
                                  NormCase(OpKind::kLayerNorm, dt, rows, cols), SoftmaxCase(dt, {rows, cols}, std::nullopt, 0.125),
                                  SoftmaxCase(dt, {1, rows, cols}, std::nullopt, 1.0, true), GluCase(OpKind::kSwiglu, dt, {rows, cols}),
                                  GluCase(OpKind::kGeglu, dt, {rows, cols})};
-    for (FusedCase& c : cs) {
-      c.unaligned = i % 4 == 3;
-      c.name = fmt::format("sweep{}_{}{}", i, c.name, c.unaligned ? "_unaligned" : "");
-      v.push_back(std::move(c));
-    }
-    ++i;
+    AddNumbered(v, std::move(cs), "sweep", i++);
   }
   return v;
 }
@@ -1024,12 +1029,7 @@ std::vector<FusedCase> MidRowCases() {
                                  SoftmaxCase(dt, {rows, cols}, std::nullopt, 0.125),
                                  SoftmaxCase(dt, {1, rows, cols}, std::nullopt, 1.0, true),
                                  SoftmaxCase(dt, {rows, cols}, InputSpec{dt, {cols}})};
-    for (FusedCase& c : cs) {
-      c.unaligned = i % 4 == 3;
-      c.name = fmt::format("mid{}_{}{}", i, c.name, c.unaligned ? "_unaligned" : "");
-      v.push_back(std::move(c));
-    }
-    ++i;
+    AddNumbered(v, std::move(cs), "mid", i++);
   }
   return v;
 }
