@@ -81,6 +81,7 @@ struct FusedCase {
   bool inplace = false;               // add_rms_norm: sum written into the residual buffer
   bool neg_inf_mask = false;          // softmax: -inf mask entries, first mask row fully masked
   double x_offset = 0;                // added to every element of the first input (rows far from zero)
+  double x_first = 0;                 // nonzero: column 0 of every row of the first input (an outlier)
   FusedPlanOptions opt;
   std::string expect;                 // substring the (first) launch name must contain
 };
@@ -337,6 +338,10 @@ void RunFusedCase(const FusedCase& c, const cuda::DeviceInfo& dev) {
     HostTensor& x = inputs.at("in0");
     for (int64_t i = 0; i < x.numel(); ++i) x.set(i, x.get(i) + c.x_offset);
   }
+  if (c.x_first != 0) {
+    HostTensor& x = inputs.at("in0");
+    for (int64_t i = 0; i < x.numel(); i += x.cols()) x.set(i, c.x_first);
+  }
   if (c.neg_inf_mask) {  // -inf on every 7th mask element and the whole first mask row
     HostTensor& m = inputs.at("in1");
     const int64_t mc = m.cols();
@@ -567,6 +572,15 @@ std::vector<FusedCase> NormCases() {
       c.name += "_offset48_split";
       v.push_back(c);
     }
+  // ... and rows whose first element is far from the rest (an outlier channel: the shift the split's
+  // one exchange takes is that element), where x - K and (x - K)^2 must not cancel either.
+  for (auto [dt, first] : std::vector<std::pair<DType, double>>{{DType::kF32, 48.0}, {DType::kBF16, 1000.0}}) {
+    FusedCase c = NormCase(OpKind::kLayerNorm, dt, 2, 96844);
+    c.expect = SplitExpect(OpKind::kLayerNorm, dt, 2, 96844);
+    c.x_first = first;
+    c.name += "_outlier_first_split";
+    v.push_back(c);
+  }
   // Many rows past the register path: staged rows (target::ChooseRowStage) where the window fits
   // shared memory — aligned and odd widths, one to several blocks per SM —, else split or looped
   // (f32 beyond ~58000 columns; add_rms_norm stages two rows).
